@@ -1,0 +1,62 @@
+/* cli.h - one command-line parser for every program.
+ *
+ * Each program lists its options in a table; cli_parse() fills the values,
+ * prints --help (every option with its default), and rejects anything wrong
+ * with a message that names the flag, exiting with status 2:
+ *
+ *     int n = 5; uint64_t seed = 42; const char *out = "out/01";
+ *     CliOption opts[] = {
+ *         {"--n",    CLI_INT,    &n,    "sequence length", 1, 4096},
+ *         {"--seed", CLI_U64,    &seed, "random seed",     0, 0},
+ *         {"--out",  CLI_STRING, &out,  "output folder",   0, 0},
+ *     };
+ *     cli_parse(argc, argv, "01_dot_product", "what it does", opts, CLI_COUNT(opts));
+ *
+ * Always understood: --help / -h, and --no-color (same as NO_COLOR=1).
+ * Both "--flag value" and "--flag=value" work.
+ */
+#ifndef CLI_H
+#define CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    CLI_INT,     /* int*,   checked against [min, max]                     */
+    CLI_FLOAT,   /* float*, checked against [min, max] (finite)            */
+    CLI_U64,     /* uint64_t* (seeds), any non-negative integer            */
+    CLI_FLAG,    /* int*, set to 1 when present; takes no value            */
+    CLI_STRING,  /* const char**, any non-empty string                     */
+} CliKind;
+
+typedef struct {
+    const char *name;   /* "--d-model"                                     */
+    CliKind kind;
+    void *value;        /* where the parsed value goes; its initial value is the default */
+    const char *help;   /* one line                                        */
+    double min, max;    /* valid range for CLI_INT and CLI_FLOAT           */
+} CliOption;
+
+#define CLI_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Parses argv into opts. On --help prints usage and exits 0; on any error
+ * prints "prog: error: ..." naming the flag plus a hint and exits 2. */
+void cli_parse(int argc, char **argv, const char *prog, const char *about,
+               CliOption *opts, int nopts);
+
+/* Same, but returns 0 on success, 1 after --help, 2 on error (message in
+ * err) instead of exiting: what the tests call. */
+int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
+                     CliOption *opts, int nopts, char *err, size_t errlen);
+
+/* A failure of the world detected after parsing (sizes that do not fit,
+ * d_model not divisible by heads, a bad file): prints "prog: error: msg"
+ * and exits 2. printf-style. */
+void cli_fail(const char *prog, const char *fmt, ...);
+
+/* Refuses (exit 2, naming what) a request for more float32 elements than
+ * fit comfortably in this machine's memory, or a product that overflows.
+ * n_factors sizes are multiplied with overflow checking. Returns the product. */
+size_t cli_check_floats(const char *prog, const char *what, int n_factors, ...);
+
+#endif

@@ -1,0 +1,166 @@
+/* model.h - the encoder-decoder Transformer of Figure 1 (Section 3).
+ *
+ *   src ids -> Embedding * sqrt(d_model) + PE -> dropout -> N x EncoderLayer -> memory
+ *   tgt ids -> Embedding * sqrt(d_model) + PE -> dropout -> N x DecoderLayer(memory)
+ *           -> x E^T (the same embedding matrix, Sec. 3.4) -> log-softmax
+ *
+ *   EncoderLayer (post-LN, as the paper):
+ *       x = LayerNorm(x + Dropout(SelfAttn(x)))
+ *       x = LayerNorm(x + Dropout(FFN(x)))
+ *   DecoderLayer:
+ *       x = LayerNorm(x + Dropout(MaskedSelfAttn(x)))
+ *       x = LayerNorm(x + Dropout(CrossAttn(x, memory)))
+ *       x = LayerNorm(x + Dropout(FFN(x)))
+ *   pre_ln = 1 switches every sub-layer to x + Dropout(Sublayer(LayerNorm(x)))
+ *   and adds a final LayerNorm after each stack (what many later
+ *   implementations do; not the paper).
+ *
+ * Memory: parameters live in one allocation (Params.mem) with named tensors
+ * pointing into it; gradients in a second with the same layout; activations
+ * in a third sized for (max_B, max_Ts, max_Tt) at build time. Nothing is
+ * allocated inside a forward or backward pass.
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "attention.h"
+#include "rng.h"
+
+typedef struct {
+    int N;          /* layers in the encoder and in the decoder           */
+    int d_model;    /* width of every sub-layer output                    */
+    int d_ff;       /* FFN inner width (Eq. 2)                            */
+    int h;          /* attention heads                                    */
+    int d_k, d_v;   /* per-head query/key and value widths                */
+    int vocab;      /* shared source/target vocabulary (Sec. 3.4)         */
+    int max_len;    /* longest sequence: rows of the PE table             */
+    float dropout;  /* P_drop (Sec. 5.4); used only when training         */
+    int pre_ln;     /* 0: post-LN (paper), 1: pre-LN (for comparison)     */
+    int pad_id;     /* padding token id, or -1 when there is none         */
+} Config;
+
+/* Table 3 "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1,
+ * vocab 37000, max_len 512, post-LN, pad_id 0. */
+Config config_base(void);
+/* 0 if c is usable; otherwise 2 with a plain message in err (e.g.
+ * "d_model (30) must be divisible by h (4)" when d_k was derived). */
+int config_validate(const Config *c, char *err, size_t errlen);
+
+/* A named parameter tensor inside Params.mem (for checkpoints, summaries). */
+typedef struct {
+    char name[48];      /* "encoder.0.self_attn.w_q"        */
+    float *data;
+    int ndim;
+    int shape[2];
+} NamedTensor;
+
+typedef struct {
+    MhaParams self_attn;
+    float *ln1_g, *ln1_b;                    /* (d_model)                          */
+    float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;/* (d_model,d_ff) (d_ff) (d_ff,d_model) (d_model) */
+    float *ln2_g, *ln2_b;
+} EncoderLayer;
+
+typedef struct {
+    MhaParams self_attn;                     /* masked (causal)                    */
+    float *ln1_g, *ln1_b;
+    MhaParams cross_attn;                    /* queries from decoder, K/V = memory */
+    float *ln2_g, *ln2_b;
+    float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;
+    float *ln3_g, *ln3_b;
+} DecoderLayer;
+
+typedef struct {
+    float *embed;           /* (vocab, d_model), shared three ways (Sec. 3.4)   */
+    EncoderLayer *enc;      /* [N]                                             */
+    DecoderLayer *dec;      /* [N]                                             */
+    float *enc_ln_g, *enc_ln_b, *dec_ln_g, *dec_ln_b; /* final LNs, pre-LN only (NULL in post-LN) */
+    float *mem;             /* the one allocation every pointer above is in    */
+    size_t n;               /* floats in mem == model_param_count(cfg)         */
+    NamedTensor *tensors;   /* every parameter tensor, in a fixed order        */
+    int n_tensors;
+} Params;
+
+typedef struct ModelActs ModelActs;   /* laid out in model.c */
+
+typedef struct {
+    Config cfg;
+    Params params;          /* weights                                         */
+    Params grads;           /* same layout; model_backward accumulates here    */
+    float *pe;              /* (max_len, d_model) positional encoding table    */
+    ModelActs *acts;        /* saved activations for backward                  */
+    int max_B, max_Ts, max_Tt;  /* capacity of acts                            */
+    int B, Ts, Tt;          /* sizes of the last forward pass                  */
+    Rng dropout_rng;
+} Model;
+
+/* Closed-form parameter count for c (what --summary and Table 3 print). */
+size_t model_param_count(const Config *c);
+
+/* Builds a model with weights initialised from seed (Xavier-uniform
+ * matrices, LayerNorm gamma=1 beta=0, biases 0), gradients zeroed, and
+ * activations for up to max_B sequences of max_Ts source and max_Tt target
+ * tokens. Returns 0, or non-zero with a message in err (invalid config, out
+ * of memory) and m left safe to model_free. */
+int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
+                uint64_t seed, char *err, size_t errlen);
+void model_free(Model *m);   /* model_free on a zeroed or freed Model is a no-op */
+
+/* Checks every id is in [0, vocab); returns 0 or 2 with a message naming the
+ * first bad position. Call before forward on any user-supplied input. */
+int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
+                       char *err, size_t errlen);
+
+/* ---- forward --------------------------------------------------------------
+ * src (B,Ts), tgt (B,Tt) token ids, already validated. training=1 applies
+ * dropout (with m->dropout_rng), 0 is inference. model_forward = encode then
+ * decode and returns logp (B*Tt, vocab) = log-softmax of the output
+ * projection, pointing into the activations (valid until the next call).
+ * Padding masks come from cfg.pad_id (src keys), plus the causal mask in
+ * the decoder's self-attention. */
+const float *model_forward(Model *m, const int *src, const int *tgt, int B, int Ts, int Tt,
+                           int training);
+/* The two halves, for greedy decoding: encode once, decode as tgt grows. */
+void model_encode(Model *m, const int *src, int B, int Ts, int training);
+const float *model_decode(Model *m, const int *tgt, int Tt, int training);
+
+/* The encoder output ("memory", (B,Ts,d_model)) of the last encode. */
+const float *model_memory(const Model *m);
+
+typedef enum { ATTN_ENC_SELF, ATTN_DEC_SELF, ATTN_DEC_CROSS } AttnKind;
+/* Attention weights saved by the last forward pass for one layer:
+ * (B,h,Tq,Tk) with Tq,Tk = (Ts,Ts), (Tt,Tt) or (Tt,Ts). */
+const float *model_attention(const Model *m, AttnKind kind, int layer);
+
+/* ---- backward -------------------------------------------------------------
+ * Given dlogits (B*Tt, vocab), the gradient of the loss with respect to the
+ * pre-softmax logits of the last model_forward (training or not), accumulates
+ * every parameter's gradient into m->grads. */
+void model_backward(Model *m, const float *dlogits);
+void model_zero_grad(Model *m);
+
+/* ---- checkpoints ----------------------------------------------------------
+ * File format (little-endian), documented in chapters/07_transformer/README.md:
+ *   magic "AIYNCKPT", u32 version, the Config, optional TrainState, then each
+ *   named tensor (name, ndim, shape, float32 data), then a CRC-32 of all of it.
+ * Saving writes "path.tmp" and renames it over path, so an interrupted save
+ * never destroys the previous file. */
+typedef struct {
+    uint64_t step;          /* optimizer steps taken                         */
+    uint64_t rng_state[2];  /* data RNG and dropout RNG                       */
+    float *adam_m, *adam_v; /* (n params) each, owned by the caller           */
+} TrainState;
+
+/* ts may be NULL (weights only). Returns 0, or non-zero with err set. */
+int model_save(const Model *m, const char *path, const TrainState *ts, char *err, size_t errlen);
+/* Builds *m from the file's config and weights (capacity as in model_build).
+ * If ts is non-NULL and the file has a TrainState, fills ts (ts->adam_m/v
+ * must point at n-params floats each) and sets *has_train_state.
+ * Truncated, corrupted (checksum), wrong-magic, wrong-version or
+ * inconsistent files return non-zero with a message; *m is left freed. */
+int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
+               TrainState *ts, int *has_train_state, char *err, size_t errlen);
+
+#endif
