@@ -9,7 +9,8 @@
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (single thread)
-#   SANITIZE=1   AddressSanitizer + UBSan build, in build/sanitize (implies CUDA=0)
+#   SANITIZE=1   AddressSanitizer + UBSan build, in build/sanitize (implies CUDA=0;
+#              a BUILD=... on the command line wins)
 #   CUDA=0       do not build the CUDA kernels even if nvcc is found
 #   BLAS=openblas  send gemm() to OpenBLAS's cblas_sgemm (needs libopenblas-dev)
 #   PORTABLE=1   no -march=native (generic x86-64 / other CPUs)
@@ -68,7 +69,7 @@ LIB_OBJ  += $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard cuda/*.cu))
 endif
 LIB       = $(BUILD)/libaiyn.a
 
-CHAPTERS  = $(notdir $(wildcard chapters/[0-9][0-9]_*))
+CHAPTERS  = $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 PROGRAMS  = $(CHAPTERS:%=$(BUILD)/%)
 
 TEST_SRC  = $(filter-out tests/check_main.c,$(wildcard tests/check_*.c))
@@ -116,9 +117,15 @@ $(TEST_BIN): tests/check_main.c $(TEST_SRC) tests/testutil.h $(BUILD)/suites.h $
 test: deps-test $(TEST_BIN) $(PROGRAMS)
 	BUILD_DIR=$(BUILD) ./$(TEST_BIN)
 
-# valgrind over the test suite (no fork so valgrind follows every test) and chapters
-valgrind: $(TEST_BIN) $(PROGRAMS)
-	CK_FORK=no BUILD_DIR=$(BUILD) valgrind --error-exitcode=1 --leak-check=full -q ./$(TEST_BIN)
+# valgrind over the test suite (no fork, so valgrind follows every test) and
+# every chapter at its defaults. valgrind cannot decode AVX-512, so this uses
+# its own PORTABLE=1 build in build/valgrind.
+VG = valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect -q
+valgrind:
+	$(MAKE) BUILD=build/valgrind PORTABLE=1 CUDA=0 build/valgrind/check_all $(CHAPTERS:%=build/valgrind/%)
+	CK_FORK=no BUILD_DIR=build/valgrind $(VG) ./build/valgrind/check_all
+	@for p in $(CHAPTERS); do echo "valgrind $$p"; \
+	  $(VG) ./build/valgrind/$$p --out $(OUT)/valgrind/$$p $$(cat chapters/$$p/quick_args 2>/dev/null) >/dev/null || exit 1; done
 
 # ---- plots, bench, cuda-check ---------------------------------------------
 plots:

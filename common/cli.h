@@ -56,7 +56,8 @@ void cli_fail(const char *prog, const char *fmt, ...);
 
 /* Refuses (exit 2, naming what) a request for more float32 elements than
  * fit comfortably in this machine's memory, or a product that overflows.
- * n_factors sizes are multiplied with overflow checking. Returns the product. */
+ * n_factors sizes (each passed as size_t: cast ints with (size_t)) are
+ * multiplied with overflow checking. Returns the product. */
 size_t cli_check_floats(const char *prog, const char *what, int n_factors, ...);
 
 #endif

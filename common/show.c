@@ -1,16 +1,653 @@
-/* show.c - PLACEHOLDER: being rewritten (shapes, heatmaps, plots). */
+/* show.c - output that teaches: banners, shapes, matrices, terminal
+ * heatmaps, and gnuplot data + scripts.
+ *
+ * Two audiences read this output: a person at a terminal (colour heatmaps)
+ * and a person reading a log or a pipe (plain ASCII, no escape codes). The
+ * switch between them is show_color(). Everything printed here fits in 80
+ * columns so that it survives a projector, an email and a narrow terminal.
+ *
+ * Plot files are written so that `cd DIR && gnuplot NAME.gp` renders
+ * NAME.png with nothing else present: the .gp script carries its own
+ * terminal, palette and labels, and names its data file relative to DIR.
+ */
 #include "show.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
-static int color = -1;
-void show_set_color(int on) { color = on; }
-int show_color(void) { if (color < 0) color = isatty(1); return color; }
-void show_section(const char *title) { printf("\n== %s ==\n", title); }
-void show_shape(const Tensor *t, const char *note) { char b[256]; printf("  %s%s%s\n", tensor_shape_str(t, b, sizeof b), note ? "  " : "", note ? note : ""); }
-void show_matrix(const char *title, const float *x, int rows, int cols, const char *const *rl, const char *const *cl) { (void)rl; (void)cl; printf("%s\n", title); for (int i = 0; i < rows; i++) { for (int j = 0; j < cols; j++) printf(" %8.4f", x[i * cols + j]); printf("\n"); } }
-void show_vector(const char *name, const float *x, int n) { printf("%s = [", name); for (int i = 0; i < n; i++) printf("%s%.4f", i ? ", " : "", x[i]); printf("]\n"); }
-void show_heatmap(const char *title, const float *x, int rows, int cols, const char *const *rl, const char *const *cl) { show_matrix(title, x, rows, cols, rl, cl); }
-int plot_mkdir(const char *dir) { (void)dir; return 0; }
-void plot_heatmap(const char *dir, const char *name, const char *title, const float *x, int rows, int cols, const char *const *rl, const char *const *cl, const char *xl, const char *yl) { (void)dir; (void)name; (void)title; (void)x; (void)rows; (void)cols; (void)rl; (void)cl; (void)xl; (void)yl; }
-void plot_lines(const char *dir, const char *name, const char *title, const char *xl, const char *yl, const float *x, int n, const float *const *s, const char *const *sn, int ns, int lx, int ly) { (void)dir; (void)name; (void)title; (void)xl; (void)yl; (void)x; (void)n; (void)s; (void)sn; (void)ns; (void)lx; (void)ly; }
-int plot_render(const char *dir, const char *name) { (void)dir; (void)name; return 0; }
+
+#define SCREEN_W 80          /* every line printed here fits in this      */
+#define LABEL_W_MAX 10       /* row labels longer than this are cut        */
+#define HEAT_MAX_ROWS 40     /* heatmap rows beyond this are summarised    */
+#define MATRIX_MAX_ROWS 20   /* show_matrix rows beyond this are summarised */
+#define NUM_MAX_COLS 8       /* heatmaps this narrow print their numbers   */
+#define NUM_MAX_ROWS 16      /* ... and this short                         */
+#define VLABEL_MAX 6         /* vertical column labels: at most this tall  */
+#define NLEVELS 10           /* shades in the ramp                         */
+
+/* ---- colour on/off -------------------------------------------------------- */
+
+static int g_color = -1; /* -1: not decided yet */
+
+void show_set_color(int on) { g_color = on ? 1 : 0; }
+
+/* Colour only when a person is looking at a terminal that did not ask for
+ * plain text (https://no-color.org: any non-empty NO_COLOR turns it off). */
+int show_color(void) {
+    if (g_color < 0) {
+        const char *nc = getenv("NO_COLOR");
+        const char *term = getenv("TERM");
+        g_color = isatty(STDOUT_FILENO) && !(nc && *nc) && !(term && !strcmp(term, "dumb"));
+    }
+    return g_color;
+}
+
+/* ---- small text helpers --------------------------------------------------- */
+
+/* Display width of a UTF-8 string: one column per code point (continuation
+ * bytes 10xxxxxx take none). Good enough for token labels. */
+static int text_width(const char *s) {
+    int w = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xC0) != 0x80) w++;
+    return w;
+}
+
+/* Copies at most maxw columns of src into dst (size cap), never splitting a
+ * UTF-8 sequence and replacing control characters (a newline in a token
+ * would break the grid) with '?'. Returns the width written. */
+static int text_fit(char *dst, size_t cap, const char *src, int maxw) {
+    size_t o = 0;
+    int w = 0;
+    const unsigned char *p = (const unsigned char *)src;
+    while (*p) {
+        size_t len = 1;
+        if (*p >= 0xC0) {
+            while ((p[len] & 0xC0) == 0x80 && len < 4) len++;
+        } else if ((*p & 0xC0) == 0x80) { /* stray continuation byte */
+            p++;
+            continue;
+        }
+        if (w + 1 > maxw || o + len + 1 > cap) break;
+        if (len == 1 && (*p < 0x20 || *p == 0x7F)) {
+            dst[o++] = '?';
+        } else {
+            memcpy(dst + o, p, len);
+            o += len;
+        }
+        w++;
+        p += len;
+    }
+    dst[o] = '\0';
+    return w;
+}
+
+/* Prints s cut to width w, then pads with spaces to exactly w columns;
+ * right != 0 right-aligns. */
+static void put_fit(const char *s, int w, int right) {
+    char buf[128];
+    int got = text_fit(buf, sizeof buf, s, w);
+    if (right) printf("%*s%s", w - got, "", buf);
+    else printf("%s%*s", buf, w - got, "");
+}
+
+/* The label of row/column i: the caller's, or the index. */
+static const char *label_of(const char *const *labels, int i, char *buf, size_t cap) {
+    if (labels && labels[i]) return labels[i];
+    snprintf(buf, cap, "%d", i);
+    return buf;
+}
+
+/* How many decimals fit a number as large as maxabs into width columns
+ * (one for the sign, one for the point). -1: it does not fit, use %e. */
+static int decimals_for(double maxabs, int width, int most) {
+    int int_digits = maxabs < 1 ? 1 : (int)floor(log10(maxabs * 1.0005)) + 1;
+    int d = width - 1 - int_digits - 1;
+    if (d > most) d = most;
+    if (d < 0) return int_digits + 1 <= width ? 0 : -1;
+    return d;
+}
+
+/* Writes v into buf right-aligned in width columns with the given decimals
+ * (-1: exponent form). Non-finite values print as nan, inf, -inf. */
+static void fmt_num(char *buf, size_t cap, float v, int width, int decimals) {
+    if (isnan(v)) snprintf(buf, cap, "%*s", width, "nan");
+    else if (isinf(v)) snprintf(buf, cap, "%*s", width, v > 0 ? "inf" : "-inf");
+    else if (decimals < 0) snprintf(buf, cap, "%*.*e", width, width >= 9 ? 2 : 0, (double)v);
+    else snprintf(buf, cap, "%*.*f", width, decimals, (double)v);
+}
+
+/* Largest |x| over the finite entries of a rows x cols matrix. */
+static double max_abs_finite(const float *x, int rows, int cols) {
+    double m = 0;
+    for (long i = 0; i < (long)rows * cols; i++)
+        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* ---- banners, shapes, matrices, vectors ----------------------------------- */
+
+void show_section(const char *title) {
+    char buf[SCREEN_W * 4 + 1];
+    text_fit(buf, sizeof buf, title ? title : "", SCREEN_W - 6);
+    if (show_color()) printf("\n\033[1m== %s ==\033[0m\n", buf);
+    else printf("\n== %s ==\n", buf);
+}
+
+void show_shape(const Tensor *t, const char *note) {
+    char b[256];
+    tensor_shape_str(t, b, sizeof b);
+    if (note && *note) printf("  %s  %s\n", b, note);
+    else printf("  %s\n", b);
+}
+
+void show_matrix(const char *title, const float *x, int rows, int cols,
+                 const char *const *row_labels, const char *const *col_labels) {
+    char lb[32], num[64];
+    if (title && *title) printf("%s\n", title);
+    if (rows <= 0 || cols <= 0) {
+        printf("  (empty %d x %d)\n", rows, cols);
+        return;
+    }
+    /* column width 9 = a space + 8 characters of number, four decimals
+     * where they fit: enough to check a small example by hand */
+    const int cw = 9;
+    int dec = decimals_for(max_abs_finite(x, rows, cols), cw - 1, 4);
+    int lw = 0;
+    for (int i = 0; i < rows && i < MATRIX_MAX_ROWS; i++) {
+        int w = text_width(label_of(row_labels, i, lb, sizeof lb));
+        if (w > lw) lw = w;
+    }
+    if (lw > LABEL_W_MAX) lw = LABEL_W_MAX;
+    int fit = (SCREEN_W - 2 - lw) / cw;
+    int shown = cols < fit ? cols : fit;
+    if (shown < cols) shown = (SCREEN_W - 2 - lw - 14) / cw; /* room for "  ... N more" */
+    if (shown < 1) shown = 1;
+
+    printf("  %*s", lw, "");
+    for (int j = 0; j < shown; j++) {
+        printf(" ");
+        put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 1, 1);
+    }
+    if (shown < cols) printf("  ... %d more", cols - shown);
+    printf("\n");
+    int rshown = rows <= MATRIX_MAX_ROWS ? rows : MATRIX_MAX_ROWS;
+    for (int i = 0; i < rshown; i++) {
+        printf("  ");
+        put_fit(label_of(row_labels, i, lb, sizeof lb), lw, 0);
+        for (int j = 0; j < shown; j++) {
+            fmt_num(num, sizeof num, x[(long)i * cols + j], cw - 1, dec);
+            printf(" %s", num);
+        }
+        printf("\n");
+    }
+    if (rshown < rows) printf("  ... %d more rows\n", rows - rshown);
+}
+
+void show_vector(const char *name, const float *x, int n) {
+    char item[48];
+    char nm[SCREEN_W];
+    text_fit(nm, sizeof nm, name ? name : "", 30);
+    int col = printf("%s = [", nm);
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        /* three decimals reads best; tiny or huge values switch to %e so
+         * that 3.4e-04 does not print as a misleading 0.000 */
+        if (isnan(v)) snprintf(item, sizeof item, "nan");
+        else if (isinf(v)) snprintf(item, sizeof item, "%s", v > 0 ? "inf" : "-inf");
+        else if (v == 0 || (fabsf(v) >= 1e-3f && fabsf(v) < 1e5f)) snprintf(item, sizeof item, "%.3f", (double)v);
+        else snprintf(item, sizeof item, "%.3e", (double)v);
+        int sep = i ? 2 : 0;
+        int tail = i + 1 < n ? 16 : 1; /* room for ", ... N more]" or "]" */
+        if (col + sep + (int)strlen(item) + tail > SCREEN_W && i + 1 < n) {
+            printf("%s... %d more]\n", i ? ", " : "", n - i);
+            return;
+        }
+        col += printf("%s%s", i ? ", " : "", item);
+    }
+    printf("]\n");
+}
+
+/* ---- terminal heatmap ----------------------------------------------------- */
+
+/* The ramp, darkest/lowest first. Plain: ASCII density. Colour: xterm
+ * 256-colour approximations of viridis (the same palette as the PNGs),
+ * which stays readable for colour-blind readers and in grey scale. */
+static const char SHADES[NLEVELS + 1] = " .:-=+*#%@";
+static const int PALETTE256[NLEVELS] = {53, 54, 60, 24, 30, 36, 35, 77, 148, 220};
+
+static int level_of(float v, double lo, double hi) {
+    if (!(hi > lo)) return NLEVELS / 2;
+    int l = (int)((v - lo) / (hi - lo) * NLEVELS);
+    return l < 0 ? 0 : l >= NLEVELS ? NLEVELS - 1 : l;
+}
+
+void show_heatmap(const char *title, const float *x, int rows, int cols,
+                  const char *const *row_labels, const char *const *col_labels) {
+    char lb[32], num[64], buf[256];
+    int color = show_color();
+    if (title && *title) {
+        text_fit(buf, sizeof buf, title, SCREEN_W);
+        printf("%s\n", buf);
+    }
+    if (rows <= 0 || cols <= 0) {
+        printf("  (empty %d x %d)\n", rows, cols);
+        return;
+    }
+
+    /* value range over finite entries (-inf marks masked scores, drawn apart) */
+    double lo = INFINITY, hi = -INFINITY;
+    int nonfinite = 0;
+    for (long i = 0; i < (long)rows * cols; i++) {
+        if (!isfinite(x[i])) { nonfinite = 1; continue; }
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
+    if (lo > hi) lo = hi = 0;
+
+    int rshown = rows <= HEAT_MAX_ROWS ? rows : HEAT_MAX_ROWS;
+    int lw = 1;
+    for (int i = 0; i < rshown; i++) {
+        int w = text_width(label_of(row_labels, i, lb, sizeof lb));
+        if (w > lw) lw = w;
+    }
+    if (lw > LABEL_W_MAX) lw = LABEL_W_MAX;
+
+    /* Small matrices carry their numbers so a reader can check them by
+     * hand; larger ones are pure shade, 3 columns a cell. */
+    int numbers = cols <= NUM_MAX_COLS && rows <= NUM_MAX_ROWS;
+    int cw = numbers ? 8 : 3;
+    int dec = numbers ? decimals_for(max_abs_finite(x, rows, cols), 6, 3) : 0;
+    int avail = SCREEN_W - lw - 1;
+    int shown = avail / cw < cols ? avail / cw : cols;
+    if (shown < 1) shown = 1;
+
+    /* column labels: across when they fit in a cell, else written downwards */
+    int longest = 1;
+    for (int j = 0; j < shown; j++) {
+        int w = text_width(label_of(col_labels, j, lb, sizeof lb));
+        if (w > longest) longest = w;
+    }
+    if (numbers || longest <= cw - 1) {
+        printf("%*s ", lw, "");
+        for (int j = 0; j < shown; j++) {
+            if (numbers) { printf(" "); put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 2, 1); printf(" "); }
+            else { put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 1, 1); printf(" "); }
+        }
+        printf("\n");
+    } else {
+        int height = longest < VLABEL_MAX ? longest : VLABEL_MAX;
+        for (int k = 0; k < height; k++) {
+            printf("%*s ", lw, "");
+            for (int j = 0; j < shown; j++) {
+                char cut[64];
+                text_fit(cut, sizeof cut, label_of(col_labels, j, lb, sizeof lb), VLABEL_MAX);
+                /* the k-th character (code point) of the label, if any */
+                const unsigned char *p = (const unsigned char *)cut;
+                int c = 0;
+                while (*p && c < k) { p++; while ((*p & 0xC0) == 0x80) p++; c++; }
+                int len = 0;
+                if (*p) { len = 1; while ((p[len] & 0xC0) == 0x80) len++; }
+                printf(" %.*s%s", len, (const char *)p, len ? " " : "  ");
+            }
+            printf("\n");
+        }
+    }
+
+    for (int i = 0; i < rshown; i++) {
+        put_fit(label_of(row_labels, i, lb, sizeof lb), lw, 0);
+        printf(" ");
+        for (int j = 0; j < shown; j++) {
+            float v = x[(long)i * cols + j];
+            int fin = isfinite(v);
+            int l = fin ? level_of(v, lo, hi) : 0;
+            if (numbers) fmt_num(num, sizeof num, v, 6, dec);
+            if (color) {
+                int bg = fin ? PALETTE256[l] : 240;
+                int fg = (!fin || l >= NLEVELS / 2) ? 16 : 231; /* dark text on light cells */
+                if (numbers) printf("\033[48;5;%d;38;5;%dm %s \033[0m", bg, fg, num);
+                else printf("\033[48;5;%dm%s\033[0m", bg, fin ? "   " : " x ");
+            } else {
+                char s = fin ? SHADES[l] : 'x';
+                if (numbers) printf(" %s%c", num, s);
+                else printf("%c%c ", s, s);
+            }
+        }
+        printf("\n");
+    }
+    if (rshown < rows || shown < cols) {
+        printf("%*s ", lw, "");
+        if (rshown < rows) printf("... %d more rows%s", rows - rshown, shown < cols ? ", " : "");
+        if (shown < cols) printf("... %d more columns", cols - shown);
+        printf("\n");
+    }
+
+    /* legend: which shade is which value */
+    char slo[32], shi[32];
+    fmt_num(slo, sizeof slo, (float)lo, 1, decimals_for(fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi), 9, 4));
+    fmt_num(shi, sizeof shi, (float)hi, 1, decimals_for(fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi), 9, 4));
+    printf("%*s scale: %s ", lw, "", slo);
+    if (color) {
+        for (int l = 0; l < NLEVELS; l++) printf("\033[48;5;%dm  ", PALETTE256[l]);
+        printf("\033[0m");
+    } else {
+        printf("[%s]", SHADES);
+    }
+    printf(" %s", shi);
+    if (nonfinite) printf("   x: -inf/nan");
+    printf("\n");
+}
+
+/* ---- plot files ------------------------------------------------------------ */
+
+int plot_mkdir(const char *dir) {
+    char path[4096];
+    if (!dir || !*dir) return 0;
+    if (strlen(dir) >= sizeof path) {
+        fprintf(stderr, "error: folder name too long: %.60s...\n", dir);
+        return -1;
+    }
+    strcpy(path, dir);
+    /* mkdir -p: create each prefix in turn, ignoring the ones that exist */
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+                fprintf(stderr, "error: cannot create folder '%s': %s\n", path, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (c == '\0') break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "error: '%s' exists and is not a folder\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens dir/name.ext for writing; prints why and returns NULL on failure. */
+static FILE *open_in(const char *dir, const char *name, const char *ext, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s.%s", dir, name, ext);
+    FILE *f = fopen(path, "w");
+    if (!f) fprintf(stderr, "error: cannot write '%s': %s\n", path, strerror(errno));
+    return f;
+}
+
+/* Writes s as a gnuplot single-quoted string: inside '...' only the quote
+ * itself is special (written twice); control characters become spaces. */
+static void gp_string(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (const char *p = s ? s : ""; *p; p++) {
+        if (*p == '\'') fputs("''", f);
+        else if ((unsigned char)*p < 0x20) fputc(' ', f);
+        else fputc(*p, f);
+    }
+    fputc('\'', f);
+}
+
+/* Writes s as a double-quoted field of a gnuplot data file. Gnuplot has no
+ * escape for '"' inside a data field, so it becomes '. */
+static void dat_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const char *p = s ? s : ""; *p; p++) {
+        if (*p == '"') fputc('\'', f);
+        else if ((unsigned char)*p < 0x20) fputc(' ', f);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* One line of text for a '#' comment. */
+static void comment_text(FILE *f, const char *s) {
+    for (const char *p = s ? s : ""; *p; p++) fputc((unsigned char)*p < 0x20 ? ' ' : *p, f);
+}
+
+/* A number for a data file; non-finite values (masked -inf scores, NaN)
+ * become NaN, which gnuplot leaves blank. */
+static void dat_num(FILE *f, float v) {
+    if (isfinite(v)) fprintf(f, " %.9g", (double)v);
+    else fputs(" NaN", f);
+}
+
+/* The lines every script starts with: a PNG terminal (pngcairo when this
+ * gnuplot has it, the libgd png terminal otherwise), no "enhanced" text so
+ * that labels like d_k or x^2 print as written, and the viridis palette
+ * (plots/style.gp holds the same lines). */
+static void gp_preamble(FILE *f, const char *name, const char *title, int w, int h) {
+    fprintf(f, "# %s.gp - written by attention-in-c; render with: gnuplot %s.gp\n", name, name);
+    fprintf(f, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+               "    set terminal pngcairo size %d,%d noenhanced font 'Sans,10'\n"
+               "} else {\n"
+               "    set terminal png size %d,%d noenhanced\n"
+               "}\n", w, h, w, h);
+    fprintf(f, "set output ");
+    char png[1024];
+    snprintf(png, sizeof png, "%s.png", name);
+    gp_string(f, png);
+    fprintf(f, "\nset title ");
+    gp_string(f, title);
+    fprintf(f, "\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n");
+}
+
+/* "set xtics ('the' 0, 'cat' 1, ...)": every label up to 40, else every
+ * k-th so that they stay readable. */
+static void gp_tics(FILE *f, const char *which, const char *const *labels, int n) {
+    char lb[32];
+    int step = n > 40 ? (n + 39) / 40 : 1;
+    fprintf(f, "set %s (", which);
+    for (int i = 0; i < n; i += step) {
+        if (i) fprintf(f, ", ");
+        gp_string(f, label_of(labels, i, lb, sizeof lb));
+        fprintf(f, " %d", i);
+    }
+    fprintf(f, ")\n");
+}
+
+static void say_written(const char *dir, const char *name, int rendered) {
+    if (rendered) printf("  [plot] %s/%s.png  (data %s.dat, script %s.gp)\n", dir, name, name, name);
+    else printf("  [plot] %s/%s.dat + %s.gp  (no PNG)\n", dir, name, name);
+}
+
+void plot_heatmap(const char *dir, const char *name, const char *title,
+                  const float *x, int rows, int cols,
+                  const char *const *row_labels, const char *const *col_labels,
+                  const char *xlabel, const char *ylabel) {
+    char path[4096], lb[32];
+    if (plot_mkdir(dir) != 0) return;
+
+    /* The .dat is a plain gnuplot "matrix" (one line per row, values
+     * separated by spaces); the labels sit in '#' lines above it so that
+     * the file explains itself. The tic labels themselves go into the .gp
+     * script, where any characters can be quoted and long lists thinned
+     * (gnuplot's "matrix rowheaders columnheaders" would label every cell
+     * and cannot be told otherwise). */
+    FILE *f = open_in(dir, name, "dat", path, sizeof path);
+    if (!f) return;
+    fprintf(f, "# ");
+    comment_text(f, title);
+    fprintf(f, "\n# %d rows x %d columns (NaN: -inf or nan)\n# row labels:", rows, cols);
+    for (int i = 0; i < rows; i++) { fputc(' ', f); dat_string(f, label_of(row_labels, i, lb, sizeof lb)); }
+    fprintf(f, "\n# column labels:");
+    for (int j = 0; j < cols; j++) { fputc(' ', f); dat_string(f, label_of(col_labels, j, lb, sizeof lb)); }
+    fputc('\n', f);
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < cols; j++) dat_num(f, x[(long)i * cols + j]);
+        fputc('\n', f);
+    }
+    int ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+
+    f = open_in(dir, name, "gp", path, sizeof path);
+    if (!f) return;
+    int side = 160 + 40 * (cols > rows ? cols : rows);
+    if (side > 1000) side = 1000;
+    if (side < 480) side = 480;
+    gp_preamble(f, name, title, side + 120, side);
+    fprintf(f, "set xlabel ");
+    gp_string(f, xlabel ? xlabel : "");
+    fprintf(f, "\nset ylabel ");
+    gp_string(f, ylabel ? ylabel : "");
+    /* row 0 at the top, like the matrix on paper */
+    fprintf(f, "\nset xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\n", cols - 1, rows - 1);
+    fprintf(f, "set tics scale 0\nset xtics rotate by 45 right\nset size ratio -1\n");
+    /* beyond ~40 labels they overlap: keep every k-th */
+    gp_tics(f, "xtics", col_labels, cols);
+    gp_tics(f, "ytics", row_labels, rows);
+    fprintf(f, "plot ");
+    snprintf(path, sizeof path, "%s.dat", name);
+    gp_string(f, path);
+    fprintf(f, " matrix using 1:2:3 with image notitle");
+    /* small maps carry their numbers, as in the terminal */
+    if (rows <= 10 && cols <= 10) {
+        /* dark text on the light (upper) half of the palette, white below */
+        double lo = INFINITY, hi = -INFINITY;
+        for (long i = 0; i < (long)rows * cols; i++)
+            if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
+        double mid = lo <= hi ? 0.5 * (lo + hi) : 0;
+        fprintf(f, ", \\\n     '' matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
+                   "with labels textcolor rgb variable notitle", mid);
+    }
+    fprintf(f, "\n");
+    ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+
+    say_written(dir, name, plot_render(dir, name));
+}
+
+void plot_lines(const char *dir, const char *name, const char *title,
+                const char *xlabel, const char *ylabel,
+                const float *x, int n, const float *const *series,
+                const char *const *series_names, int nseries, int logx, int logy) {
+    char path[4096], lb[32];
+    if (plot_mkdir(dir) != 0) return;
+
+    FILE *f = open_in(dir, name, "dat", path, sizeof path);
+    if (!f) return;
+    fprintf(f, "# ");
+    comment_text(f, title);
+    fprintf(f, "\n# ");
+    comment_text(f, xlabel ? xlabel : "x");
+    for (int s = 0; s < nseries; s++) {
+        fprintf(f, " | ");
+        comment_text(f, label_of(series_names, s, lb, sizeof lb));
+    }
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        dat_num(f, x[i]);
+        for (int s = 0; s < nseries; s++) dat_num(f, series[s][i]);
+        fputc('\n', f);
+    }
+    int ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+
+    f = open_in(dir, name, "gp", path, sizeof path);
+    if (!f) return;
+    gp_preamble(f, name, title, 800, 560);
+    fprintf(f, "set xlabel ");
+    gp_string(f, xlabel ? xlabel : "");
+    fprintf(f, "\nset ylabel ");
+    gp_string(f, ylabel ? ylabel : "");
+    fprintf(f, "\nset key top left\nset grid\n");
+    /* base 2 when x spans a few octaves (d_k = 1, 2, 4, ...), else base 10 */
+    if (logx) {
+        double x0 = n > 0 ? x[0] : 1, x1 = n > 0 ? x[n - 1] : 1;
+        int base2 = x0 > 0 && x1 > 0 && fmax(x0, x1) / fmin(x0, x1) <= 4096;
+        fprintf(f, "set logscale x %d\n", base2 ? 2 : 10);
+    }
+    if (logy) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
+    fprintf(f, "plot ");
+    for (int s = 0; s < nseries; s++) {
+        if (s) fprintf(f, ", \\\n     ''");
+        else { snprintf(path, sizeof path, "%s.dat", name); gp_string(f, path); }
+        fprintf(f, " using 1:%d with linespoints lw 2 pt 7 ps 0.7 title ", s + 2);
+        gp_string(f, label_of(series_names, s, lb, sizeof lb));
+    }
+    if (nseries == 0) fprintf(f, "'%s.dat' using 1:1 notitle", name);
+    fprintf(f, "\n");
+    ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+
+    say_written(dir, name, plot_render(dir, name));
+}
+
+/* ---- rendering -------------------------------------------------------------- */
+
+/* Is gnuplot on PATH? Decided once per process: a program may render many
+ * plots and the answer will not change. */
+static int have_gnuplot(void) {
+    static int have = -1;
+    if (have >= 0) return have;
+    have = 0;
+    const char *path = getenv("PATH");
+    if (!path) return have;
+    char buf[4096];
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        if (len > 0 && len + 9 < sizeof buf) {
+            memcpy(buf, path, len);
+            strcpy(buf + len, "/gnuplot");
+            if (access(buf, X_OK) == 0) { have = 1; break; }
+        }
+        if (!end) break;
+        path = end + 1;
+    }
+    return have;
+}
+
+/* Appends s to cmd in single quotes, safe for sh ('  ->  '\''). */
+static int sh_quote(char *cmd, size_t cap, const char *s) {
+    size_t o = strlen(cmd);
+    if (o + 3 > cap) return -1;
+    cmd[o++] = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            if (o + 5 > cap) return -1;
+            memcpy(cmd + o, "'\\''", 4);
+            o += 4;
+        } else {
+            if (o + 2 > cap) return -1;
+            cmd[o++] = *s;
+        }
+    }
+    if (o + 2 > cap) return -1;
+    cmd[o++] = '\'';
+    cmd[o] = '\0';
+    return 0;
+}
+
+int plot_render(const char *dir, const char *name) {
+    static int hinted = 0;
+    if (!have_gnuplot()) {
+        if (!hinted)
+            printf("gnuplot not found: PNGs skipped (sudo apt-get install -y gnuplot-nox); "
+                   "data and scripts are in %s\n", dir);
+        hinted = 1;
+        return 0;
+    }
+    char cmd[8192] = "cd ", gp[1024];
+    snprintf(gp, sizeof gp, "%s.gp", name);
+    if (sh_quote(cmd, sizeof cmd, dir) || strlen(cmd) + 16 > sizeof cmd) return 0;
+    strcat(cmd, " && gnuplot ");
+    if (sh_quote(cmd, sizeof cmd, gp) || strlen(cmd) + 20 > sizeof cmd) return 0;
+    /* gnuplot's warnings (e.g. about NaN cells) are noise for a reader */
+    strcat(cmd, " >/dev/null 2>&1");
+    fflush(stdout);
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "warning: gnuplot could not render %s/%s.gp (try: cd %s && gnuplot %s.gp)\n",
+                dir, name, dir, name);
+        return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,344 @@
+/* check_ops.c - gemm, matmul, dot and softmax (ops.h) against hand-computed
+ * values, finite differences, and the worked examples of chapters 01/02. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ops.h"
+#include "rng.h"
+#include "testutil.h"
+
+typedef void (*GemmFn)(int, int, int, int, int, float, const float *, int,
+                       const float *, int, float, float *, int);
+
+/* The worked product used throughout:
+ *   A (2,3) = [1 2 3; 4 5 6],  B (3,2) = [7 8; 9 10; 11 12],
+ *   A @ B = [1*7+2*9+3*11, 1*8+2*10+3*12; 4*7+5*9+6*11, 4*8+5*10+6*12]
+ *         = [58 64; 139 154]. */
+static const float AB[4] = {58, 64, 139, 154};
+
+/* Stores A, or A^T when trans, with leading dimension ld (> the logical
+ * width: the padding holds 99s that must never be read). */
+static void store_A(float *dst, int trans, int ld) {
+    const float A[6] = {1, 2, 3, 4, 5, 6};
+    int rows = trans ? 3 : 2, cols = trans ? 2 : 3;
+    for (int i = 0; i < rows * ld; i++) dst[i] = 99.0f;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) dst[i * ld + j] = trans ? A[j * 3 + i] : A[i * 3 + j];
+}
+
+static void store_B(float *dst, int trans, int ld) {
+    const float B[6] = {7, 8, 9, 10, 11, 12};
+    int rows = trans ? 2 : 3, cols = trans ? 3 : 2;
+    for (int i = 0; i < rows * ld; i++) dst[i] = 99.0f;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) dst[i * ld + j] = trans ? B[j * 2 + i] : B[i * 2 + j];
+}
+
+/* All four transpose combinations, with lda/ldb/ldc wider than the rows,
+ * alpha = 2 and beta = 0.5 on a C that starts at 1 (and beta = 0 on a C
+ * full of NaN, which must not be read). */
+static void check_gemm_hand(GemmFn g, const char *who) {
+    for (int tA = 0; tA <= 1; tA++) {
+        for (int tB = 0; tB <= 1; tB++) {
+            float A[3 * 5], B[3 * 5], C[2 * 4];
+            int lda = (tA ? 2 : 3) + 2, ldb = (tB ? 3 : 2) + 3, ldc = 4;
+            store_A(A, tA, lda);
+            store_B(B, tB, ldb);
+            for (int i = 0; i < 8; i++) C[i] = 1.0f;
+            g(tA, tB, 2, 2, 3, 2.0f, A, lda, B, ldb, 0.5f, C, ldc);
+            float got[4] = {C[0], C[1], C[4], C[5]};
+            float want[4];
+            for (int i = 0; i < 4; i++) want[i] = 2.0f * AB[i] + 0.5f;
+            if (diff_arrays(got, want, 4).max_abs > 1e-4)
+                ck_abort_msg("%s transA=%d transB=%d: got [%g %g; %g %g]", who, tA, tB,
+                             got[0], got[1], got[2], got[3]);
+            /* columns 2..3 of each C row are padding: untouched */
+            ck_assert_msg(C[2] == 1.0f && C[3] == 1.0f && C[6] == 1.0f && C[7] == 1.0f,
+                          "%s wrote past N into C's padding", who);
+
+            for (int i = 0; i < 8; i++) C[i] = NAN;
+            g(tA, tB, 2, 2, 3, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+            float got0[4] = {C[0], C[1], C[4], C[5]};
+            ck_assert_close_arrays(got0, AB, 4, 1e-4);
+        }
+    }
+}
+
+START_TEST(test_gemm_ref_hand) { check_gemm_hand(gemm_ref, "gemm_ref"); }
+END_TEST
+
+START_TEST(test_gemm_hand) { check_gemm_hand(gemm, "gemm"); }
+END_TEST
+
+/* gemm() (blocked, SIMD) against gemm_ref on sizes around typical block
+ * edges, every transpose combination; _i is the loop index. */
+static const int SWEEP[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {64, 64, 64}, {65, 31, 129}, {8, 130, 67}};
+
+START_TEST(test_gemm_vs_ref_sweep) {
+    int M = SWEEP[_i][0], N = SWEEP[_i][1], K = SWEEP[_i][2];
+    Rng rng;
+    rng_seed(&rng, 7 + (uint64_t)_i);
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N), *R = malloc(sizeof(float) * M * N);
+    float *C0 = malloc(sizeof(float) * M * N);
+    rng_fill_uniform(&rng, A, (size_t)M * K, -1, 1);
+    rng_fill_uniform(&rng, B, (size_t)K * N, -1, 1);
+    rng_fill_uniform(&rng, C0, (size_t)M * N, -1, 1);
+    for (int tA = 0; tA <= 1; tA++) {
+        for (int tB = 0; tB <= 1; tB++) {
+            memcpy(C, C0, sizeof(float) * M * N);
+            memcpy(R, C0, sizeof(float) * M * N);
+            int lda = tA ? M : K, ldb = tB ? K : N;
+            gemm(tA, tB, M, N, K, 0.75f, A, lda, B, ldb, -0.5f, C, N);
+            gemm_ref(tA, tB, M, N, K, 0.75f, A, lda, B, ldb, -0.5f, R, N);
+            /* float sums of K terms of size <= 1: error grows like K * eps */
+            ck_assert_close_arrays(C, R, (size_t)M * N, 1e-5 * (K + 1));
+        }
+    }
+    free(A); free(B); free(C); free(R); free(C0);
+}
+END_TEST
+
+START_TEST(test_matmul_hand) {
+    const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12};
+    float out[4];
+    matmul_forward(out, a, b, 2, 3, 2);
+    ck_assert_close_arrays(out, AB, 4, 1e-5);
+
+    /* dout = [1 0; 0 1]: da = dout @ b^T = b^T's rows = [7 9 11; 8 10 12],
+     * db = a^T @ dout = a^T = [1 4; 2 5; 3 6]. Both ACCUMULATE onto 1s. */
+    const float dout[4] = {1, 0, 0, 1};
+    float da[6], db[6];
+    for (int i = 0; i < 6; i++) da[i] = db[i] = 1.0f;
+    matmul_backward(da, db, dout, a, b, 2, 3, 2);
+    const float want_da[6] = {8, 10, 12, 9, 11, 13}, want_db[6] = {2, 5, 3, 6, 4, 7};
+    ck_assert_close_arrays(da, want_da, 6, 1e-5);
+    ck_assert_close_arrays(db, want_db, 6, 1e-5);
+    matmul_backward(NULL, db, dout, a, b, 2, 3, 2);   /* either may be NULL */
+    matmul_backward(da, NULL, dout, a, b, 2, 3, 2);
+}
+END_TEST
+
+/* L = sum(G * (a @ b)) computed in double from the float inputs. */
+static double matmul_loss(const float *a, const float *b, const float *G, int M, int K, int N) {
+    double L = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int p = 0; p < K; p++) s += (double)a[i * K + p] * b[p * N + j];
+            L += G[i * N + j] * s;
+        }
+    return L;
+}
+
+START_TEST(test_matmul_gradient) {
+    /* Central differences, step h = 1e-2 (L is linear in each entry, so the
+     * difference quotient is exact up to rounding); tolerance 1e-4. */
+    enum { M = 3, K = 4, N = 5 };
+    Rng rng;
+    rng_seed(&rng, 3);
+    float a[M * K], b[K * N], G[M * N], da[M * K] = {0}, db[K * N] = {0}, nda[M * K], ndb[K * N];
+    rng_fill_normal(&rng, a, M * K, 0, 1);
+    rng_fill_normal(&rng, b, K * N, 0, 1);
+    rng_fill_normal(&rng, G, M * N, 0, 1);
+    matmul_backward(da, db, G, a, b, M, K, N);
+    const float h = 1e-2f;
+    for (int i = 0; i < M * K; i++) {
+        float keep = a[i];
+        a[i] = keep + h; double Lp = matmul_loss(a, b, G, M, K, N);
+        a[i] = keep - h; double Lm = matmul_loss(a, b, G, M, K, N);
+        a[i] = keep;
+        nda[i] = (float)((Lp - Lm) / (2.0 * h));
+    }
+    for (int i = 0; i < K * N; i++) {
+        float keep = b[i];
+        b[i] = keep + h; double Lp = matmul_loss(a, b, G, M, K, N);
+        b[i] = keep - h; double Lm = matmul_loss(a, b, G, M, K, N);
+        b[i] = keep;
+        ndb[i] = (float)((Lp - Lm) / (2.0 * h));
+    }
+    ck_assert_close_arrays(da, nda, M * K, 1e-4);
+    ck_assert_close_arrays(db, ndb, K * N, 1e-4);
+}
+END_TEST
+
+START_TEST(test_dot_golden) {
+    /* chapter 01's worked example: 1*3 + 2*4 = 11 */
+    const float a[2] = {1, 2}, b[2] = {3, 4};
+    ck_assert(dot(a, b, 2) == 11.0f);
+    const float z[3] = {1, 0, 0}, w[3] = {0, 5, -2};
+    ck_assert(dot(z, w, 3) == 0.0f);   /* perpendicular */
+}
+END_TEST
+
+/* ---- softmax ---------------------------------------------------------------- */
+
+START_TEST(test_softmax_golden) {
+    /* chapter 02: [1000, 1001, 1002] is [-2, -1, 0] after the max shift */
+    const float x[3] = {1000, 1001, 1002};
+    const float want[3] = {0.09003057f, 0.24472847f, 0.66524096f};
+    float y[3];
+    softmax_forward(y, x, 1, 3);
+    ck_assert_close_arrays(y, want, 3, 1e-6);
+    /* and the textbook version cannot do it: exp(1000) = inf, inf/inf */
+    softmax_naive(y, x, 1, 3);
+    ck_assert(isnan(y[0]) && isnan(y[2]));
+
+    /* softmax([10, 2, 1]) = [1, e^-8, e^-9] / (1 + e^-8 + e^-9), not the
+     * [0.99, 0.007, 0.003] of one reading note */
+    const float x2[3] = {10, 2, 1};
+    const float want2[3] = {0.999541338f, 3.35308764e-4f, 1.233532007e-4f};
+    softmax_forward(y, x2, 1, 3);
+    ck_assert_close_arrays(y, want2, 3, 1e-7);
+    ck_assert_float_eq_tol(y[1] / want2[1], 1.0f, 1e-4f);   /* relative, small entries */
+    ck_assert_float_eq_tol(y[2] / want2[2], 1.0f, 1e-4f);
+}
+END_TEST
+
+/* Rows sum to 1 and adding a constant changes nothing, for row lengths
+ * 1..200 (_i indexes LENS). */
+static const int LENS[] = {1, 2, 3, 7, 16, 31, 64, 200};
+
+START_TEST(test_softmax_properties) {
+    int C = LENS[_i], N = 3;
+    Rng rng;
+    rng_seed(&rng, 11 + (uint64_t)_i);
+    float *x = malloc(sizeof(float) * N * C), *xs = malloc(sizeof(float) * N * C);
+    float *y = malloc(sizeof(float) * N * C), *ys = malloc(sizeof(float) * N * C);
+    rng_fill_normal(&rng, x, (size_t)N * C, 0, 5);
+    for (int i = 0; i < N * C; i++) xs[i] = x[i] + 100.0f;
+    softmax_forward(y, x, N, C);
+    softmax_forward(ys, xs, N, C);
+    for (int r = 0; r < N; r++) {
+        double s = 0;
+        for (int i = 0; i < C; i++) {
+            ck_assert(y[r * C + i] >= 0.0f && y[r * C + i] <= 1.0f);
+            s += y[r * C + i];
+        }
+        ck_assert_double_eq_tol(s, 1.0, 1e-5);
+    }
+    /* x + 100 loses some low bits of x (float spacing at 100 is 7.6e-6) */
+    ck_assert_close_arrays(ys, y, (size_t)N * C, 1e-4);
+    free(x); free(xs); free(y); free(ys);
+}
+END_TEST
+
+START_TEST(test_softmax_limits) {
+    float y[4];
+    /* length 1: the only entry gets everything, however large */
+    const float one[1] = {-3e38f};
+    softmax_forward(y, one, 1, 1);
+    ck_assert(y[0] == 1.0f);
+
+    /* -inf entries get exactly 0; the rest still sum to 1 */
+    const float m[4] = {2.0f, -INFINITY, 1.0f, -INFINITY};
+    softmax_forward(y, m, 1, 4);
+    ck_assert(y[1] == 0.0f && y[3] == 0.0f);
+    ck_assert_float_eq_tol(y[0], 1.0f / (1.0f + expf(-1.0f)), 1e-6f);
+    ck_assert_float_eq_tol(y[0] + y[2], 1.0f, 1e-6f);
+
+    /* a fully masked row: zeros, not NaN; the row beside it is unaffected */
+    const float rows[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, 0, 0, 0, 0};
+    float y2[8];
+    softmax_forward(y2, rows, 2, 4);
+    for (int i = 0; i < 4; i++) ck_assert_msg(y2[i] == 0.0f, "masked row entry %d = %g", i, y2[i]);
+    for (int i = 4; i < 8; i++) ck_assert_float_eq_tol(y2[i], 0.25f, 1e-7f);
+    const float all[1] = {-INFINITY};
+    softmax_forward(y, all, 1, 1);
+    ck_assert(y[0] == 0.0f);
+
+    /* huge and tiny together: no overflow, no NaN */
+    const float wide[3] = {1e30f, 0.0f, -1e30f};
+    softmax_forward(y, wide, 1, 3);
+    ck_assert(y[0] == 1.0f && y[1] == 0.0f && y[2] == 0.0f);
+}
+END_TEST
+
+/* L = sum(G * softmax(x)) in double, from float inputs. */
+static double softmax_loss(const float *x, const float *G, int C) {
+    double mx = x[0], s = 0, L = 0;
+    for (int i = 1; i < C; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < C; i++) s += exp(x[i] - mx);
+    for (int i = 0; i < C; i++) L += G[i] * exp(x[i] - mx) / s;
+    return L;
+}
+
+START_TEST(test_softmax_gradient) {
+    /* Central differences in double, step h = 1e-3: truncation error
+     * ~h^2 * |third derivative| < 1e-6; tolerance 1e-4 covers float
+     * rounding of the analytic gradient. Also checks that backward adds
+     * (+=) onto what dinp held. */
+    enum { C = 6 };
+    Rng rng;
+    rng_seed(&rng, 5);
+    float x[C], G[C], y[C], dx[C], num[C];
+    rng_fill_normal(&rng, x, C, 0, 2);
+    rng_fill_normal(&rng, G, C, 0, 1);
+    softmax_forward(y, x, 1, C);
+    for (int i = 0; i < C; i++) dx[i] = 0.5f;
+    softmax_backward(dx, G, y, 1, C);
+    const float h = 1e-3f;
+    for (int i = 0; i < C; i++) {
+        float keep = x[i];
+        x[i] = keep + h; double Lp = softmax_loss(x, G, C);
+        x[i] = keep - h; double Lm = softmax_loss(x, G, C);
+        x[i] = keep;
+        num[i] = (float)((Lp - Lm) / (2.0 * h)) + 0.5f;
+    }
+    ck_assert_close_arrays(dx, num, C, 1e-4);
+
+    /* the gradient of any function of softmax sums to 0 over a row
+     * (shifting every score together changes nothing) */
+    float g0[C] = {0};
+    softmax_backward(g0, G, y, 1, C);
+    double s = 0;
+    for (int i = 0; i < C; i++) s += g0[i];
+    ck_assert_double_eq_tol(s, 0.0, 1e-6);
+
+    /* a fully masked row (y = 0) passes no gradient */
+    float yz[3] = {0, 0, 0}, dz[3] = {0, 0, 0};
+    const float gz[3] = {1, 2, 3};
+    softmax_backward(dz, gz, yz, 1, 3);
+    ck_assert(dz[0] == 0.0f && dz[1] == 0.0f && dz[2] == 0.0f);
+}
+END_TEST
+
+START_TEST(test_elementwise) {
+    const float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+    float out[3];
+    add_forward(out, a, b, 3);
+    const float want_add[3] = {11, 22, 33};
+    ck_assert_close_arrays(out, want_add, 3, 0.0);
+    scale_forward(out, a, -2.0f, 3);
+    const float want_scale[3] = {-2, -4, -6};
+    ck_assert_close_arrays(out, want_scale, 3, 0.0);
+    fill(out, 7.0f, 3);
+    const float want_fill[3] = {7, 7, 7};
+    ck_assert_close_arrays(out, want_fill, 3, 0.0);
+}
+END_TEST
+
+Suite *ops_suite(void) {
+    Suite *s = suite_create("ops");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_gemm_ref_hand);
+    tcase_add_test(core, test_gemm_hand);
+    tcase_add_test(core, test_matmul_hand);
+    tcase_add_test(core, test_dot_golden);
+    tcase_add_test(core, test_softmax_golden);
+    tcase_add_test(core, test_elementwise);
+    suite_add_tcase(s, core);
+    TCase *sweep = tcase_create("Sweep");
+    tcase_add_loop_test(sweep, test_gemm_vs_ref_sweep, 0, (int)(sizeof SWEEP / sizeof SWEEP[0]));
+    tcase_add_loop_test(sweep, test_softmax_properties, 0, (int)(sizeof LENS / sizeof LENS[0]));
+    suite_add_tcase(s, sweep);
+    TCase *limits = tcase_create("Limits");
+    tcase_add_test(limits, test_softmax_limits);
+    suite_add_tcase(s, limits);
+    TCase *grad = tcase_create("Gradient");
+    tcase_add_test(grad, test_matmul_gradient);
+    tcase_add_test(grad, test_softmax_gradient);
+    suite_add_tcase(s, grad);
+    return s;
+}

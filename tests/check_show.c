@@ -1,0 +1,310 @@
+/* check_show.c - terminal output (show.h) fits 80 columns and carries no
+ * escape codes when colour is off; plot files have the right contents. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "show.h"
+#include "testutil.h"
+
+/* ---- capturing stdout ------------------------------------------------------ */
+
+static char g_path[64];
+static int g_saved = -1;
+
+/* Everything printed between capture_begin() and capture_end() lands in the
+ * returned string (caller frees). */
+static void capture_begin(void) {
+    strcpy(g_path, "/tmp/check_show_XXXXXX");
+    int fd = mkstemp(g_path);
+    ck_assert_msg(fd >= 0, "mkstemp failed");
+    fflush(stdout);
+    g_saved = dup(STDOUT_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    close(fd);
+}
+
+static char *capture_end(void) {
+    fflush(stdout);
+    dup2(g_saved, STDOUT_FILENO);
+    close(g_saved);
+    FILE *f = fopen(g_path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    unlink(g_path);
+    return s;
+}
+
+/* Widest line in columns: UTF-8 continuation bytes take none, and ANSI
+ * escape sequences (ESC [ ... letter) take none. */
+static int widest_line(const char *s) {
+    int w = 0, best = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\n') { best = w > best ? w : best; w = 0; continue; }
+        if (*p == 0x1b && p[1] == '[') {
+            p += 2;
+            while (*p && !((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z'))) p++;
+            if (!*p) break;
+            continue;
+        }
+        if ((*p & 0xC0) != 0x80) w++;
+    }
+    return w > best ? w : best;
+}
+
+/* ---- terminal output -------------------------------------------------------- */
+
+/* Heatmap shapes to try (_i indexes): small with numbers, wide, tall, both. */
+static const int HEAT[][2] = {{1, 1}, {5, 5}, {8, 8}, {3, 9}, {12, 30}, {60, 10}, {100, 200}};
+
+START_TEST(test_heatmap_plain_fits) {
+    int rows = HEAT[_i][0], cols = HEAT[_i][1];
+    float *x = malloc(sizeof(float) * rows * cols);
+    for (int i = 0; i < rows * cols; i++) x[i] = sinf(0.37f * i) * 3.0f;
+    x[0] = -INFINITY;   /* a masked score */
+    /* labels of every awkward kind: long, empty, UTF-8, a newline */
+    const char *pool[] = {"the", "transformerization", "", "\xe7\x8c\xab", "new\nline", "a b", "x"};
+    const char **labels = malloc(sizeof(char *) * (rows > cols ? rows : cols));
+    for (int i = 0; i < (rows > cols ? rows : cols); i++) labels[i] = pool[i % 7];
+    show_set_color(0);
+    capture_begin();
+    show_heatmap("a title", x, rows, cols, labels, labels);
+    show_heatmap(NULL, x, rows, cols, NULL, NULL);
+    char *s = capture_end();
+    ck_assert_msg(strchr(s, 0x1b) == NULL, "ESC byte in colour-off output");
+    int w = widest_line(s);
+    ck_assert_msg(w <= 80, "%dx%d heatmap: a line is %d columns wide:\n%s", rows, cols, w, s);
+    ck_assert_msg(strstr(s, "a title") && strstr(s, "scale"), "title or legend missing:\n%s", s);
+    /* control characters in labels are shown as '?', never printed raw */
+    ck_assert_msg(strstr(s, "new\nline") == NULL, "raw newline from a label");
+    if (rows >= 5) ck_assert_msg(strstr(s, "new?line") != NULL, "label 'new\\nline' not shown as new?line:\n%s", s);
+    if (cols > 20) ck_assert_msg(strstr(s, "more columns") != NULL, "no '... N more columns':\n%s", s);
+    if (rows > 40) ck_assert_msg(strstr(s, "more rows") != NULL, "no '... N more rows':\n%s", s);
+    /* small maps print their numbers so a reader can check them by hand */
+    if (cols <= 8 && rows > 1) ck_assert_msg(strstr(s, "-inf") != NULL, "small map lacks numbers:\n%s", s);
+    free(s);
+    free(labels);
+    free(x);
+}
+END_TEST
+
+START_TEST(test_heatmap_values_and_colour) {
+    const float w[6] = {0.09003057f, 0.24472847f, 0.66524096f, 1.0f, 0.0f, 0.0f};
+    const char *keys[3] = {"the", "cat", "sat"}, *qs[2] = {"q1", "q2"};
+    show_set_color(0);
+    capture_begin();
+    show_heatmap("weights", w, 2, 3, qs, keys);
+    char *s = capture_end();
+    ck_assert_msg(strstr(s, "0.090") && strstr(s, "0.245") && strstr(s, "0.665"), "values missing:\n%s", s);
+    ck_assert_msg(strstr(s, "the") && strstr(s, "cat") && strstr(s, "q2"), "labels missing:\n%s", s);
+    ck_assert_msg(strstr(s, "@") != NULL, "largest value should get the darkest shade '@':\n%s", s);
+    free(s);
+
+    show_set_color(1);
+    ck_assert_int_eq(show_color(), 1);
+    capture_begin();
+    show_heatmap("weights", w, 2, 3, qs, keys);
+    float big[20 * 50];
+    for (int i = 0; i < 1000; i++) big[i] = (float)i;
+    show_heatmap("big", big, 20, 50, NULL, NULL);
+    s = capture_end();
+    show_set_color(0);
+    ck_assert_msg(strchr(s, 0x1b) != NULL, "colour on but no escape codes");
+    ck_assert_int_le(widest_line(s), 80);
+    free(s);
+}
+END_TEST
+
+START_TEST(test_shape_matrix_vector) {
+    show_set_color(0);
+    Tensor *q = tensor_new("Q", "batch seq d_k", 2, 5, 8);
+    float x[3 * 40];
+    for (int i = 0; i < 120; i++) x[i] = (float)i * 1.5f - 60.0f;
+    const float v[2] = {1, 2};
+    const float tiny[3] = {0.99954f, 3.35e-4f, NAN};
+    capture_begin();
+    show_shape(q, "note");
+    show_shape(q, NULL);
+    show_vector("v", v, 2);
+    show_vector("tiny", tiny, 3);
+    show_vector("long", x, 120);
+    show_matrix("M", x, 3, 40, NULL, NULL);
+    show_section("A section");
+    char *s = capture_end();
+    ck_assert_msg(strstr(s, "  Q [batch=2, seq=5, d_k=8]  note\n  Q [batch=2, seq=5, d_k=8]\n") == s,
+                  "show_shape output:\n%s", s);
+    ck_assert_msg(strstr(s, "v = [1.000, 2.000]\n") != NULL, "show_vector output:\n%s", s);
+    /* 3.35e-4 must not print as a misleading 0.000 */
+    ck_assert_msg(strstr(s, "tiny = [1.000, 3.350e-04, nan]\n") != NULL,
+                  "small values:\n%s", s);
+    ck_assert_msg(strstr(s, "more]") && strstr(s, "more\n"), "long vector/matrix not summarised:\n%s", s);
+    ck_assert_msg(strstr(s, "== A section ==") != NULL, "banner:\n%s", s);
+    ck_assert_int_le(widest_line(s), 80);
+    ck_assert_msg(strchr(s, 0x1b) == NULL, "ESC byte with colour off");
+    free(s);
+    tensor_free(q);
+}
+END_TEST
+
+/* ---- plot files --------------------------------------------------------------- */
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+static int have_gnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+static void rm_files(const char *dir, const char *const *names, int n) {
+    char p[1024];
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+}
+
+START_TEST(test_plot_heatmap_files) {
+    char root[] = "/tmp/check_show_plot_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/a/b", root);           /* mkdir -p */
+    const float x[6] = {1, 2, 3, 4, -INFINITY, 6.5f};
+    const char *rows[2] = {"the", "big dog"}, *cols[3] = {"o'n", "say \"hi\"", "x_1"};
+    capture_begin();
+    plot_heatmap(dir, "hm", "it's a \"title\"", x, 2, 3, rows, cols, "key", "query");
+    char *said = capture_end();
+    char p[512];
+    snprintf(p, sizeof p, "%s/hm.dat", dir);
+    char *dat = slurp(p);
+    snprintf(p, sizeof p, "%s/hm.gp", dir);
+    char *gp = slurp(p);
+    ck_assert_msg(dat && gp, "hm.dat / hm.gp not written in %s", dir);
+    /* the data: labels in the header, one line per row, -inf as NaN */
+    ck_assert_msg(strstr(dat, "\"big dog\"") && strstr(dat, "\"o'n\""), "labels missing:\n%s", dat);
+    ck_assert_msg(strstr(dat, "\n 1 2 3\n 4 NaN 6.5\n") != NULL, "matrix rows wrong:\n%s", dat);
+    /* the script: self-contained, relative paths, quotes escaped for gnuplot */
+    ck_assert_msg(strstr(gp, "set output 'hm.png'") && strstr(gp, "plot 'hm.dat' matrix"), "script:\n%s", gp);
+    ck_assert_msg(strstr(gp, "'o''n' 0") && strstr(gp, "'big dog' 1") && strstr(gp, "'it''s a \"title\"'"),
+                  "labels not quoted safely:\n%s", gp);
+    ck_assert_msg(strstr(gp, dir) == NULL, "script names the absolute folder; must be relative");
+    ck_assert_msg(strstr(said, "hm") != NULL, "no line saying what was written");
+    snprintf(p, sizeof p, "%s/hm.png", dir);
+    if (have_gnuplot()) {
+        struct stat st;
+        ck_assert_msg(stat(p, &st) == 0 && st.st_size > 0, "gnuplot present but no PNG at %s", p);
+    }
+    const char *files[] = {"hm.dat", "hm.gp", "hm.png"};
+    rm_files(dir, files, 3);
+    snprintf(p, sizeof p, "%s/a/b", root); rmdir(p);
+    snprintf(p, sizeof p, "%s/a", root); rmdir(p);
+    rmdir(root);
+    free(said); free(dat); free(gp);
+}
+END_TEST
+
+START_TEST(test_plot_lines_files) {
+    char dir[] = "/tmp/check_show_plot_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const float x[4] = {1, 2, 4, 8}, a[4] = {1, 2, 4, 8}, b[4] = {1, 1, 1, NAN};
+    const float *series[2] = {a, b};
+    const char *names[2] = {"Var(q.k)", "d_k's 'scaled'"};
+    capture_begin();
+    plot_lines(dir, "var", "variance", "d_k", "variance", x, 4, series, names, 2, 1, 1);
+    char *said = capture_end();
+    char p[512];
+    snprintf(p, sizeof p, "%s/var.dat", dir);
+    char *dat = slurp(p);
+    snprintf(p, sizeof p, "%s/var.gp", dir);
+    char *gp = slurp(p);
+    ck_assert_msg(dat && gp, "var.dat / var.gp not written");
+    ck_assert_msg(strstr(dat, "# d_k | Var(q.k) | d_k's 'scaled'\n") != NULL, "header:\n%s", dat);
+    ck_assert_msg(strstr(dat, "\n 1 1 1\n 2 2 1\n 4 4 1\n 8 8 NaN\n") != NULL, "columns:\n%s", dat);
+    ck_assert_msg(strstr(gp, "set logscale x") && strstr(gp, "set logscale y"), "log axes missing:\n%s", gp);
+    ck_assert_msg(strstr(gp, "'var.dat' using 1:2") && strstr(gp, "'' using 1:3"), "series:\n%s", gp);
+    ck_assert_msg(strstr(gp, "title 'd_k''s ''scaled'''") != NULL, "series name not quoted:\n%s", gp);
+    const char *files[] = {"var.dat", "var.gp", "var.png"};
+    rm_files(dir, files, 3);
+    rmdir(dir);
+    free(said); free(dat); free(gp);
+
+    /* a folder that cannot be made: a plain message, -1, no crash */
+    fflush(stderr);
+    int saved_err = dup(STDERR_FILENO);
+    FILE *null = fopen("/dev/null", "w");
+    dup2(fileno(null), STDERR_FILENO);
+    capture_begin();
+    int rc = plot_mkdir("/proc/no/such/place");
+    char *s = capture_end();
+    fflush(stderr);
+    dup2(saved_err, STDERR_FILENO);
+    close(saved_err);
+    fclose(null);
+    ck_assert_int_eq(rc, -1);
+    free(s);
+}
+END_TEST
+
+/* Without gnuplot on PATH: data and script still written, one hint line
+ * (once per process), and plot_render says no PNG. Needs its own process
+ * because the gnuplot lookup is cached, so it is skipped under CK_FORK=no. */
+START_TEST(test_plot_without_gnuplot) {
+    const char *fork_env = getenv("CK_FORK");
+    if (fork_env && !strcmp(fork_env, "no")) return;
+    char dir[] = "/tmp/check_show_plot_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("PATH", "/nonexistent", 1);
+    const float x[4] = {1, 2, 3, 4};
+    capture_begin();
+    plot_heatmap(dir, "a", "a", x, 2, 2, NULL, NULL, "", "");
+    plot_heatmap(dir, "b", "b", x, 2, 2, NULL, NULL, "", "");
+    int r = plot_render(dir, "a");
+    char *s = capture_end();
+    ck_assert_int_eq(r, 0);
+    char *first = strstr(s, "gnuplot not found");
+    ck_assert_msg(first != NULL, "no install hint:\n%s", s);
+    ck_assert_msg(strstr(first + 1, "gnuplot not found") == NULL, "hint printed more than once:\n%s", s);
+    ck_assert_msg(strstr(s, "gnuplot-nox") != NULL, "hint lacks the package name");
+    char p[512];
+    snprintf(p, sizeof p, "%s/b.gp", dir);
+    ck_assert_msg(access(p, R_OK) == 0, "script not written without gnuplot");
+    const char *files[] = {"a.dat", "a.gp", "b.dat", "b.gp"};
+    rm_files(dir, files, 4);
+    rmdir(dir);
+    free(s);
+}
+END_TEST
+
+Suite *show_suite(void) {
+    Suite *s = suite_create("show");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_heatmap_values_and_colour);
+    tcase_add_test(core, test_shape_matrix_vector);
+    suite_add_tcase(s, core);
+    TCase *limits = tcase_create("Limits");
+    tcase_add_loop_test(limits, test_heatmap_plain_fits, 0, (int)(sizeof HEAT / sizeof HEAT[0]));
+    suite_add_tcase(s, limits);
+    TCase *plots = tcase_create("Plots");
+    tcase_add_test(plots, test_plot_heatmap_files);
+    tcase_add_test(plots, test_plot_lines_files);
+    tcase_add_test(plots, test_plot_without_gnuplot);
+    tcase_set_timeout(plots, 30);
+    suite_add_tcase(s, plots);
+    return s;
+}
