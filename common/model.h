@@ -41,11 +41,24 @@ typedef struct {
     int pad_id;     /* padding token id, or -1 when there is none         */
 } Config;
 
+/* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
+ * is a plain error instead of an attempt to allocate terabytes. */
+#define MODEL_MAX_N        256
+#define MODEL_MAX_WIDTH    65536        /* d_model, d_ff, d_k, d_v            */
+#define MODEL_MAX_HEADS    1024
+#define MODEL_MAX_VOCAB    (1 << 24)
+#define MODEL_MAX_LEN      (1 << 20)
+#define MODEL_MAX_PARAMS   ((size_t)1 << 31)   /* 8 GiB of float32 weights  */
+
 /* Table 3 "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1,
  * vocab 37000, max_len 512, post-LN, pad_id 0. */
 Config config_base(void);
-/* 0 if c is usable; otherwise 2 with a plain message in err (e.g.
- * "d_model (30) must be divisible by h (4)" when d_k was derived). */
+/* 0 if c is usable; otherwise 2 with a plain message in err, e.g.
+ * "d_k is 0; it must be between 1 and 65536". Every size must be positive
+ * and below the MODEL_MAX_* limits, dropout in [0, 1), pad_id -1 or a token
+ * id, and the parameter count at most MODEL_MAX_PARAMS. d_model == h*d_k is
+ * NOT required (Table 3 row B varies d_k alone); a program that derives
+ * d_k = d_model / h checks the divisibility itself. */
 int config_validate(const Config *c, char *err, size_t errlen);
 
 /* A named parameter tensor inside Params.mem (for checkpoints, summaries). */
@@ -140,6 +153,41 @@ const float *model_attention(const Model *m, AttnKind kind, int layer);
  * every parameter's gradient into m->grads. */
 void model_backward(Model *m, const float *dlogits);
 void model_zero_grad(Model *m);
+
+/* ---- added: sizes, lookup and inspection -----------------------------------
+ * (for chapters that print every stage of Figure 1, and for tests) */
+
+/* Elements of one named tensor (shape[0] * shape[1] for ndim 2). */
+size_t named_tensor_numel(const NamedTensor *t);
+/* The tensor called name in p, or NULL. */
+const NamedTensor *params_find(const Params *p, const char *name);
+/* 0 if a forward pass of B x Ts source and B x Tt target tokens fits the
+ * model (capacity from model_build and the PE table's max_len); otherwise 2
+ * with a plain message. Call before forward on user-chosen sizes. */
+int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t errlen);
+
+/* Saved activations of the last forward pass (valid until the next call).
+ * decoder = 0: the encoder side (T = Ts), 1: the decoder side (T = Tt).   */
+/* (B,T,d_model) Embedding * sqrt(d_model) + PE, after dropout.             */
+const float *model_embedded(const Model *m, int decoder);
+/* One residual sub-layer of layer `layer`: sub = 0 self-attention, 1 FFN
+ * (encoder) or 0 masked self-attention, 1 cross-attention, 2 FFN (decoder).
+ * part = 0: Sublayer(.) after dropout; 1: the residual sum x + Sublayer(.);
+ * 2: the sub-layer's output (post-LN: LayerNorm of the sum; pre-LN: the
+ * sum itself). (B,T,d_model) each.                                          */
+const float *model_sublayer(const Model *m, int decoder, int layer, int sub, int part);
+/* (B,Tt,d_model) what feeds the output projection (after the final
+ * LayerNorm in pre-LN).                                                     */
+const float *model_decoder_output(const Model *m);
+/* (B*Tt, vocab) the pre-softmax logits x E^T.                              */
+const float *model_logits(const Model *m);
+/* The attention mask a layer of that kind used, (B,Tq,Tk) as in
+ * model_attention, or NULL when there was none (no padding id).           */
+const uint8_t *model_mask(const Model *m, AttnKind kind);
+/* After model_backward: (B,T,d_model) the gradient with respect to the
+ * embedding-plus-PE sums (before dropout) of the source (decoder = 0) or
+ * target (decoder = 1) tokens. Padding positions must get exactly zero.   */
+const float *model_input_grad(const Model *m, int decoder);
 
 /* ---- checkpoints ----------------------------------------------------------
  * File format (little-endian), documented in chapters/07_transformer/README.md:

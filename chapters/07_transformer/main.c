@@ -1,0 +1,584 @@
+/* 07_transformer - the whole encoder-decoder of Figure 1, one forward pass.
+ *
+ * Paper: Section 3 and Figure 1. Every piece of the earlier chapters now
+ * sits in one model (common/model.c):
+ *
+ *   source ids -> Embedding * sqrt(d_model) + PE  (Sec. 3.4, 3.5)
+ *              -> N x [ self-attention, Add & Norm, FFN, Add & Norm ]  -> memory
+ *   target ids -> the SAME embedding * sqrt(d_model) + PE
+ *              -> N x [ masked self-attention, Add & Norm,
+ *                       cross-attention over memory, Add & Norm,
+ *                       FFN, Add & Norm ]
+ *              -> x E^T (the same matrix once more) -> softmax: next-token probabilities
+ *
+ * The program builds a small model with seeded (untrained) weights, runs a
+ * toy English -> French pair through it and prints every stage with its
+ * shape, the top next-token guesses, and heatmaps of the three kinds of
+ * attention (terminal + PNG). Other modes:
+ *   --summary             the architecture as a tree, parameters per module
+ *   --table3              Table 3's model sizes: our count beside the paper's
+ *   --save F / --load F   checkpoints (format in README.md)
+ *   --src "3 4 5" --tgt "1 8" --dump F [--dump-attn]
+ *                         run given token ids and write logits (and the
+ *                         attention weights) to a text file, to compare with
+ *                         another implementation loading the same weights
+ *   --config base --batch 8 --len 32
+ *                         time the paper's base model on a random batch
+ *
+ * Run:  make && ./build/07_transformer [--layers 2] [--d-model 32] [--heads 4]
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "device.h"
+#include "model.h"
+#include "rng.h"
+#include "show.h"
+#include "tensor.h"
+
+#define PROG "07_transformer"
+
+/* ---- the toy vocabulary ---------------------------------------------------
+ * Twelve named tokens: padding, start, end, a little English and French.
+ * Ids past 11 (bigger --vocab) print as t12, t13, ... */
+static const char *TOY[12] = {"<pad>", "<s>", "</s>", "the", "cat", "sat", "on", "mat",
+                              "le", "chat", "assis", "sur"};
+enum { TOY_N = 12 };
+/* "the cat sat on the mat </s>" -> "<s> le chat assis": predict the next word */
+static const int TOY_SRC[] = {3, 4, 5, 6, 3, 7, 2};
+static const int TOY_TGT[] = {1, 8, 9, 10};
+
+enum { LABELS = 512 };                /* token labels for up to 512 source + 512 target positions */
+static char label_buf[2 * LABELS][16];
+
+static const char *token_name(int id, int vocab, int slot) {
+    if (id >= 0 && id < TOY_N && vocab <= 1000) return TOY[id];
+    snprintf(label_buf[slot], sizeof label_buf[slot], "t%d", id);
+    return label_buf[slot];
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* "3 4 5" -> ids; exits 2 naming the flag on anything that is not a list
+ * of whole numbers. Returns the count. */
+static int parse_ids(const char *flag, const char *s, int *ids, int cap) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        if (!*p) break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) cli_fail(PROG, "%s: '%s' is not a list of token ids (e.g. \"3 4 5\")", flag, s);
+        if (n == cap) cli_fail(PROG, "%s: more than %d tokens", flag, cap);
+        if (v < -1000000000L || v > 1000000000L) v = -1;   /* out of range: reported below */
+        ids[n++] = (int)v;
+        p = end;
+    }
+    if (n == 0) cli_fail(PROG, "%s: no token ids given", flag);
+    return n;
+}
+
+/* ---- --summary: parameters per module, written as the formulas ---------- */
+
+static size_t count_mha(const Config *c) {
+    /* W^Q, W^K (d_model, h d_k); W^V (d_model, h d_v); W^O (h d_v, d_model) */
+    return (size_t)c->d_model * c->h * c->d_k * 2 + (size_t)c->d_model * c->h * c->d_v * 2;
+}
+static size_t count_ffn(const Config *c) {
+    /* W1 (d_model, d_ff) + b1 (d_ff) + W2 (d_ff, d_model) + b2 (d_model), Eq. 2 */
+    return (size_t)c->d_model * c->d_ff * 2 + c->d_ff + c->d_model;
+}
+static size_t count_ln(const Config *c) { return 2 * (size_t)c->d_model; }
+
+static void print_summary(const Config *c, const Model *m) {
+    size_t mha = count_mha(c), ffn = count_ffn(c), ln = count_ln(c);
+    size_t emb = (size_t)c->vocab * c->d_model;
+    size_t enc = mha + ffn + 2 * ln, dec = 2 * mha + ffn + 3 * ln;
+    show_section("Summary: Figure 1 as a tree, with parameter counts");
+    printf("%-62s %12s\n", "module", "parameters");
+    printf("Transformer (%s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d)\n",
+           c->pre_ln ? "pre-LN" : "post-LN", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab);
+    printf("+-- %-58s %12zu\n", "embed E (vocab x d_model), shared 3 ways (Sec. 3.4)", emb);
+    printf("+-- %-58s %12zu\n", "encoder", (size_t)c->N * enc + (c->pre_ln ? ln : 0));
+    for (int l = 0; l < c->N; l++) {
+        int last = l == c->N - 1 && !c->pre_ln;
+        printf("|   %s-- layer %-48d %12zu\n", last ? "`" : "+", l, enc);
+        const char *bar = last ? "    " : "|   ";
+        printf("|   %s+-- %-50s %12zu\n", bar, "self_attn: W_Q, W_K, W_V, W_O (no biases)", mha);
+        printf("|   %s+-- %-50s %12zu\n", bar, "ln1: gamma, beta", ln);
+        printf("|   %s+-- %-50s %12zu\n", bar, "ffn: W1, b1, W2, b2 (Eq. 2)", ffn);
+        printf("|   %s`-- %-50s %12zu\n", bar, "ln2: gamma, beta", ln);
+    }
+    if (c->pre_ln) printf("|   `-- %-54s %12zu\n", "ln (final, pre-LN only)", ln);
+    printf("`-- %-58s %12zu\n", "decoder", (size_t)c->N * dec + (c->pre_ln ? ln : 0));
+    for (int l = 0; l < c->N; l++) {
+        int last = l == c->N - 1 && !c->pre_ln;
+        printf("    %s-- layer %-48d %12zu\n", last ? "`" : "+", l, dec);
+        const char *bar = last ? "    " : "|   ";
+        printf("    %s+-- %-50s %12zu\n", bar, "self_attn (masked): W_Q, W_K, W_V, W_O", mha);
+        printf("    %s+-- %-50s %12zu\n", bar, "ln1", ln);
+        printf("    %s+-- %-50s %12zu\n", bar, "cross_attn (K, V from memory)", mha);
+        printf("    %s+-- %-50s %12zu\n", bar, "ln2", ln);
+        printf("    %s+-- %-50s %12zu\n", bar, "ffn", ffn);
+        printf("    %s`-- %-50s %12zu\n", bar, "ln3", ln);
+    }
+    if (c->pre_ln) printf("    `-- %-54s %12zu\n", "ln (final, pre-LN only)", ln);
+    printf("    (output projection: x E^T reuses embed, 0 new parameters)\n");
+    size_t total = model_param_count(c);
+    printf("%-62s %12zu  (%.2fM)\n", "total", total, total / 1e6);
+    if (m) {
+        size_t sum = 0;
+        for (int i = 0; i < m->params.n_tensors; i++) sum += named_tensor_numel(&m->params.tensors[i]);
+        printf("check: %d named tensors in the model hold %zu floats: %s\n", m->params.n_tensors, sum,
+               sum == total ? "equal to the closed form" : "DIFFERENT from the closed form");
+    }
+}
+
+/* ---- --table3: the paper's model sizes ----------------------------------- */
+
+typedef struct {
+    const char *row;
+    int N, d_model, d_ff, h, d_k, d_v;
+    double paper_m;   /* Table 3's "params x10^6", 0 where the paper leaves it blank */
+} Table3Row;
+
+static const Table3Row TABLE3[] = {
+    {"base", 6, 512, 2048, 8, 64, 64, 65},
+    {"(A) h=1", 6, 512, 2048, 1, 512, 512, 0},
+    {"(A) h=4", 6, 512, 2048, 4, 128, 128, 0},
+    {"(A) h=16", 6, 512, 2048, 16, 32, 32, 0},
+    {"(A) h=32", 6, 512, 2048, 32, 16, 16, 0},
+    {"(B) d_k=16", 6, 512, 2048, 8, 16, 64, 58},
+    {"(B) d_k=32", 6, 512, 2048, 8, 32, 64, 60},
+    {"(C) N=2", 2, 512, 2048, 8, 64, 64, 36},
+    {"(C) N=4", 4, 512, 2048, 8, 64, 64, 50},
+    {"(C) N=8", 8, 512, 2048, 8, 64, 64, 80},
+    {"(C) d_model=256", 6, 256, 2048, 8, 32, 32, 28},
+    {"(C) d_model=1024", 6, 1024, 2048, 8, 128, 128, 168},
+    {"(C) d_ff=1024", 6, 512, 1024, 8, 64, 64, 53},
+    {"(C) d_ff=4096", 6, 512, 4096, 8, 64, 64, 90},
+    {"big", 6, 1024, 4096, 16, 64, 64, 213},
+};
+
+static void print_table3(void) {
+    show_section("Table 3: model sizes (shared vocabulary of 37000 assumed, Sec. 5.1)");
+    printf("%-18s %2s %7s %5s %3s %4s %4s %11s %9s %7s\n", "row", "N", "d_model", "d_ff", "h", "d_k",
+           "d_v", "ours", "paper", "diff");
+    for (size_t i = 0; i < sizeof TABLE3 / sizeof TABLE3[0]; i++) {
+        const Table3Row *r = &TABLE3[i];
+        Config c = config_base();
+        c.N = r->N, c.d_model = r->d_model, c.d_ff = r->d_ff, c.h = r->h, c.d_k = r->d_k, c.d_v = r->d_v;
+        double ours = model_param_count(&c) / 1e6;
+        printf("%-18s %2d %7d %5d %3d %4d %4d %10.2fM", r->row, r->N, r->d_model, r->d_ff, r->h, r->d_k,
+               r->d_v, ours);
+        if (r->paper_m > 0) printf(" %8.0fM %+6.2fM\n", r->paper_m, ours - r->paper_m);
+        else printf(" %9s %7s\n", "-", "");
+    }
+    Config b = config_base();
+    printf("Rows (D) (dropout, label smoothing) and (E) (learned positions) have base's size.\n");
+    printf("With a separate output projection instead of the shared E (as in many code\n"
+           "sketches) base would have %.2fM; without sharing the source and target\n"
+           "embeddings either, %.2fM. See README.md for what may explain the differences.\n",
+           (model_param_count(&b) + (size_t)b.vocab * b.d_model) / 1e6,
+           (model_param_count(&b) + 2 * (size_t)b.vocab * b.d_model) / 1e6);
+}
+
+/* ---- printing the stages ---------------------------------------------------- */
+
+/* A view with named dims for show_shape (printing only). */
+static void shape3(const char *name, const float *x, int B, int T, const char *tdim, int C, const char *cdim,
+                   const char *note) {
+    char dims[64];
+    snprintf(dims, sizeof dims, "batch %s %s", tdim, cdim);
+    Tensor t = tensor_wrap((float *)x, name, dims, B, T, C);
+    show_shape(&t, note);
+}
+
+/* The first few numbers of position 0: enough to watch a vector change. */
+static void peek(const char *what, const float *x, int C) {
+    char name[64];
+    snprintf(name, sizeof name, "    %s", what);
+    show_vector(name, x, C < 6 ? C : 6);
+}
+
+static void row_stats(const float *x, int C, double *mean, double *std) {
+    double s = 0, s2 = 0;
+    for (int j = 0; j < C; j++) s += x[j];
+    *mean = s / C;
+    for (int j = 0; j < C; j++) s2 += (x[j] - *mean) * (x[j] - *mean);
+    *std = sqrt(s2 / C);
+}
+
+static void print_addnorm(const Model *m, int dec, int l, int sub, int rows_T, const char *tdim) {
+    int B = m->B, D = m->cfg.d_model;
+    const float *y = model_sublayer(m, dec, l, sub, 2);
+    double mean, sd;
+    row_stats(y, D, &mean, &sd);
+    char note[128];
+    if (m->cfg.pre_ln) snprintf(note, sizeof note, "x + Sublayer(LayerNorm(x))  (pre-LN)");
+    else snprintf(note, sizeof note, "LayerNorm(x + Sublayer(x))  position 0: mean %.3f, std %.3f", mean, sd);
+    shape3("Add & Norm", y, B, rows_T, tdim, D, "d_model", note);
+}
+
+static void print_stages(const Model *m, const float *logp, const int *src, int Ts, int Tt) {
+    const Config *c = &m->cfg;
+    int B = m->B, D = c->d_model, V = c->vocab;
+
+    show_section("2. Embedding * sqrt(d_model) + positional encoding (Sec. 3.4, 3.5)");
+    Tensor E = tensor_wrap(m->params.embed, "E", "vocab d_model", V, D);
+    show_shape(&E, "the ONE embedding matrix: source, target and output projection");
+    const float *emb = model_embedded(m, 0);
+    const float *e_row = m->params.embed + (size_t)src[0] * D;
+    float scaled[8];
+    int k = D < 6 ? D : 6;
+    for (int j = 0; j < k; j++) scaled[j] = e_row[j] * sqrtf((float)D);
+    printf("  source position 0, token '%s':\n", token_name(src[0], V, 0));
+    peek("E[id]                ", e_row, D);
+    peek("E[id] * sqrt(d_model)", scaled, k);
+    peek("PE(pos=0)            ", m->pe, D);
+    peek("sum (encoder input)  ", emb, D);
+    printf("  sqrt(d_model) = %.3f: the scale brings the small Xavier-initialised rows up to\n"
+           "  the size of PE's entries (which lie in [-1, 1]) so position does not drown meaning.\n",
+           sqrt((double)D));
+    shape3("encoder input", emb, B, Ts, "seq", D, "d_model", "(dropout P_drop here when training)");
+    shape3("decoder input", model_embedded(m, 1), B, Tt, "seq", D, "d_model", "same E, same PE");
+
+    show_section("3. Encoder: N identical layers (Figure 1, left; Sec. 3.1)");
+    for (int l = 0; l < c->N; l++) {
+        printf(" encoder layer %d\n", l);
+        char note[96];
+        snprintf(note, sizeof note, "MultiHead(x, x, x), %d heads of d_k=%d, d_v=%d", c->h, c->d_k, c->d_v);
+        shape3("self-attention", model_sublayer(m, 0, l, 0, 0), B, Ts, "seq", D, "d_model", note);
+        Tensor w = tensor_wrap((float *)model_attention(m, ATTN_ENC_SELF, l), "weights",
+                               "batch heads query key", B, c->h, Ts, Ts);
+        show_shape(&w, "softmax(Q K^T / sqrt(d_k)), Eq. (1)");
+        print_addnorm(m, 0, l, 0, Ts, "seq");
+        shape3("feed-forward", model_sublayer(m, 0, l, 1, 0), B, Ts, "seq", D, "d_model",
+               "max(0, x W1 + b1) W2 + b2, Eq. (2)");
+        print_addnorm(m, 0, l, 1, Ts, "seq");
+    }
+    shape3("memory", model_memory(m), B, Ts, "seq", D, "d_model", "the encoder's output: keys and values "
+           "for every decoder layer");
+
+    show_section("4. Decoder: N layers with a third sub-layer (Figure 1, right)");
+    for (int l = 0; l < c->N; l++) {
+        printf(" decoder layer %d\n", l);
+        shape3("masked self-attn", model_sublayer(m, 1, l, 0, 0), B, Tt, "seq", D, "d_model",
+               "position i sees positions <= i only (Sec. 3.2.3)");
+        print_addnorm(m, 1, l, 0, Tt, "seq");
+        Tensor w = tensor_wrap((float *)model_attention(m, ATTN_DEC_CROSS, l), "cross weights",
+                               "batch heads query key", B, c->h, Tt, Ts);
+        shape3("cross-attention", model_sublayer(m, 1, l, 1, 0), B, Tt, "seq", D, "d_model",
+               "queries from the decoder, keys/values = memory");
+        show_shape(&w, "one row per target position over the source");
+        print_addnorm(m, 1, l, 1, Tt, "seq");
+        shape3("feed-forward", model_sublayer(m, 1, l, 2, 0), B, Tt, "seq", D, "d_model", "Eq. (2)");
+        print_addnorm(m, 1, l, 2, Tt, "seq");
+    }
+
+    show_section("5. Output: linear (= E^T) and softmax (Sec. 3.4)");
+    shape3("decoder output", model_decoder_output(m), B, Tt, "seq", D, "d_model", NULL);
+    shape3("logits", model_logits(m), B, Tt, "seq", V, "vocab", "x E^T: a score for every token");
+    shape3("log-probabilities", logp, B, Tt, "seq", V, "vocab", "log softmax: log p(next token)");
+}
+
+static void print_next_token(const Model *m, const float *logp, const int *tgt, int Tt, int top) {
+    int V = m->cfg.vocab;
+    const float *row = logp + (size_t)(Tt - 1) * V;   /* batch 0, last position */
+    printf("  after '%s' (target position %d) the model's next-token guesses:\n",
+           token_name(tgt[Tt - 1], V, 0), Tt - 1);
+    int used[16] = {0}, nused = 0;
+    for (int r = 0; r < top && r < V; r++) {
+        int best = -1;
+        for (int v = 0; v < V; v++) {
+            int seen = 0;
+            for (int u = 0; u < nused; u++) seen |= used[u] == v;
+            if (!seen && (best < 0 || row[v] > row[best])) best = v;
+        }
+        used[nused++] = best;
+        printf("    %d. %-8s p = %.4f\n", r + 1, token_name(best, V, 1), exp((double)row[best]));
+    }
+    printf("  (the weights are random, so are these guesses: chapter 08 trains them;\n"
+           "   the uniform guess would be 1/%d = %.4f)\n", V, 1.0 / V);
+}
+
+/* ---- heatmaps ------------------------------------------------------------- */
+
+static void heatmaps(const Model *m, const int *src, const int *tgt, int Ts, int Tt, int layer, int head,
+                     const char *out) {
+    const Config *c = &m->cfg;
+    int V = c->vocab;
+    const char *sl[LABELS], *tl[LABELS];
+    for (int i = 0; i < Ts && i < LABELS; i++) sl[i] = token_name(src[i], V, i);
+    for (int i = 0; i < Tt && i < LABELS; i++) tl[i] = token_name(tgt[i], V, LABELS + i);
+    const char *const *slp = Ts <= LABELS ? sl : NULL, *const *tlp = Tt <= LABELS ? tl : NULL;
+    char title[160], name[64];
+    struct { AttnKind kind; const char *what, *file; int tq, tk; const char *const *ql, *const *kl; } maps[3] = {
+        {ATTN_ENC_SELF, "encoder self-attention", "enc_self", Ts, Ts, slp, slp},
+        {ATTN_DEC_SELF, "decoder masked self-attention", "dec_self", Tt, Tt, tlp, tlp},
+        {ATTN_DEC_CROSS, "cross-attention (target x source)", "cross", Tt, Ts, tlp, slp},
+    };
+    for (int i = 0; i < 3; i++) {
+        const float *w = model_attention(m, maps[i].kind, layer) + (size_t)head * maps[i].tq * maps[i].tk;
+        snprintf(title, sizeof title, "%s, layer %d, head %d", maps[i].what, layer, head);
+        show_heatmap(title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl);
+        snprintf(name, sizeof name, "%s_layer%d_head%d", maps[i].file, layer, head);
+        plot_heatmap(out, name, title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl, "key", "query");
+    }
+}
+
+/* ---- --dump: numbers for comparing with another implementation ---------- */
+
+static void write_matrix(FILE *f, const float *x, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) fprintf(f, "%.9g%c", x[(size_t)r * cols + j], j + 1 < cols ? ' ' : '\n');
+}
+
+static void dump(const Model *m, const float *logp, const int *src, const int *tgt, int Ts, int Tt,
+                 int with_attn, const char *path) {
+    const Config *c = &m->cfg;
+    FILE *f = fopen(path, "w");
+    if (!f) cli_fail(PROG, "--dump: cannot write '%s'", path);
+    fprintf(f, "# 07_transformer forward pass (inference, batch 1). Floats printed with 9\n"
+               "# significant digits (enough to give back the exact float32).\n");
+    fprintf(f, "config N %d d_model %d d_ff %d h %d d_k %d d_v %d vocab %d max_len %d pre_ln %d pad_id %d\n",
+            c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab, c->max_len, c->pre_ln, c->pad_id);
+    fprintf(f, "src %d:", Ts);
+    for (int i = 0; i < Ts; i++) fprintf(f, " %d", src[i]);
+    fprintf(f, "\ntgt %d:", Tt);
+    for (int i = 0; i < Tt; i++) fprintf(f, " %d", tgt[i]);
+    fprintf(f, "\nlogits %d %d   # rows: target positions, columns: vocabulary ids\n", Tt, c->vocab);
+    write_matrix(f, model_logits(m), Tt, c->vocab);
+    fprintf(f, "logp %d %d   # log-softmax of the logits\n", Tt, c->vocab);
+    write_matrix(f, logp, Tt, c->vocab);
+    if (with_attn) {
+        const char *names[3] = {"encoder.%d.self_attn", "decoder.%d.self_attn", "decoder.%d.cross_attn"};
+        AttnKind kinds[3] = {ATTN_ENC_SELF, ATTN_DEC_SELF, ATTN_DEC_CROSS};
+        int tq[3] = {Ts, Tt, Tt}, tk[3] = {Ts, Tt, Ts};
+        for (int l = 0; l < c->N; l++)
+            for (int i = 0; i < 3; i++) {
+                fprintf(f, "attention ");
+                fprintf(f, names[i], l);
+                fprintf(f, " %d %d %d   # heads, queries, keys; head after head\n", c->h, tq[i], tk[i]);
+                write_matrix(f, model_attention(m, kinds[i], l), c->h * tq[i], tk[i]);
+            }
+    }
+    if (fclose(f) != 0) cli_fail(PROG, "--dump: writing '%s' failed", path);
+    printf("  wrote %s (logits%s)\n", path, with_attn ? " and attention weights" : "");
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    /* size flags: 0 (or -1 for dropout) means "what --config says" */
+    int N = 0, d_model = 0, d_ff = 0, h = 0, d_k = 0, d_v = 0, vocab = 0, max_len = 0;
+    float dropout = -1.0f;
+    int pre_ln = 0, summary = 0, table3 = 0, layer = 0, head = 0, batch = 0, len = 0, dump_attn = 0;
+    uint64_t seed = 42;
+    const char *config = "small", *out = "out/07_transformer", *device = "cpu";
+    const char *save = NULL, *load = NULL, *src_s = NULL, *tgt_s = NULL, *dump_path = NULL;
+    CliOption opts[] = {
+        {"--config",    CLI_STRING, &config,   "size preset: small, base (Table 3) or big (Table 3)", 0, 0},
+        {"--layers",    CLI_INT,    &N,        "N, layers per stack (0: preset; small 2)", 0, MODEL_MAX_N},
+        {"--d-model",   CLI_INT,    &d_model,  "d_model (0: preset; small 32)", 0, MODEL_MAX_WIDTH},
+        {"--d-ff",      CLI_INT,    &d_ff,     "d_ff, FFN inner width (0: preset; small 64)", 0, MODEL_MAX_WIDTH},
+        {"--heads",     CLI_INT,    &h,        "h, attention heads (0: preset; small 4)", 0, MODEL_MAX_HEADS},
+        {"--d-k",       CLI_INT,    &d_k,      "d_k per head (0: d_model / h)", 0, MODEL_MAX_WIDTH},
+        {"--d-v",       CLI_INT,    &d_v,      "d_v per head (0: d_model / h)", 0, MODEL_MAX_WIDTH},
+        {"--vocab",     CLI_INT,    &vocab,    "vocabulary size (0: preset; small 12 named toy tokens)", 0, MODEL_MAX_VOCAB},
+        {"--max-len",   CLI_INT,    &max_len,  "longest sequence, rows of PE (0: preset; small 64)", 0, MODEL_MAX_LEN},
+        {"--dropout",   CLI_FLOAT,  &dropout,  "P_drop, used only in training (-1: preset)", -1, 0.99},
+        {"--pre-ln",    CLI_FLAG,   &pre_ln,   "LayerNorm before each sub-layer (not the paper)", 0, 0},
+        {"--seed",      CLI_U64,    &seed,     "random seed for the weights (and --batch tokens)", 0, 0},
+        {"--src",       CLI_STRING, &src_s,    "source token ids, e.g. \"3 4 5 6 3 7 2\" (default: the toy sentence)", 0, 0},
+        {"--tgt",       CLI_STRING, &tgt_s,    "target token ids, e.g. \"1 8 9\"", 0, 0},
+        {"--batch",     CLI_INT,    &batch,    "instead: a random batch of this many sequences (timing)", 0, 4096},
+        {"--len",       CLI_INT,    &len,      "tokens per random sequence (with --batch; default 32)", 0, MODEL_MAX_LEN},
+        {"--layer",     CLI_INT,    &layer,    "which layer's attention to draw", 0, MODEL_MAX_N},
+        {"--head",      CLI_INT,    &head,     "which head's attention to draw", 0, MODEL_MAX_HEADS},
+        {"--summary",   CLI_FLAG,   &summary,  "print the architecture tree with parameter counts and stop", 0, 0},
+        {"--table3",    CLI_FLAG,   &table3,   "print Table 3's model sizes, ours beside the paper's, and stop", 0, 0},
+        {"--save",      CLI_STRING, &save,     "write the model's weights to this checkpoint file", 0, 0},
+        {"--load",      CLI_STRING, &load,     "read the model from this checkpoint (its config wins)", 0, 0},
+        {"--dump",      CLI_STRING, &dump_path, "write logits of the forward pass to this text file", 0, 0},
+        {"--dump-attn", CLI_FLAG,   &dump_attn, "with --dump: also every attention weight", 0, 0},
+        {"--device",    CLI_STRING, &device,   "cpu or cuda (the model runs on the CPU for now)", 0, 0},
+        {"--out",       CLI_STRING, &out,      "output folder for heatmap data and PNGs", 0, 0},
+    };
+    cli_parse(argc, argv, PROG, "the encoder-decoder Transformer of Figure 1, one forward pass, stage by stage",
+              opts, CLI_COUNT(opts));
+    Device dev;
+    if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
+
+    /* ---- the config: preset, then the flags on top ---- */
+    Config c = config_base();   /* pad_id 0, post-LN */
+    if (!strcmp(config, "small")) {
+        c.N = 2, c.d_model = 32, c.d_ff = 64, c.h = 4, c.vocab = TOY_N, c.max_len = 64, c.dropout = 0.1f;
+    } else if (!strcmp(config, "big")) {
+        c.d_model = 1024, c.d_ff = 4096, c.h = 16, c.dropout = 0.3f;
+    } else if (strcmp(config, "base")) {
+        cli_fail(PROG, "--config must be small, base or big, got '%s'", config);
+    }
+    if (N) c.N = N;
+    if (d_model) c.d_model = d_model;
+    if (d_ff) c.d_ff = d_ff;
+    if (h) c.h = h;
+    if (vocab) c.vocab = vocab;
+    if (max_len) c.max_len = max_len;
+    if (dropout >= 0) c.dropout = dropout;
+    c.pre_ln = pre_ln;
+    if ((!d_k || !d_v) && c.d_model % c.h != 0)
+        cli_fail(PROG, "d_model (%d) must be divisible by h (%d) when --d-k/--d-v are derived from it; "
+                 "give --d-k and --d-v", c.d_model, c.h);
+    c.d_k = d_k ? d_k : c.d_model / c.h;
+    c.d_v = d_v ? d_v : c.d_model / c.h;
+
+    if (table3) {
+        print_table3();
+        return 0;
+    }
+    char err[512];
+    if (!load && config_validate(&c, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (summary && !load) {
+        /* small models are also built, to check the formulas against the
+         * tensors that really exist */
+        Model sm;
+        int built = model_param_count(&c) <= 20000000 && model_build(&sm, &c, 1, 1, 1, seed, err, sizeof err) == 0;
+        print_summary(&c, built ? &sm : NULL);
+        if (built) model_free(&sm);
+        return 0;
+    }
+
+    /* ---- the input: the toy pair, given ids, or a random batch ---- */
+    int B = 1, Ts, Tt;
+    int *src, *tgt;
+    if (batch > 0 || len > 0) {
+        if (src_s || tgt_s) cli_fail(PROG, "--batch/--len make random tokens; do not combine with --src/--tgt");
+        B = batch > 0 ? batch : 1;
+        Ts = Tt = len > 0 ? len : 32;
+        cli_check_floats(PROG, "--batch x --len", 2, (size_t)B, (size_t)Ts);
+        src = malloc((size_t)B * Ts * sizeof(int));
+        tgt = malloc((size_t)B * Tt * sizeof(int));
+    } else {
+        src = malloc(MODEL_MAX_LEN * sizeof(int));
+        tgt = malloc(MODEL_MAX_LEN * sizeof(int));
+        Ts = 7, Tt = 4;
+    }
+    if (!src || !tgt) cli_fail(PROG, "out of memory");
+
+    Model m;
+    if (load) {
+        /* The checkpoint's config decides the sizes; capacity comes from the
+         * input, which we only know after parsing it - so read the ids first
+         * with a generous cap, then load with exactly that capacity. */
+        if (batch == 0 && len == 0) {
+            Ts = src_s ? parse_ids("--src", src_s, src, MODEL_MAX_LEN) : 7;
+            Tt = tgt_s ? parse_ids("--tgt", tgt_s, tgt, MODEL_MAX_LEN) : (src_s ? 1 : 4);
+        }
+        if (model_load(&m, load, B, Ts, Tt, NULL, NULL, err, sizeof err)) cli_fail(PROG, "--load: %s", err);
+        c = m.cfg;
+        printf("loaded %s: %zu parameters (config from the file; size flags are not used)\n", load, m.params.n);
+    } else {
+        if (batch == 0 && len == 0) {
+            Ts = src_s ? parse_ids("--src", src_s, src, MODEL_MAX_LEN) : 7;
+            Tt = tgt_s ? parse_ids("--tgt", tgt_s, tgt, MODEL_MAX_LEN) : (src_s ? 1 : 4);
+        }
+        if (Ts > c.max_len || Tt > c.max_len)
+            cli_fail(PROG, "%d tokens do not fit --max-len %d (the rows of the PE table)", Ts > Tt ? Ts : Tt,
+                     c.max_len);
+        if (model_build(&m, &c, B, Ts, Tt, seed, err, sizeof err)) cli_fail(PROG, "%s", err);
+    }
+    if (summary) {
+        print_summary(&c, &m);
+        model_free(&m);
+        free(src), free(tgt);
+        return 0;
+    }
+    if (batch > 0 || len > 0) {
+        Rng r;
+        rng_seed(&r, seed + 1);
+        for (int i = 0; i < B * Ts; i++) src[i] = 3 + rng_int(&r, c.vocab - 3 > 0 ? c.vocab - 3 : 1);
+        for (int i = 0; i < B * Tt; i++) tgt[i] = i % Tt == 0 ? 1 : 3 + rng_int(&r, c.vocab - 3 > 0 ? c.vocab - 3 : 1);
+    } else {
+        if (!src_s) for (int i = 0; i < Ts; i++) src[i] = TOY_SRC[i] % c.vocab;
+        if (!tgt_s) {
+            if (src_s) tgt[0] = 1 % c.vocab;
+            else for (int i = 0; i < Tt; i++) tgt[i] = TOY_TGT[i] % c.vocab;
+        }
+    }
+    if (model_check_tokens(&c, src, B * Ts, "--src", err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (model_check_tokens(&c, tgt, B * Tt, "--tgt", err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (model_check_sizes(&m, B, Ts, Tt, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (layer >= c.N) cli_fail(PROG, "--layer %d: the model has layers 0..%d", layer, c.N - 1);
+    if (head >= c.h) cli_fail(PROG, "--head %d: the model has heads 0..%d", head, c.h - 1);
+    if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
+    if (dev == DEVICE_CUDA) printf("note: the whole-model forward pass runs on the CPU (kernels in cuda/ are per-op).\n");
+
+    /* ---- 1. the input ---- */
+    show_section("1. Input: source and (shifted-right) target token ids");
+    printf("  %s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d, %zu parameters, seed %llu\n",
+           c.pre_ln ? "pre-LN" : "post-LN (the paper)", c.N, c.d_model, c.d_ff, c.h, c.d_k, c.d_v, c.vocab,
+           m.params.n, (unsigned long long)seed);
+    Tensor ts = tensor_wrap(NULL, "source ids", "batch seq", B, Ts);
+    Tensor tt = tensor_wrap(NULL, "target ids", "batch seq", B, Tt);
+    show_shape(&ts, NULL);
+    show_shape(&tt, "the decoder reads the target so far and predicts the next token");
+    if (B == 1) {
+        if (c.vocab < TOY_N && (!src_s || !tgt_s))
+            printf("  (--vocab %d < 12: the toy sentence's ids are taken modulo %d)\n", c.vocab, c.vocab);
+        printf("  source:");
+        for (int i = 0; i < Ts; i++) printf(" %s(%d)", token_name(src[i], c.vocab, 0), src[i]);
+        printf("\n  target:");
+        for (int i = 0; i < Tt; i++) printf(" %s(%d)", token_name(tgt[i], c.vocab, 0), tgt[i]);
+        printf("\n");
+    }
+
+    /* ---- the forward pass (inference: no dropout) ---- */
+    double t0 = now_s();
+    clock_t c0 = clock();
+    const float *logp = model_forward(&m, src, tgt, B, Ts, Tt, 0);
+    double t1 = now_s(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+
+    print_stages(&m, logp, src, Ts, Tt);
+    print_next_token(&m, logp, tgt, Tt, c.vocab < 5 ? c.vocab : 5);
+
+    show_section("6. Attention weights (terminal + PNG)");
+    printf("Rows are queries, columns keys; each row sums to 1. The decoder's self-attention\n"
+           "is lower-triangular: the mask of Sec. 3.2.3 gives later positions weight 0.\n");
+    heatmaps(&m, src, tgt, Ts, Tt, layer, head, out);
+
+    show_section("7. Time");
+    double flops = 0;   /* multiply-adds x 2 of the matrix products */
+    {
+        double D = c.d_model, Fd = c.d_ff, hk = (double)c.h * c.d_k, hv = (double)c.h * c.d_v;
+        double rs = (double)B * Ts, rt = (double)B * Tt;
+        double enc = rs * (2 * D * hk + 2 * D * hv + 2 * D * Fd) + (double)B * c.h * Ts * Ts * (c.d_k + c.d_v);
+        double dec = rt * (2 * D * hk + 2 * D * hv + 2 * D * Fd) + (double)B * c.h * Tt * Tt * (c.d_k + c.d_v)
+                   + rt * (D * hk + D * hv) + rs * (D * hk + D * hv) + (double)B * c.h * Tt * Ts * (c.d_k + c.d_v);
+        flops = 2 * (c.N * (enc + dec) + rt * D * c.vocab);
+    }
+    printf("  forward pass of %d x (%d source, %d target) tokens: %.1f ms wall clock, %.1f ms CPU time\n"
+           "  (all threads); %.3g GFLOP in matrix products = %.1f GFLOP/s.\n"
+           "  --config base --batch 8 --len 32 times the paper's base model.\n",
+           B, Ts, Tt, 1e3 * (t1 - t0), 1e3 * cpu, flops / 1e9, flops / 1e9 / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
+
+    if (dump_path) dump(&m, logp, src, tgt, Ts, Tt, dump_attn, dump_path);
+    if (save) {
+        if (model_save(&m, save, NULL, err, sizeof err)) cli_fail(PROG, "--save: %s", err);
+        printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", save);
+    }
+    model_free(&m);
+    free(src);
+    free(tgt);
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* checkpoint.h - the byte layer under model_save / model_load (model.h).
+ *
+ * File format, version 1 (every number little-endian; documented with an
+ * example in chapters/07_transformer/README.md):
+ *
+ *   offset  bytes  field
+ *   0       8      magic "AIYNCKPT"
+ *   8       4      u32 version (1)
+ *   12      8      u64 file size in bytes, CRC included (tells truncation apart
+ *                  from corruption)
+ *   20      4      u32 flags: bit 0 = a TrainState follows the config
+ *   24      44     Config: i32 N, d_model, d_ff, h, d_k, d_v, vocab, max_len,
+ *                  f32 dropout, i32 pre_ln, i32 pad_id
+ *   68      4      u32 number of tensors
+ *   72             [TrainState] u64 step, u64 rng_state[0], u64 rng_state[1],
+ *                  u64 n (parameters), f32 adam_m[n], f32 adam_v[n]
+ *   ...            each tensor, in Params order (model.c):
+ *                  u32 name length L (<= 47), L bytes of name (no NUL),
+ *                  u32 ndim (1 or 2), u32 shape[ndim], f32 data[product]
+ *   size-4  4      u32 CRC-32 of every byte before it
+ */
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_MAGIC         "AIYNCKPT"
+#define CKPT_VERSION       1u
+#define CKPT_OFF_VERSION   8
+#define CKPT_OFF_SIZE      12
+#define CKPT_OFF_FLAGS     20
+#define CKPT_OFF_CONFIG    24
+#define CKPT_OFF_NTENSORS  68
+#define CKPT_HEADER_BYTES  72
+#define CKPT_FLAG_TRAIN    1u
+
+/* CRC-32 (IEEE 802.3, the polynomial zlib, PNG and gzip use). Chains:
+ * crc32_update(crc32_update(0, a, na), b, nb) is the CRC of a then b.
+ * crc32_update(0, "123456789", 9) == 0xCBF43926 (the standard check value). */
+uint32_t crc32_update(uint32_t crc, const void *data, size_t n);
+
+#endif

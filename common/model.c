@@ -1,0 +1,877 @@
+/* model.c - the encoder-decoder Transformer of Figure 1, forward and backward.
+ *
+ * Read model.h first for the picture. This file has five parts:
+ *   1. Config: the base model of Table 3, validation, the parameter count.
+ *   2. Parameters: one allocation, named tensors in a fixed order, Xavier init.
+ *   3. Activations: one allocation sized at build, laid out per call.
+ *   4. Forward: embed -> encoder stack -> decoder stack -> x E^T -> log-softmax.
+ *   5. Backward: the same steps in reverse, each quoting the line it undoes.
+ *
+ * The order of the parameter tensors (also the order in a checkpoint):
+ *   embed                                              (vocab, d_model)
+ *   for i in 0..N-1:
+ *     encoder.i.self_attn.{w_q,w_k,w_v,w_o}            (d_model,h*d_k) x2, (d_model,h*d_v), (h*d_v,d_model)
+ *     encoder.i.ln1.{gamma,beta}                       (d_model)
+ *     encoder.i.ffn.{w1,b1,w2,b2}                      (d_model,d_ff) (d_ff) (d_ff,d_model) (d_model)
+ *     encoder.i.ln2.{gamma,beta}
+ *   encoder.ln.{gamma,beta}                            pre-LN only
+ *   for i in 0..N-1:
+ *     decoder.i.self_attn.{w_q,w_k,w_v,w_o}, decoder.i.ln1.{gamma,beta}
+ *     decoder.i.cross_attn.{w_q,w_k,w_v,w_o}, decoder.i.ln2.{gamma,beta}
+ *     decoder.i.ffn.{w1,b1,w2,b2}, decoder.i.ln3.{gamma,beta}
+ *   decoder.ln.{gamma,beta}                            pre-LN only
+ */
+#include "model.h"
+#include "attention.h"
+#include "nn.h"
+#include "ops.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ============================================================================
+ * 1. Config
+ * ========================================================================== */
+
+Config config_base(void) {
+    Config c = {
+        .N = 6, .d_model = 512, .d_ff = 2048, .h = 8, .d_k = 64, .d_v = 64,
+        .vocab = 37000, .max_len = 512, .dropout = 0.1f, .pre_ln = 0, .pad_id = 0,
+    };
+    return c;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return 2;
+}
+
+static int check_range(const char *what, int v, int lo, int hi, char *err, size_t errlen) {
+    if (v < lo || v > hi) return fail(err, errlen, "%s is %d; it must be between %d and %d", what, v, lo, hi);
+    return 0;
+}
+
+/* Parameters of one multi-head attention (Sec. 3.2.2, no biases): W^Q and
+ * W^K are (d_model, h*d_k), W^V is (d_model, h*d_v), W^O is (h*d_v, d_model). */
+static size_t mha_params(const Config *c) {
+    size_t D = (size_t)c->d_model, hk = (size_t)c->h * c->d_k, hv = (size_t)c->h * c->d_v;
+    return 2 * D * hk + 2 * D * hv;
+}
+
+/* FFN (Eq. 2): W1 (d_model,d_ff) + b1 (d_ff) + W2 (d_ff,d_model) + b2 (d_model). */
+static size_t ffn_params(const Config *c) {
+    size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
+    return 2 * D * F + F + D;
+}
+
+size_t model_param_count(const Config *c) {
+    size_t D = (size_t)c->d_model, ln = 2 * D;                   /* gamma, beta */
+    size_t enc = mha_params(c) + ffn_params(c) + 2 * ln;         /* 2 sub-layers */
+    size_t dec = 2 * mha_params(c) + ffn_params(c) + 3 * ln;     /* 3 sub-layers */
+    size_t embed = (size_t)c->vocab * D;                         /* shared, once */
+    size_t final_ln = c->pre_ln ? 2 * ln : 0;
+    return embed + (size_t)c->N * (enc + dec) + final_ln;
+}
+
+int config_validate(const Config *c, char *err, size_t errlen) {
+    int rc;
+    if ((rc = check_range("N (layers)", c->N, 1, MODEL_MAX_N, err, errlen))) return rc;
+    if ((rc = check_range("d_model", c->d_model, 1, MODEL_MAX_WIDTH, err, errlen))) return rc;
+    if ((rc = check_range("d_ff", c->d_ff, 1, MODEL_MAX_WIDTH, err, errlen))) return rc;
+    if ((rc = check_range("h (heads)", c->h, 1, MODEL_MAX_HEADS, err, errlen))) return rc;
+    if ((rc = check_range("d_k", c->d_k, 1, MODEL_MAX_WIDTH, err, errlen))) return rc;
+    if ((rc = check_range("d_v", c->d_v, 1, MODEL_MAX_WIDTH, err, errlen))) return rc;
+    if ((rc = check_range("vocab", c->vocab, 2, MODEL_MAX_VOCAB, err, errlen))) return rc;
+    if ((rc = check_range("max_len", c->max_len, 1, MODEL_MAX_LEN, err, errlen))) return rc;
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        return fail(err, errlen, "dropout is %g; it must be in [0, 1)", (double)c->dropout);
+    if (c->pre_ln != 0 && c->pre_ln != 1)
+        return fail(err, errlen, "pre_ln is %d; it must be 0 (post-LN, the paper) or 1 (pre-LN)", c->pre_ln);
+    if (c->pad_id < -1 || c->pad_id >= c->vocab)
+        return fail(err, errlen, "pad_id is %d; it must be -1 (no padding) or a token id in 0..%d",
+                    c->pad_id, c->vocab - 1);
+    /* Each factor is bounded above, so this product cannot overflow 64 bits. */
+    size_t n = model_param_count(c);
+    if (n > MODEL_MAX_PARAMS)
+        return fail(err, errlen, "this configuration has %.3g billion parameters (%.3g GB of float32); "
+                    "the limit is %.3g billion", n / 1e9, n * 4.0 / 1e9, MODEL_MAX_PARAMS / 1e9);
+    return 0;
+}
+
+/* ============================================================================
+ * 2. Parameters
+ * ========================================================================== */
+
+size_t named_tensor_numel(const NamedTensor *t) {
+    return t->ndim == 1 ? (size_t)t->shape[0] : (size_t)t->shape[0] * (size_t)t->shape[1];
+}
+
+const NamedTensor *params_find(const Params *p, const char *name) {
+    for (int i = 0; i < p->n_tensors; i++)
+        if (!strcmp(p->tensors[i].name, name)) return &p->tensors[i];
+    return NULL;
+}
+
+static int tensors_per_model(const Config *c) {
+    /* encoder layer: 4 attention + 2 LN + 4 FFN + 2 LN = 12;
+     * decoder layer: 4 + 2 + 4 + 2 + 4 + 2 = 18; pre-LN: 2 final LNs of 2 */
+    return 1 + 12 * c->N + 18 * c->N + (c->pre_ln ? 4 : 0);
+}
+
+/* Hands out consecutive slices of p->mem and records each as a NamedTensor. */
+typedef struct {
+    Params *p;
+    size_t used;
+} Carver;
+
+static float *carve(Carver *cv, int rows, int cols, const char *fmt, ...) {
+    Params *p = cv->p;
+    NamedTensor *t = &p->tensors[p->n_tensors++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->data = p->mem + cv->used;
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 1;
+    cv->used += named_tensor_numel(t);
+    return t->data;
+}
+
+static void carve_mha(Carver *cv, MhaParams *a, const Config *c, const char *prefix) {
+    int D = c->d_model, hk = c->h * c->d_k, hv = c->h * c->d_v;
+    a->w_q = carve(cv, D, hk, "%s.w_q", prefix);
+    a->w_k = carve(cv, D, hk, "%s.w_k", prefix);
+    a->w_v = carve(cv, D, hv, "%s.w_v", prefix);
+    a->w_o = carve(cv, hv, D, "%s.w_o", prefix);
+}
+
+/* Points every field of p into p->mem (n floats, already allocated) in the
+ * order documented at the top of this file. enc/dec/tensors are allocated. */
+static int params_layout(Params *p, const Config *c) {
+    int N = c->N, D = c->d_model, F = c->d_ff;
+    p->enc = calloc((size_t)N, sizeof *p->enc);
+    p->dec = calloc((size_t)N, sizeof *p->dec);
+    p->tensors = calloc((size_t)tensors_per_model(c), sizeof *p->tensors);
+    if (!p->enc || !p->dec || !p->tensors) return -1;
+    p->n_tensors = 0;
+    Carver cv = {p, 0};
+    char pre[40];
+    p->embed = carve(&cv, c->vocab, D, "embed");
+    for (int i = 0; i < N; i++) {
+        EncoderLayer *l = &p->enc[i];
+        snprintf(pre, sizeof pre, "encoder.%d.self_attn", i);
+        carve_mha(&cv, &l->self_attn, c, pre);
+        l->ln1_g = carve(&cv, D, 0, "encoder.%d.ln1.gamma", i);
+        l->ln1_b = carve(&cv, D, 0, "encoder.%d.ln1.beta", i);
+        l->ffn_w1 = carve(&cv, D, F, "encoder.%d.ffn.w1", i);
+        l->ffn_b1 = carve(&cv, F, 0, "encoder.%d.ffn.b1", i);
+        l->ffn_w2 = carve(&cv, F, D, "encoder.%d.ffn.w2", i);
+        l->ffn_b2 = carve(&cv, D, 0, "encoder.%d.ffn.b2", i);
+        l->ln2_g = carve(&cv, D, 0, "encoder.%d.ln2.gamma", i);
+        l->ln2_b = carve(&cv, D, 0, "encoder.%d.ln2.beta", i);
+    }
+    if (c->pre_ln) {
+        p->enc_ln_g = carve(&cv, D, 0, "encoder.ln.gamma");
+        p->enc_ln_b = carve(&cv, D, 0, "encoder.ln.beta");
+    }
+    for (int i = 0; i < N; i++) {
+        DecoderLayer *l = &p->dec[i];
+        snprintf(pre, sizeof pre, "decoder.%d.self_attn", i);
+        carve_mha(&cv, &l->self_attn, c, pre);
+        l->ln1_g = carve(&cv, D, 0, "decoder.%d.ln1.gamma", i);
+        l->ln1_b = carve(&cv, D, 0, "decoder.%d.ln1.beta", i);
+        snprintf(pre, sizeof pre, "decoder.%d.cross_attn", i);
+        carve_mha(&cv, &l->cross_attn, c, pre);
+        l->ln2_g = carve(&cv, D, 0, "decoder.%d.ln2.gamma", i);
+        l->ln2_b = carve(&cv, D, 0, "decoder.%d.ln2.beta", i);
+        l->ffn_w1 = carve(&cv, D, F, "decoder.%d.ffn.w1", i);
+        l->ffn_b1 = carve(&cv, F, 0, "decoder.%d.ffn.b1", i);
+        l->ffn_w2 = carve(&cv, F, D, "decoder.%d.ffn.w2", i);
+        l->ffn_b2 = carve(&cv, D, 0, "decoder.%d.ffn.b2", i);
+        l->ln3_g = carve(&cv, D, 0, "decoder.%d.ln3.gamma", i);
+        l->ln3_b = carve(&cv, D, 0, "decoder.%d.ln3.beta", i);
+    }
+    if (c->pre_ln) {
+        p->dec_ln_g = carve(&cv, D, 0, "decoder.ln.gamma");
+        p->dec_ln_b = carve(&cv, D, 0, "decoder.ln.beta");
+    }
+    assert(cv.used == p->n && p->n_tensors == tensors_per_model(c));
+    return 0;
+}
+
+static void params_free(Params *p) {
+    free(p->mem);
+    free(p->enc);
+    free(p->dec);
+    free(p->tensors);
+    memset(p, 0, sizeof *p);
+}
+
+static int params_alloc(Params *p, const Config *c) {
+    memset(p, 0, sizeof *p);
+    p->n = model_param_count(c);
+    p->mem = calloc(p->n, sizeof(float));
+    if (!p->mem || params_layout(p, c)) {
+        params_free(p);
+        return -1;
+    }
+    return 0;
+}
+
+/* Xavier/Glorot uniform (Glorot & Bengio 2010): U(-a, a) with
+ * a = sqrt(6 / (fan_in + fan_out)) keeps the variance of activations and of
+ * gradients about the same from layer to layer. Every matrix gets it,
+ * including the shared embedding; LayerNorm gamma = 1, beta = 0; biases 0.
+ * Tensors are filled in their fixed order from one Rng, so a seed fixes
+ * every weight. */
+static void params_init(Params *p, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int i = 0; i < p->n_tensors; i++) {
+        NamedTensor *t = &p->tensors[i];
+        size_t n = named_tensor_numel(t);
+        if (t->ndim == 2) {
+            float a = sqrtf(6.0f / (float)(t->shape[0] + t->shape[1]));
+            rng_fill_uniform(&rng, t->data, n, -a, a);
+        } else {
+            const char *dot = strrchr(t->name, '.');
+            float v = dot && !strcmp(dot, ".gamma") ? 1.0f : 0.0f;
+            for (size_t j = 0; j < n; j++) t->data[j] = v;
+        }
+    }
+}
+
+/* ============================================================================
+ * 3. Activations
+ *
+ * One allocation holds three regions, each sized at build for the largest
+ * batch and laid out again by every call for the actual B, Ts, Tt (the
+ * pointers move, nothing is allocated):
+ *   encoder region  written by model_encode          (depends on B, Ts)
+ *   decoder region  written by model_decode          (B, Ts, Tt)
+ *   backward region gradients flowing through layers (B, Ts, Tt)
+ * Token ids and byte masks are carved out of the same float block.
+ * ========================================================================== */
+
+/* One residual sub-layer, Sec. 3.1:  y = LayerNorm(x + Dropout(Sublayer(x)))
+ * (pre-LN: y = x + Dropout(Sublayer(LayerNorm(x)))). */
+typedef struct {
+    float *ln;          /* (B,T,D) LayerNorm output                             */
+    float *mean, *rstd; /* (B*T)   saved by LayerNorm for backward               */
+    float *out;         /* (B,T,D) Sublayer output, dropout applied in place     */
+    float *keep;        /* (B,T,D) dropout scales (0 or 1/(1-P_drop))            */
+    float *res;         /* (B,T,D) x + out                                      */
+} SubActs;
+
+typedef struct {
+    SubActs sub[2];     /* 0 self-attention, 1 FFN                              */
+    MhaActs attn;       /* (Ts,Ts)                                              */
+    float *hidden;      /* (B,Ts,d_ff) FFN's ReLU output                        */
+} EncActs;
+
+typedef struct {
+    SubActs sub[3];     /* 0 masked self-attention, 1 cross-attention, 2 FFN    */
+    MhaActs self, cross;/* (Tt,Tt), (Tt,Ts)                                     */
+    float *hidden;      /* (B,Tt,d_ff)                                          */
+} DecActs;
+
+struct ModelActs {
+    float *mem;                 /* the one allocation                            */
+    size_t cap_enc, cap_dec, cap_bwd;  /* floats in each region                  */
+    EncActs *enc;               /* [N] (pointer tables, not activations)         */
+    DecActs *dec;               /* [N]                                           */
+    int encoded, decoded;       /* which halves hold a valid forward pass        */
+    int backward_done;
+
+    /* encoder region */
+    int *src;                   /* (B,Ts) copy of the source ids                 */
+    float *src_emb, *src_keep;  /* (B,Ts,D) embedding*sqrt(D)+PE after dropout   */
+    uint8_t *enc_mask;          /* (B,Ts,Ts) padding keys blocked, or NULL       */
+    float *enc_ln, *enc_mean, *enc_rstd;  /* final LayerNorm (pre-LN only)       */
+    const float *memory;        /* (B,Ts,D) the encoder's output                 */
+
+    /* decoder region */
+    int *tgt;                   /* (B,Tt)                                        */
+    float *tgt_emb, *tgt_keep;  /* (B,Tt,D)                                      */
+    uint8_t *dec_mask;          /* (B,Tt,Tt) causal AND target padding           */
+    uint8_t *cross_mask;        /* (B,Tt,Ts) source padding, or NULL             */
+    uint8_t *pad_tmp;           /* (B,Tt,Tt) target padding, before the AND      */
+    float *dec_ln, *dec_mean, *dec_rstd;  /* final LayerNorm (pre-LN only)       */
+    const float *dec_out;       /* (B,Tt,D) input of the output projection       */
+    float *logits, *logp;       /* (B*Tt, vocab)                                 */
+
+    /* backward region: (B,T,D) with T = max(Ts, Tt) unless noted */
+    float *d_y, *d_x;           /* gradient at a sub-layer's output / input      */
+    float *d_res, *d_drop, *d_sub;  /* through LayerNorm, residual, dropout      */
+    float *d_mem;               /* (B,Ts,D) memory, summed over cross-attentions */
+    float *d_hidden;            /* (B,T,d_ff)                                    */
+    float *d_scratch;           /* mha_backward's work space                     */
+    float *d_src_emb, *d_tgt_emb;  /* model_input_grad                           */
+};
+
+/* A bump allocator over one region. With base == NULL it only counts, which
+ * is how build sizes each region: the same code computes size and layout. */
+typedef struct {
+    float *base;
+    size_t used;
+} Bump;
+
+static float *take(Bump *b, size_t n) {
+    float *p = b->base ? b->base + b->used : NULL;
+    b->used += (n + 15) & ~(size_t)15;   /* 64-byte alignment for SIMD */
+    return p;
+}
+static int *take_ints(Bump *b, size_t n) { return (int *)take(b, n); }
+static uint8_t *take_bytes(Bump *b, size_t n) { return (uint8_t *)take(b, (n + 3) / 4); }
+
+static void take_sub(Bump *b, SubActs *s, size_t rows, size_t D) {
+    s->ln = take(b, rows * D);
+    s->mean = take(b, rows);
+    s->rstd = take(b, rows);
+    s->out = take(b, rows * D);
+    s->keep = take(b, rows * D);
+    s->res = take(b, rows * D);
+}
+
+static void take_mha(Bump *b, MhaActs *a, const Config *c, int B, int Tq, int Tk) {
+    size_t n = mha_acts_size(B, Tq, Tk, c->h, c->d_k, c->d_v);
+    float *buf = take(b, n);
+    if (buf) mha_acts_layout(a, buf, B, Tq, Tk, c->h, c->d_k, c->d_v);
+}
+
+static size_t layout_encoder(ModelActs *a, const Config *c, float *base, int B, int Ts) {
+    Bump b = {base, 0};
+    size_t rows = (size_t)B * Ts, D = (size_t)c->d_model;
+    a->src = take_ints(&b, rows);
+    a->src_emb = take(&b, rows * D);
+    a->src_keep = take(&b, rows * D);
+    a->enc_mask = take_bytes(&b, rows * (size_t)Ts);
+    for (int l = 0; l < c->N; l++) {
+        EncActs *e = &a->enc[l];
+        take_sub(&b, &e->sub[0], rows, D);
+        take_sub(&b, &e->sub[1], rows, D);
+        take_mha(&b, &e->attn, c, B, Ts, Ts);
+        e->hidden = take(&b, rows * (size_t)c->d_ff);
+    }
+    a->enc_ln = take(&b, rows * D);
+    a->enc_mean = take(&b, rows);
+    a->enc_rstd = take(&b, rows);
+    return b.used;
+}
+
+static size_t layout_decoder(ModelActs *a, const Config *c, float *base, int B, int Ts, int Tt) {
+    Bump b = {base, 0};
+    size_t rows = (size_t)B * Tt, D = (size_t)c->d_model;
+    a->tgt = take_ints(&b, rows);
+    a->tgt_emb = take(&b, rows * D);
+    a->tgt_keep = take(&b, rows * D);
+    a->dec_mask = take_bytes(&b, rows * (size_t)Tt);
+    a->cross_mask = take_bytes(&b, rows * (size_t)Ts);
+    a->pad_tmp = take_bytes(&b, rows * (size_t)Tt);
+    for (int l = 0; l < c->N; l++) {
+        DecActs *d = &a->dec[l];
+        for (int s = 0; s < 3; s++) take_sub(&b, &d->sub[s], rows, D);
+        take_mha(&b, &d->self, c, B, Tt, Tt);
+        take_mha(&b, &d->cross, c, B, Tt, Ts);
+        d->hidden = take(&b, rows * (size_t)c->d_ff);
+    }
+    a->dec_ln = take(&b, rows * D);
+    a->dec_mean = take(&b, rows);
+    a->dec_rstd = take(&b, rows);
+    a->logits = take(&b, rows * (size_t)c->vocab);
+    a->logp = take(&b, rows * (size_t)c->vocab);
+    return b.used;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) {
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+static size_t layout_backward(ModelActs *a, const Config *c, float *base, int B, int Ts, int Tt) {
+    Bump b = {base, 0};
+    size_t T = (size_t)(Ts > Tt ? Ts : Tt), D = (size_t)c->d_model, rows = (size_t)B * T;
+    a->d_y = take(&b, rows * D);
+    a->d_x = take(&b, rows * D);
+    a->d_res = take(&b, rows * D);
+    a->d_drop = take(&b, rows * D);
+    a->d_sub = take(&b, rows * D);
+    a->d_mem = take(&b, (size_t)B * Ts * D);
+    a->d_hidden = take(&b, rows * (size_t)c->d_ff);
+    a->d_scratch = take(&b, max3(mha_scratch_size(B, Ts, Ts, c->h, c->d_k, c->d_v),
+                                 mha_scratch_size(B, Tt, Tt, c->h, c->d_k, c->d_v),
+                                 mha_scratch_size(B, Tt, Ts, c->h, c->d_k, c->d_v)));
+    a->d_src_emb = take(&b, (size_t)B * Ts * D);
+    a->d_tgt_emb = take(&b, (size_t)B * Tt * D);
+    return b.used;
+}
+
+/* Physical memory, for refusing builds that would only end in the OOM killer. */
+static double phys_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return (pages > 0 && page > 0) ? (double)pages * (double)page : 8e9;
+}
+
+/* ============================================================================
+ * Build and free
+ * ========================================================================== */
+
+int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
+                uint64_t seed, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    int rc = config_validate(c, err, errlen);
+    if (rc) return rc;
+    if (max_B < 1 || max_Ts < 1 || max_Tt < 1)
+        return fail(err, errlen, "batch capacity must be at least 1 sequence of 1 token (got B=%d, Ts=%d, Tt=%d)",
+                    max_B, max_Ts, max_Tt);
+    if (max_Ts > c->max_len || max_Tt > c->max_len)
+        return fail(err, errlen, "sequences of %d tokens do not fit max_len = %d (the rows of the "
+                    "positional-encoding table)", max_Ts > max_Tt ? max_Ts : max_Tt, c->max_len);
+
+    /* Size everything in double first: a product of large ints must be
+     * caught before it overflows size_t or asks malloc for the impossible. */
+    double rows = (double)max_B * (max_Ts > max_Tt ? max_Ts : max_Tt);
+    double est = 2.0 * (double)model_param_count(c)
+               + rows * (double)c->N * (30.0 * c->d_model + 2.0 * c->d_ff
+                                        + 3.0 * c->h * (2.0 * rows / max_B + c->d_k + c->d_v))
+               + 3.0 * rows * c->vocab
+               + (double)c->max_len * c->d_model;                 /* the PE table */
+    double limit = 0.75 * phys_bytes();
+    if (est * sizeof(float) > limit)
+        return fail(err, errlen, "this model and batch capacity need about %.3g GB, more than this machine "
+                    "can give (%.3g GB); use smaller sizes", est * 4 / 1e9, limit / 1e9);
+
+    m->cfg = *c;
+    m->max_B = max_B, m->max_Ts = max_Ts, m->max_Tt = max_Tt;
+    rng_seed(&m->dropout_rng, seed ^ 0x9E3779B97F4A7C15ull);
+    ModelActs *a = calloc(1, sizeof *a);
+    m->acts = a;
+    if (!a) goto oom;
+    a->enc = calloc((size_t)c->N, sizeof *a->enc);
+    a->dec = calloc((size_t)c->N, sizeof *a->dec);
+    if (!a->enc || !a->dec) goto oom;
+    a->cap_enc = layout_encoder(a, c, NULL, max_B, max_Ts);
+    a->cap_dec = layout_decoder(a, c, NULL, max_B, max_Ts, max_Tt);
+    a->cap_bwd = layout_backward(a, c, NULL, max_B, max_Ts, max_Tt);
+    a->mem = calloc(a->cap_enc + a->cap_dec + a->cap_bwd, sizeof(float));
+    m->pe = malloc((size_t)c->max_len * c->d_model * sizeof(float));
+    if (!a->mem || !m->pe) goto oom;
+    if (params_alloc(&m->params, c) || params_alloc(&m->grads, c)) goto oom;
+    posenc_fill(m->pe, c->max_len, c->d_model);
+    params_init(&m->params, seed);
+    return 0;
+oom:
+    model_free(m);
+    return fail(err, errlen, "out of memory building the model (%zu parameters, batch capacity %d x %d/%d)",
+                model_param_count(c), max_B, max_Ts, max_Tt);
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    params_free(&m->params);
+    params_free(&m->grads);
+    free(m->pe);
+    if (m->acts) {
+        free(m->acts->mem);
+        free(m->acts->enc);
+        free(m->acts->dec);
+        free(m->acts);
+    }
+    memset(m, 0, sizeof *m);
+}
+
+void model_zero_grad(Model *m) {
+    memset(m->grads.mem, 0, m->grads.n * sizeof(float));
+}
+
+int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
+                       char *err, size_t errlen) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab)
+            return fail(err, errlen, "%s: token %d (position %d) is %d, outside the vocabulary 0..%d",
+                        what, i + 1, i, ids[i], c->vocab - 1);
+    return 0;
+}
+
+int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t errlen) {
+    if (B < 1 || Ts < 1 || Tt < 1)
+        return fail(err, errlen, "need at least 1 sequence of 1 token (got B=%d, Ts=%d, Tt=%d)", B, Ts, Tt);
+    if (Ts > m->cfg.max_len || Tt > m->cfg.max_len)
+        return fail(err, errlen, "a sequence of %d tokens is longer than max_len = %d",
+                    Ts > Tt ? Ts : Tt, m->cfg.max_len);
+    if (B > m->max_B || Ts > m->max_Ts || Tt > m->max_Tt)
+        return fail(err, errlen, "batch %d x (%d source, %d target) tokens exceeds the capacity the model "
+                    "was built for (%d x (%d, %d))", B, Ts, Tt, m->max_B, m->max_Ts, m->max_Tt);
+    return 0;
+}
+
+/* ============================================================================
+ * 4. Forward
+ * ========================================================================== */
+
+/* The Sublayer's input: post-LN (the paper) feeds x itself; pre-LN feeds
+ * LayerNorm(x). */
+static const float *sub_begin(SubActs *s, const float *x, const float *g, const float *b,
+                              int pre_ln, int rows, int D) {
+    if (!pre_ln) return x;
+    layernorm_forward(s->ln, s->mean, s->rstd, x, g, b, rows, D);
+    return s->ln;
+}
+
+/* After the Sublayer wrote s->out: "We apply dropout to the output of each
+ * sub-layer, before it is added to the sub-layer input and normalized"
+ * (Sec. 5.4), then Add & Norm (Sec. 3.1). Returns the sub-layer's output. */
+static const float *sub_end(SubActs *s, const float *x, const float *g, const float *b,
+                            int pre_ln, float p_drop, Rng *rng, int rows, int D) {
+    size_t n = (size_t)rows * D;
+    dropout_forward(s->out, s->keep, s->out, p_drop, n, rng);
+    residual_forward(s->res, x, s->out, n);
+    if (pre_ln) return s->res;
+    layernorm_forward(s->ln, s->mean, s->rstd, s->res, g, b, rows, D);
+    return s->ln;
+}
+
+void model_encode(Model *m, const int *src, int B, int Ts, int training) {
+    const Config *c = &m->cfg;
+    ModelActs *a = m->acts;
+    assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
+    int D = c->d_model, rows = B * Ts, pre = c->pre_ln;
+    float p = training ? c->dropout : 0.0f;
+    layout_encoder(a, c, a->mem, B, Ts);
+    m->B = B, m->Ts = Ts;
+    a->encoded = 1, a->decoded = 0, a->backward_done = 0;
+    memcpy(a->src, src, (size_t)rows * sizeof(int));
+
+    /* Sec. 3.4-3.5: E[src] * sqrt(d_model) + PE, then dropout (Sec. 5.4) */
+    embed_forward(a->src_emb, a->src, m->params.embed, m->pe, B, Ts, D, c->vocab);
+    dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D, &m->dropout_rng);
+
+    /* padding keys are blocked for every query (Sec. 3.2.3's mask, for pads) */
+    const uint8_t *mask = NULL;
+    if (c->pad_id >= 0) {
+        mask_from_tokens(a->enc_mask, a->src, c->pad_id, B, Ts, Ts);
+        mask = a->enc_mask;
+    }
+
+    const float *x = a->src_emb;
+    for (int l = 0; l < c->N; l++) {
+        const EncoderLayer *w = &m->params.enc[l];
+        EncActs *e = &a->enc[l];
+        /* x = LayerNorm(x + Dropout(SelfAttn(x)))   (Sec. 3.1, 3.2.3) */
+        const float *in = sub_begin(&e->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
+        mha_forward(e->sub[0].out, &e->attn, &w->self_attn, in, in, mask,
+                    B, Ts, Ts, D, c->h, c->d_k, c->d_v);
+        x = sub_end(&e->sub[0], x, w->ln1_g, w->ln1_b, pre, p, &m->dropout_rng, rows, D);
+        /* x = LayerNorm(x + Dropout(FFN(x)))         (Eq. 2) */
+        in = sub_begin(&e->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
+        ffn_forward(e->sub[1].out, e->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        x = sub_end(&e->sub[1], x, w->ln2_g, w->ln2_b, pre, p, &m->dropout_rng, rows, D);
+    }
+    if (pre) {
+        layernorm_forward(a->enc_ln, a->enc_mean, a->enc_rstd, x, m->params.enc_ln_g, m->params.enc_ln_b, rows, D);
+        x = a->enc_ln;
+    }
+    a->memory = x;
+}
+
+const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
+    const Config *c = &m->cfg;
+    ModelActs *a = m->acts;
+    assert(a->encoded && "model_decode needs a model_encode first");
+    assert(Tt >= 1 && Tt <= m->max_Tt);
+    int B = m->B, Ts = m->Ts, D = c->d_model, V = c->vocab, rows = B * Tt, pre = c->pre_ln;
+    float p = training ? c->dropout : 0.0f;
+    layout_decoder(a, c, a->mem + a->cap_enc, B, Ts, Tt);
+    m->Tt = Tt;
+    a->decoded = 1, a->backward_done = 0;
+    memcpy(a->tgt, tgt, (size_t)rows * sizeof(int));
+
+    /* the same embedding matrix as the encoder's (Sec. 3.4) */
+    embed_forward(a->tgt_emb, a->tgt, m->params.embed, m->pe, B, Tt, D, V);
+    dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D, &m->dropout_rng);
+
+    /* Masked self-attention: position i sees positions <= i only (Sec. 3.2.3:
+     * "preserve the auto-regressive property"), and never a padding token. */
+    mask_causal(a->dec_mask, B, Tt, Tt);
+    const uint8_t *cross = NULL;
+    if (c->pad_id >= 0) {
+        mask_from_tokens(a->pad_tmp, a->tgt, c->pad_id, B, Tt, Tt);
+        mask_and(a->dec_mask, a->pad_tmp, rows * Tt);
+        mask_from_tokens(a->cross_mask, a->src, c->pad_id, B, Tt, Ts);   /* source padding */
+        cross = a->cross_mask;
+    }
+
+    const float *x = a->tgt_emb, *memory = a->memory;
+    for (int l = 0; l < c->N; l++) {
+        const DecoderLayer *w = &m->params.dec[l];
+        DecActs *d = &a->dec[l];
+        /* x = LayerNorm(x + Dropout(MaskedSelfAttn(x))) */
+        const float *in = sub_begin(&d->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
+        mha_forward(d->sub[0].out, &d->self, &w->self_attn, in, in, a->dec_mask,
+                    B, Tt, Tt, D, c->h, c->d_k, c->d_v);
+        x = sub_end(&d->sub[0], x, w->ln1_g, w->ln1_b, pre, p, &m->dropout_rng, rows, D);
+        /* x = LayerNorm(x + Dropout(CrossAttn(x, memory))): queries from the
+         * decoder, keys and values from the encoder output (Sec. 3.2.3) */
+        in = sub_begin(&d->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
+        mha_forward(d->sub[1].out, &d->cross, &w->cross_attn, in, memory, cross,
+                    B, Tt, Ts, D, c->h, c->d_k, c->d_v);
+        x = sub_end(&d->sub[1], x, w->ln2_g, w->ln2_b, pre, p, &m->dropout_rng, rows, D);
+        /* x = LayerNorm(x + Dropout(FFN(x))) */
+        in = sub_begin(&d->sub[2], x, w->ln3_g, w->ln3_b, pre, rows, D);
+        ffn_forward(d->sub[2].out, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        x = sub_end(&d->sub[2], x, w->ln3_g, w->ln3_b, pre, p, &m->dropout_rng, rows, D);
+    }
+    if (pre) {
+        layernorm_forward(a->dec_ln, a->dec_mean, a->dec_rstd, x, m->params.dec_ln_g, m->params.dec_ln_b, rows, D);
+        x = a->dec_ln;
+    }
+    a->dec_out = x;
+
+    /* The pre-softmax linear transformation IS the embedding matrix (Sec. 3.4):
+     * logits (B*Tt, V) = x (B*Tt, D) @ E^T, E (V, D). */
+    gemm(0, 1, rows, V, D, 1.0f, x, D, m->params.embed, D, 0.0f, a->logits, V);
+    logsoftmax_forward(a->logp, a->logits, rows, V);
+    return a->logp;
+}
+
+const float *model_forward(Model *m, const int *src, const int *tgt, int B, int Ts, int Tt,
+                           int training) {
+    model_encode(m, src, B, Ts, training);
+    return model_decode(m, tgt, Tt, training);
+}
+
+/* ============================================================================
+ * 5. Backward
+ *
+ * Every residual sub-layer is undone in two halves around the Sublayer's
+ * own backward (mha_backward or ffn_backward):
+ *   sub_back_begin: from dy = dL/d(output), find dsub = dL/d(Sublayer output)
+ *                   and start dx = dL/dx with the residual path;
+ *                   returns where the Sublayer's input gradient must go.
+ *   sub_back_end:   pre-LN only: LayerNorm's backward adds into dx.
+ * ========================================================================== */
+
+static float *sub_back_begin(ModelActs *a, const SubActs *s, const float *dy, float *dx,
+                             const float *g, float *dg, float *db, int pre_ln, int rows, int D) {
+    size_t n = (size_t)rows * D;
+    const float *dres = dy;
+    if (!pre_ln) {
+        /* forward: y = LayerNorm(res) */
+        memset(a->d_res, 0, n * sizeof(float));
+        layernorm_backward(a->d_res, dg, db, dy, s->res, s->mean, s->rstd, g, rows, D);
+        dres = a->d_res;
+    }
+    /* forward: res = x + out  -> both branches get dres */
+    memset(dx, 0, n * sizeof(float));
+    memset(a->d_drop, 0, n * sizeof(float));
+    residual_backward(dx, a->d_drop, dres, n);
+    /* forward: out = Dropout(Sublayer(.)) in place, with scales keep */
+    memset(a->d_sub, 0, n * sizeof(float));
+    dropout_backward(a->d_sub, a->d_drop, s->keep, n);
+    if (!pre_ln) return dx;            /* the Sublayer read x itself */
+    memset(a->d_res, 0, n * sizeof(float));
+    return a->d_res;                   /* the Sublayer read LayerNorm(x) */
+}
+
+static void sub_back_end(ModelActs *a, const SubActs *s, const float *x, float *dx,
+                         const float *g, float *dg, float *db, int pre_ln, int rows, int D) {
+    /* pre-LN forward: in = LayerNorm(x) */
+    if (pre_ln) layernorm_backward(dx, dg, db, a->d_res, x, s->mean, s->rstd, g, rows, D);
+}
+
+static void swap(float **p, float **q) {
+    float *t = *p;
+    *p = *q;
+    *q = t;
+}
+
+/* The input the sub-layer read in forward: the previous sub-layer's output. */
+static const float *sub_output(const SubActs *s, int pre_ln) { return pre_ln ? s->res : s->ln; }
+
+void model_backward(Model *m, const float *dlogits) {
+    const Config *c = &m->cfg;
+    ModelActs *a = m->acts;
+    assert(a->encoded && a->decoded && "model_backward needs a model_forward first");
+    int B = m->B, Ts = m->Ts, Tt = m->Tt, D = c->d_model, V = c->vocab, pre = c->pre_ln;
+    int hh = c->h, dk = c->d_k, dv = c->d_v, F = c->d_ff;
+    int rt = B * Tt, rs = B * Ts;
+    Params *P = &m->params, *G = &m->grads;
+    layout_backward(a, c, a->mem + a->cap_enc + a->cap_dec, B, Ts, Tt);
+    float *dy = a->d_y, *dx = a->d_x;
+
+    /* forward: logits = dec_out @ E^T
+     *   d dec_out (rt,D) = dlogits (rt,V) @ E (V,D)
+     *   dE (V,D)        += dlogits^T @ dec_out        (use 1 of 3 of E) */
+    gemm(0, 0, rt, D, V, 1.0f, dlogits, V, P->embed, D, 0.0f, dy, D);
+    gemm(1, 0, V, D, rt, 1.0f, dlogits, V, a->dec_out, D, 1.0f, G->embed, D);
+
+    const float *dec_last = pre ? sub_output(&a->dec[c->N - 1].sub[2], 1) : NULL;
+    if (pre) {
+        /* forward: dec_out = LayerNorm(x) */
+        memset(dx, 0, (size_t)rt * D * sizeof(float));
+        layernorm_backward(dx, G->dec_ln_g, G->dec_ln_b, dy, dec_last, a->dec_mean, a->dec_rstd,
+                           P->dec_ln_g, rt, D);
+        swap(&dy, &dx);
+    }
+
+    /* ---- decoder, last layer first ---- */
+    memset(a->d_mem, 0, (size_t)rs * D * sizeof(float));
+    for (int l = c->N - 1; l >= 0; l--) {
+        const DecoderLayer *w = &P->dec[l];
+        DecoderLayer *gw = &G->dec[l];
+        DecActs *d = &a->dec[l];
+        const float *x0 = l == 0 ? a->tgt_emb : sub_output(&a->dec[l - 1].sub[2], pre);
+        const float *x1 = sub_output(&d->sub[0], pre), *x2 = sub_output(&d->sub[1], pre);
+        const float *in;
+        float *din;
+
+        /* forward: x3 = LayerNorm(x2 + Dropout(FFN(x2))) */
+        in = pre ? d->sub[2].ln : x2;
+        din = sub_back_begin(a, &d->sub[2], dy, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
+        memset(a->d_hidden, 0, (size_t)rt * F * sizeof(float));
+        ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
+                     d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
+        sub_back_end(a, &d->sub[2], x2, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
+        swap(&dy, &dx);
+
+        /* forward: x2 = LayerNorm(x1 + Dropout(CrossAttn(x1, memory)));
+         * the keys' and values' gradient flows into the memory, summed over
+         * all N decoder layers that read it. */
+        in = pre ? d->sub[1].ln : x1;
+        din = sub_back_begin(a, &d->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
+        mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
+                     in, a->memory, B, Tt, Ts, D, hh, dk, dv);
+        sub_back_end(a, &d->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
+        swap(&dy, &dx);
+
+        /* forward: x1 = LayerNorm(x0 + Dropout(MaskedSelfAttn(x0))) */
+        in = pre ? d->sub[0].ln : x0;
+        din = sub_back_begin(a, &d->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
+        mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &d->self, &w->self_attn,
+                     in, in, B, Tt, Tt, D, hh, dk, dv);
+        sub_back_end(a, &d->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
+        swap(&dy, &dx);
+    }
+
+    /* forward: tgt_emb = Dropout(E[tgt] * sqrt(D) + PE)  (use 2 of 3 of E) */
+    size_t nt = (size_t)rt * D;
+    memset(a->d_tgt_emb, 0, nt * sizeof(float));
+    dropout_backward(a->d_tgt_emb, dy, a->tgt_keep, nt);
+    embed_backward(G->embed, a->d_tgt_emb, a->tgt, B, Tt, D, V);
+
+    /* ---- encoder: its output's gradient is what the cross-attentions sent ---- */
+    size_t ns = (size_t)rs * D;
+    if (pre) {
+        /* forward: memory = LayerNorm(x) */
+        const float *enc_last = sub_output(&a->enc[c->N - 1].sub[1], 1);
+        memset(dy, 0, ns * sizeof(float));
+        layernorm_backward(dy, G->enc_ln_g, G->enc_ln_b, a->d_mem, enc_last, a->enc_mean, a->enc_rstd,
+                           P->enc_ln_g, rs, D);
+    } else {
+        memcpy(dy, a->d_mem, ns * sizeof(float));
+    }
+    for (int l = c->N - 1; l >= 0; l--) {
+        const EncoderLayer *w = &P->enc[l];
+        EncoderLayer *gw = &G->enc[l];
+        EncActs *e = &a->enc[l];
+        const float *x0 = l == 0 ? a->src_emb : sub_output(&a->enc[l - 1].sub[1], pre);
+        const float *x1 = sub_output(&e->sub[0], pre);
+        const float *in;
+        float *din;
+
+        /* forward: x2 = LayerNorm(x1 + Dropout(FFN(x1))) */
+        in = pre ? e->sub[1].ln : x1;
+        din = sub_back_begin(a, &e->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
+        memset(a->d_hidden, 0, (size_t)rs * F * sizeof(float));
+        ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
+                     e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
+        sub_back_end(a, &e->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
+        swap(&dy, &dx);
+
+        /* forward: x1 = LayerNorm(x0 + Dropout(SelfAttn(x0))) */
+        in = pre ? e->sub[0].ln : x0;
+        din = sub_back_begin(a, &e->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
+        mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &e->attn, &w->self_attn,
+                     in, in, B, Ts, Ts, D, hh, dk, dv);
+        sub_back_end(a, &e->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
+        swap(&dy, &dx);
+    }
+
+    /* forward: src_emb = Dropout(E[src] * sqrt(D) + PE)  (use 3 of 3 of E) */
+    memset(a->d_src_emb, 0, ns * sizeof(float));
+    dropout_backward(a->d_src_emb, dy, a->src_keep, ns);
+    embed_backward(G->embed, a->d_src_emb, a->src, B, Ts, D, V);
+    a->backward_done = 1;
+}
+
+/* ============================================================================
+ * Inspection
+ * ========================================================================== */
+
+const float *model_memory(const Model *m) {
+    assert(m->acts->encoded);
+    return m->acts->memory;
+}
+
+const float *model_attention(const Model *m, AttnKind kind, int layer) {
+    assert(layer >= 0 && layer < m->cfg.N);
+    const ModelActs *a = m->acts;
+    switch (kind) {
+    case ATTN_ENC_SELF: assert(a->encoded); return a->enc[layer].attn.weights;
+    case ATTN_DEC_SELF: assert(a->decoded); return a->dec[layer].self.weights;
+    case ATTN_DEC_CROSS: assert(a->decoded); return a->dec[layer].cross.weights;
+    }
+    return NULL;
+}
+
+const uint8_t *model_mask(const Model *m, AttnKind kind) {
+    const ModelActs *a = m->acts;
+    switch (kind) {
+    case ATTN_ENC_SELF: return m->cfg.pad_id >= 0 ? a->enc_mask : NULL;
+    case ATTN_DEC_SELF: return a->dec_mask;
+    case ATTN_DEC_CROSS: return m->cfg.pad_id >= 0 ? a->cross_mask : NULL;
+    }
+    return NULL;
+}
+
+const float *model_embedded(const Model *m, int decoder) {
+    assert(decoder ? m->acts->decoded : m->acts->encoded);
+    return decoder ? m->acts->tgt_emb : m->acts->src_emb;
+}
+
+const float *model_sublayer(const Model *m, int decoder, int layer, int sub, int part) {
+    const ModelActs *a = m->acts;
+    assert(layer >= 0 && layer < m->cfg.N && part >= 0 && part <= 2);
+    assert(decoder ? (a->decoded && sub >= 0 && sub < 3) : (a->encoded && sub >= 0 && sub < 2));
+    const SubActs *s = decoder ? &a->dec[layer].sub[sub] : &a->enc[layer].sub[sub];
+    if (part == 0) return s->out;
+    if (part == 1) return s->res;
+    return sub_output(s, m->cfg.pre_ln);
+}
+
+const float *model_decoder_output(const Model *m) {
+    assert(m->acts->decoded);
+    return m->acts->dec_out;
+}
+
+const float *model_logits(const Model *m) {
+    assert(m->acts->decoded);
+    return m->acts->logits;
+}
+
+const float *model_input_grad(const Model *m, int decoder) {
+    assert(m->acts->backward_done);
+    return decoder ? m->acts->d_tgt_emb : m->acts->d_src_emb;
+}

@@ -1,0 +1,685 @@
+/* check_model.c - the whole Transformer of Figure 1: sizes, wiring, gradients.
+ *
+ * Core      parameter counts (closed form == named tensors == allocation,
+ *           base model exactly 63,045,632), the embedding stage and one
+ *           encoder layer recomputed by hand, layout reuse across batch
+ *           sizes, batch independence, greedy decode == full forward.
+ * Masks     causality (a later target token changes no earlier logit),
+ *           source padding changes nothing, padding positions get no gradient.
+ * Sharing   one embedding matrix, fed gradient by all three of its uses.
+ * Gradient  finite differences of model_backward for EVERY parameter tensor,
+ *           post-LN and pre-LN, with and without dropout.
+ * Limits    config_validate / model_build / token and size checks refuse bad
+ *           input with a message instead of crashing.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model.h"
+#include "nn.h"
+#include "rng.h"
+#include "testutil.h"
+
+/* A tiny model with every size different, so a swapped dimension shows:
+ * h*d_k = 8 = d_model but h*d_v = 6 != d_model. */
+static Config tiny_config(void) {
+    Config c = {.N = 2, .d_model = 8, .d_ff = 12, .h = 2, .d_k = 4, .d_v = 3,
+                .vocab = 11, .max_len = 16, .dropout = 0.0f, .pre_ln = 0, .pad_id = 0};
+    return c;
+}
+
+static void build_or_fail(Model *m, const Config *c, int B, int Ts, int Tt, uint64_t seed) {
+    char err[256] = "";
+    int rc = model_build(m, c, B, Ts, Tt, seed, err, sizeof err);
+    ck_assert_msg(rc == 0, "model_build failed: %s", err);
+}
+
+/* Moves LayerNorm gains/biases and the FFN biases away from 1 and 0, so
+ * that their gradients (and mistakes in them) are generic. */
+static void perturb_params(Model *m, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < m->params.n_tensors; i++) {
+        NamedTensor *t = &m->params.tensors[i];
+        if (t->ndim != 1) continue;
+        for (int j = 0; j < t->shape[0]; j++) t->data[j] += 0.3f * (2.0f * rng_uniform(&r) - 1.0f);
+    }
+}
+
+/* ============================================================================
+ * Core: sizes
+ * ========================================================================== */
+
+START_TEST(test_param_count_base) {
+    /* Table 3 base with a shared vocabulary of 37000 (Sec. 5.1):
+     *   embedding 37000*512                     = 18,944,000
+     *   encoder layer 4*512^2 + FFN 2*512*2048+2048+512 + 2 LN*1024 = 3,150,336, x6 = 18,902,016
+     *   decoder layer 8*512^2 + FFN + 3 LN                         = 4,199,936, x6 = 25,199,616
+     *   total                                                        63,045,632
+     * (the paper's Table 3 says 65M; the chapter README discusses why.) */
+    Config c = config_base();
+    ck_assert_uint_eq(model_param_count(&c), 63045632u);
+    /* big: N=6, d_model=1024, d_ff=4096, h=16 (paper 213M) */
+    c.d_model = 1024, c.d_ff = 4096, c.h = 16;
+    ck_assert_uint_eq(model_param_count(&c), 214171648u);
+    char err[128];
+    ck_assert_int_eq(config_validate(&c, err, sizeof err), 0);
+}
+END_TEST
+
+/* Loop test: for several configs, closed form == sum of named tensors ==
+ * size of the one allocation, names unique, tensors tile mem exactly. */
+static const Config count_configs[] = {
+    {1, 4, 4, 1, 4, 4, 5, 3, 0.0f, 0, -1},
+    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0},
+    {3, 16, 8, 4, 5, 7, 9, 8, 0.2f, 1, 3},
+    {2, 32, 64, 4, 8, 8, 12, 32, 0.1f, 1, 0},
+    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 0, 99},
+};
+
+START_TEST(test_param_count_matches_tensors) {
+    const Config *c = &count_configs[_i];
+    Model m;
+    build_or_fail(&m, c, 1, 2, 2, 1);
+    size_t sum = 0;
+    for (int i = 0; i < m.params.n_tensors; i++) {
+        const NamedTensor *t = &m.params.tensors[i];
+        ck_assert_msg(t->data == m.params.mem + sum, "tensor %s is not where the previous one ended", t->name);
+        ck_assert(t->ndim == 1 || t->ndim == 2);
+        sum += named_tensor_numel(t);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(t->name, m.params.tensors[j].name);
+        /* the gradient tensor of the same name sits at the same offset */
+        ck_assert_str_eq(m.grads.tensors[i].name, t->name);
+        ck_assert(m.grads.tensors[i].data - m.grads.mem == t->data - m.params.mem);
+    }
+    ck_assert_uint_eq(sum, model_param_count(c));
+    ck_assert_uint_eq(m.params.n, sum);
+    ck_assert_uint_eq(m.grads.n, sum);
+    ck_assert_str_eq(m.params.tensors[0].name, "embed");
+    ck_assert_ptr_nonnull(params_find(&m.params, "encoder.0.self_attn.w_q"));
+    ck_assert_ptr_nonnull(params_find(&m.params, "encoder.0.ln1.gamma"));
+    char name[48];
+    snprintf(name, sizeof name, "decoder.%d.cross_attn.w_o", c->N - 1);
+    const NamedTensor *wo = params_find(&m.params, name);
+    ck_assert_ptr_nonnull(wo);
+    ck_assert_int_eq(wo->shape[0], c->h * c->d_v);
+    ck_assert_int_eq(wo->shape[1], c->d_model);
+    ck_assert_int_eq(params_find(&m.params, "encoder.ln.gamma") != NULL, c->pre_ln);
+    ck_assert_int_eq(params_find(&m.params, "decoder.ln.beta") != NULL, c->pre_ln);
+    ck_assert_ptr_null(params_find(&m.params, "no.such.tensor"));
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(test_init_deterministic) {
+    Config c = tiny_config();
+    Model a, b, d;
+    build_or_fail(&a, &c, 1, 3, 3, 7);
+    build_or_fail(&b, &c, 1, 3, 3, 7);
+    build_or_fail(&d, &c, 1, 3, 3, 8);
+    ck_assert_int_eq(memcmp(a.params.mem, b.params.mem, a.params.n * sizeof(float)), 0);
+    ck_assert_int_ne(memcmp(a.params.mem, d.params.mem, a.params.n * sizeof(float)), 0);
+    /* Xavier-uniform: |w| <= sqrt(6/(fan_in+fan_out)); LN gamma 1, beta 0; biases 0 */
+    const NamedTensor *wq = params_find(&a.params, "encoder.1.self_attn.w_q");
+    float lim = sqrtf(6.0f / (8 + 8));
+    for (size_t i = 0; i < named_tensor_numel(wq); i++) ck_assert(fabsf(wq->data[i]) <= lim);
+    ck_assert(params_find(&a.params, "decoder.0.ln3.gamma")->data[2] == 1.0f);
+    ck_assert(params_find(&a.params, "decoder.0.ln3.beta")->data[2] == 0.0f);
+    ck_assert(params_find(&a.params, "decoder.1.ffn.b1")->data[0] == 0.0f);
+    for (size_t i = 0; i < a.grads.n; i++) ck_assert(a.grads.mem[i] == 0.0f);
+    model_free(&a);
+    model_free(&b);
+    model_free(&d);
+}
+END_TEST
+
+/* ============================================================================
+ * Core: the first stages recomputed by hand
+ * ========================================================================== */
+
+static void layernorm_ref(double *out, const double *x, const float *g, const float *b, int D) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < D; j++) mean += x[j];
+    mean /= D;
+    for (int j = 0; j < D; j++) var += (x[j] - mean) * (x[j] - mean);
+    var /= D;
+    for (int j = 0; j < D; j++) out[j] = g[j] * (x[j] - mean) / sqrt(var + LAYERNORM_EPS) + b[j];
+}
+
+START_TEST(test_embedding_and_layer_by_hand) {
+    Config c = tiny_config();
+    Model m;
+    build_or_fail(&m, &c, 1, 4, 3, 3);
+    perturb_params(&m, 4);
+    int src[4] = {5, 2, 9, 3}, tgt[3] = {1, 4, 4};
+    model_forward(&m, src, tgt, 1, 4, 3, 0);
+    int D = c.d_model, F = c.d_ff;
+
+    /* Sec. 3.4 + 3.5: E[id] * sqrt(d_model) + PE(pos) */
+    const float *emb = model_embedded(&m, 0);
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < D; j++) {
+            double angle = t / pow(10000.0, (double)(j / 2 * 2) / D);
+            double pe = j % 2 == 0 ? sin(angle) : cos(angle);
+            double want = m.params.embed[src[t] * D + j] * sqrt((double)D) + pe;
+            ck_assert_msg(fabs(emb[t * D + j] - want) < 1e-5, "embedding[%d][%d] %g vs %g", t, j, emb[t * D + j], want);
+        }
+
+    /* encoder layer 0, sub-layer 0: LayerNorm(x + SelfAttn(x)) (post-LN) */
+    const EncoderLayer *w = &m.params.enc[0];
+    const float *att = model_sublayer(&m, 0, 0, 0, 0);
+    const float *res = model_sublayer(&m, 0, 0, 0, 1);
+    const float *x1 = model_sublayer(&m, 0, 0, 0, 2);
+    double row[64] = {0}, ln[64] = {0}, hid[64] = {0};
+    for (int t = 0; t < 4; t++) {
+        for (int j = 0; j < D; j++) {
+            row[j] = (double)emb[t * D + j] + att[t * D + j];
+            ck_assert(fabs(res[t * D + j] - row[j]) < 1e-5);
+        }
+        layernorm_ref(ln, row, w->ln1_g, w->ln1_b, D);
+        for (int j = 0; j < D; j++) ck_assert(fabs(x1[t * D + j] - ln[j]) < 1e-4);
+    }
+    /* sub-layer 1: FFN(x) = max(0, x W1 + b1) W2 + b2  (Eq. 2), then Add & Norm */
+    const float *ffn = model_sublayer(&m, 0, 0, 1, 0), *x2 = model_sublayer(&m, 0, 0, 1, 2);
+    for (int t = 0; t < 4; t++) {
+        for (int f = 0; f < F; f++) {
+            double s = w->ffn_b1[f];
+            for (int j = 0; j < D; j++) s += (double)x1[t * D + j] * w->ffn_w1[j * F + f];
+            hid[f] = s > 0 ? s : 0;
+        }
+        for (int j = 0; j < D; j++) {
+            double s = w->ffn_b2[j];
+            for (int f = 0; f < F; f++) s += hid[f] * w->ffn_w2[f * D + j];
+            ck_assert_msg(fabs(ffn[t * D + j] - s) < 1e-4, "FFN[%d][%d] %g vs %g", t, j, ffn[t * D + j], s);
+            row[j] = (double)x1[t * D + j] + ffn[t * D + j];
+        }
+        layernorm_ref(ln, row, w->ln2_g, w->ln2_b, D);
+        for (int j = 0; j < D; j++) ck_assert(fabs(x2[t * D + j] - ln[j]) < 1e-4);
+    }
+    /* the next layer reads what this one wrote, and logits = x E^T */
+    const float *dec = model_decoder_output(&m), *logits = model_logits(&m);
+    for (int r = 0; r < 3; r++)
+        for (int v = 0; v < c.vocab; v++) {
+            double s = 0;
+            for (int j = 0; j < D; j++) s += (double)dec[r * D + j] * m.params.embed[v * D + j];
+            ck_assert(fabs(logits[r * c.vocab + v] - s) < 1e-4);
+        }
+    model_free(&m);
+}
+END_TEST
+
+/* ============================================================================
+ * Core: batches, layout reuse, greedy decoding
+ * ========================================================================== */
+
+START_TEST(test_batch_rows_independent_and_layout_reused) {
+    Config c = tiny_config();
+    int V = c.vocab;
+    Model m;
+    build_or_fail(&m, &c, 3, 6, 5, 11);
+    int src1[4] = {5, 2, 9, 3}, tgt1[3] = {1, 4, 7};
+    float want[3 * 11], got[3 * 11];
+    memcpy(want, model_forward(&m, src1, tgt1, 1, 4, 3, 0), sizeof want);
+    for (int i = 0; i < 3 * V; i++) ck_assert(isfinite(want[i]) && want[i] <= 0.0f);
+    for (int r = 0; r < 3; r++) {     /* each row of logp is a log-distribution */
+        double s = 0;
+        for (int v = 0; v < V; v++) s += exp((double)want[r * V + v]);
+        ck_assert(fabs(s - 1.0) < 1e-5);
+    }
+    /* the same sequence as row 1 of a batch of 3: other rows must not leak in */
+    int src3[12] = {8, 8, 7, 6, 5, 2, 9, 3, 4, 4, 4, 4}, tgt3[9] = {1, 2, 2, 1, 4, 7, 1, 9, 9};
+    const float *lp = model_forward(&m, src3, tgt3, 3, 4, 3, 0);
+    ck_assert_int_eq(m.B, 3);
+    ck_assert_int_eq(m.Ts, 4);
+    ck_assert_int_eq(m.Tt, 3);
+    memcpy(got, lp + 3 * V, sizeof got);
+    ck_assert_close_arrays(got, want, 3 * V, 1e-5);
+    /* full capacity, then back to the small pass: same numbers again */
+    int srcb[18] = {0}, tgtb[15] = {0};
+    for (int i = 0; i < 18; i++) srcb[i] = 1 + i % 10;
+    for (int i = 0; i < 15; i++) tgtb[i] = 1 + (i * 3) % 10;
+    model_forward(&m, srcb, tgtb, 3, 6, 5, 0);
+    memcpy(got, model_forward(&m, src1, tgt1, 1, 4, 3, 0), sizeof got);
+    ck_assert_close_arrays(got, want, 3 * V, 0.0);
+    /* attention weights: (B,h,Tq,Tk) rows are distributions */
+    const float *w = model_attention(&m, ATTN_DEC_CROSS, 1);
+    for (int r = 0; r < c.h * 3; r++) {
+        double s = 0;
+        for (int k = 0; k < 4; k++) s += w[r * 4 + k];
+        ck_assert(fabs(s - 1.0) < 1e-5);
+    }
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(test_greedy_decode_matches_forward) {
+    Config c = tiny_config();
+    int V = c.vocab;
+    Model m;
+    build_or_fail(&m, &c, 1, 5, 4, 12);
+    int src[5] = {3, 9, 2, 7, 5}, tgt[4] = {1, 6, 2, 8};
+    float full[4 * 11];
+    memcpy(full, model_forward(&m, src, tgt, 1, 5, 4, 0), sizeof full);
+    model_encode(&m, src, 1, 5, 0);
+    for (int k = 1; k <= 4; k++) {
+        const float *lp = model_decode(&m, tgt, k, 0);
+        /* the prefix's last row is the full pass's row k-1 (causal mask) */
+        ck_assert_close_arrays(lp + (k - 1) * V, full + (k - 1) * V, V, 1e-6);
+    }
+    model_free(&m);
+}
+END_TEST
+
+/* ============================================================================
+ * Masks
+ * ========================================================================== */
+
+START_TEST(test_causality) {
+    Config c = tiny_config();
+    c.pre_ln = _i;
+    int V = c.vocab, Tt = 5;
+    Model m;
+    build_or_fail(&m, &c, 1, 4, Tt, 13);
+    int src[4] = {4, 5, 6, 7}, tgt[5] = {1, 2, 3, 4, 5};
+    float base[5 * 11], now[5 * 11];
+    memcpy(base, model_forward(&m, src, tgt, 1, 4, Tt, 0), sizeof base);
+    for (int k = 1; k < Tt; k++) {
+        int t2[5];
+        memcpy(t2, tgt, sizeof t2);
+        t2[k] = 9;
+        memcpy(now, model_forward(&m, src, t2, 1, 4, Tt, 0), sizeof now);
+        /* rows before k cannot see position k (Sec. 3.2.3) ... */
+        ck_assert_close_arrays(now, base, (size_t)k * V, 1e-6);
+        /* ... and row k, which does see it, changes (so the test can fail) */
+        Diff d = diff_arrays(now + k * V, base + k * V, (size_t)V);
+        ck_assert_msg(d.max_abs > 1e-4, "changing token %d did not change its own row", k);
+    }
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(test_source_padding_changes_nothing) {
+    Config c = tiny_config();   /* pad_id 0 */
+    c.pre_ln = _i;
+    int V = c.vocab;
+    Model m;
+    build_or_fail(&m, &c, 2, 6, 3, 14);
+    int src[3] = {5, 6, 7}, srcp[6] = {5, 6, 7, 0, 0, 0}, tgt[3] = {1, 5, 6};
+    float a[3 * 11], b[3 * 11];
+    memcpy(a, model_forward(&m, src, tgt, 1, 3, 3, 0), sizeof a);
+    memcpy(b, model_forward(&m, srcp, tgt, 1, 6, 3, 0), sizeof b);
+    ck_assert_close_arrays(b, a, 3 * (size_t)V, 1e-5);
+    /* the masks the layers used: padding keys blocked */
+    const uint8_t *mk = model_mask(&m, ATTN_DEC_CROSS);
+    ck_assert_int_eq(mk[0 * 6 + 2], 1);
+    ck_assert_int_eq(mk[0 * 6 + 3], 0);
+    const uint8_t *ms = model_mask(&m, ATTN_DEC_SELF);
+    ck_assert_int_eq(ms[0 * 3 + 1], 0);   /* causal: query 0 cannot see key 1 */
+    ck_assert_int_eq(ms[2 * 3 + 1], 1);
+    model_free(&m);
+}
+END_TEST
+
+/* ============================================================================
+ * Gradient: finite differences for every parameter tensor
+ * ========================================================================== */
+
+/* The loss is a fixed random linear functional of the log-probabilities,
+ * L = sum_{r,v} coef[r,v] * logp[r,v], summed in double. Its gradient with
+ * respect to the logits, through the log-softmax, is
+ *   dL/dlogits[r,k] = coef[r,k] - softmax[r,k] * sum_v coef[r,v].          */
+static double linear_loss(const float *logp, const float *coef, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)coef[i] * logp[i];
+    return s;
+}
+static void linear_dlogits(float *dlogits, const float *logp, const float *coef, int rows, int V) {
+    for (int r = 0; r < rows; r++) {
+        double s = 0;
+        for (int v = 0; v < V; v++) s += coef[r * V + v];
+        for (int v = 0; v < V; v++)
+            dlogits[r * V + v] = (float)(coef[r * V + v] - exp((double)logp[r * V + v]) * s);
+    }
+}
+
+/* 2 sequences, the second padded in both source and target. */
+enum { GB = 2, GTS = 5, GTT = 4 };
+static const int g_src[GB * GTS] = {3, 7, 2, 9, 5, 4, 8, 6, 0, 0};
+static const int g_tgt[GB * GTT] = {1, 5, 6, 10, 1, 3, 0, 0};
+
+/* Central difference of the loss in parameter *p with step h; the dropout
+ * RNG is rewound first, so every pass drops the same units. */
+static double central_diff(Model *m, float *p, double h, const float *coef, int training, Rng saved) {
+    int rows = GB * GTT, V = m->cfg.vocab;
+    float orig = *p;
+    *p = orig + (float)h;
+    m->dropout_rng = saved;
+    double lplus = linear_loss(model_forward(m, g_src, g_tgt, GB, GTS, GTT, training), coef, (size_t)rows * V);
+    *p = orig - (float)h;
+    m->dropout_rng = saved;
+    double lminus = linear_loss(model_forward(m, g_src, g_tgt, GB, GTS, GTT, training), coef, (size_t)rows * V);
+    *p = orig;
+    return (lplus - lminus) / (2 * h);
+}
+
+/* Builds the tiny model, runs forward + backward once, and compares the
+ * analytic gradient of 4 random entries of every tensor (plus embedding rows
+ * that feed the target, the source, and only the output projection) with
+ * central differences: step h = 1e-3 on float32 weights, loss summed in
+ * double; pass when |num - ana| <= 3e-3 + 2e-2 * max(|num|, |ana|).
+ * ReLU is not differentiable at 0: when a hidden unit sits within ~h of its
+ * kink, the difference quotient is wrong, not the backward pass. Such a
+ * point shows itself by a second quotient with step 2h disagreeing with
+ * the first; those (at most 1 in 10) are skipped, while a real error, where
+ * both quotients agree with each other and not with backward, fails. */
+static void gradient_check(int pre_ln, float dropout, uint64_t seed) {
+    Config c = tiny_config();
+    c.pre_ln = pre_ln;
+    c.dropout = dropout;
+    int V = c.vocab, rows = GB * GTT, training = dropout > 0;
+    Model m;
+    build_or_fail(&m, &c, GB, GTS, GTT, seed);
+    perturb_params(&m, seed + 1);
+    float coef[GB * GTT * 11], dlogits[GB * GTT * 11];
+    Rng r;
+    rng_seed(&r, seed + 2);
+    for (int i = 0; i < rows * V; i++) coef[i] = rng_normal(&r);
+    for (int i = 0; i < rows; i++)      /* padding targets do not count */
+        if (g_tgt[i] == c.pad_id) memset(coef + i * V, 0, V * sizeof(float));
+
+    Rng saved = m.dropout_rng;
+    const float *lp = model_forward(&m, g_src, g_tgt, GB, GTS, GTT, training);
+    linear_dlogits(dlogits, lp, coef, rows, V);
+    model_zero_grad(&m);
+    model_backward(&m, dlogits);
+    float *ana = malloc(m.grads.n * sizeof(float));
+    memcpy(ana, m.grads.mem, m.grads.n * sizeof(float));
+
+    const double h = 1e-3, atol = 3e-3, rtol = 2e-2;
+    int checked = 0, nonzero = 0, skipped = 0;
+    for (int ti = 0; ti < m.params.n_tensors; ti++) {
+        NamedTensor *t = &m.params.tensors[ti];
+        size_t n = named_tensor_numel(t), idx[7];
+        int k = 0;
+        for (; k < 4; k++) idx[k] = (size_t)rng_int(&r, (int)n);
+        if (ti == 0) {   /* embedding rows by use (Sec. 3.4) */
+            idx[k++] = (size_t)10 * c.d_model + 1;   /* token 10: target input + output projection */
+            idx[k++] = (size_t)9 * c.d_model + 2;    /* token 9: source input + output projection  */
+            idx[k++] = (size_t)0 * c.d_model + 3;    /* padding: output projection only            */
+        }
+        for (int s = 0; s < k; s++) {
+            float *p = &t->data[idx[s]];
+            double an = ana[(t->data - m.params.mem) + idx[s]];
+            double num = central_diff(&m, p, h, coef, training, saved);
+            double tol = atol + rtol * fmax(fabs(num), fabs(an));
+            checked++;
+            nonzero += fabs(an) > 1e-3;
+            if (fabs(num - an) <= tol) continue;
+            double num2 = central_diff(&m, p, 2 * h, coef, training, saved);
+            if (fabs(num2 - num) > tol) {
+                skipped++;
+                continue;
+            }
+            ck_assert_msg(0, "%s%s: d/d %s[%zu]: backward %.6g, finite differences %.6g (h) and %.6g (2h)",
+                          pre_ln ? "pre-LN" : "post-LN", dropout > 0 ? " +dropout" : "",
+                          t->name, idx[s], an, num, num2);
+        }
+    }
+    /* the check must have something to check */
+    ck_assert_msg(nonzero > checked / 2, "only %d of %d sampled gradients are non-zero", nonzero, checked);
+    ck_assert_msg(skipped * 10 <= checked, "%d of %d entries sat at a ReLU kink", skipped, checked);
+    ck_assert_int_ge(checked, m.params.n_tensors * 4);
+    free(ana);
+    model_free(&m);
+}
+
+START_TEST(test_gradient_post_ln) { gradient_check(0, 0.0f, 21); }
+END_TEST
+START_TEST(test_gradient_pre_ln) { gradient_check(1, 0.0f, 22); }
+END_TEST
+START_TEST(test_gradient_dropout) { gradient_check(_i, 0.3f, 23 + _i); }
+END_TEST
+
+/* Padding tokens are blocked as keys and their target rows carry no loss,
+ * so nothing flows back into the positions that hold them. */
+START_TEST(test_padding_gets_no_gradient) {
+    Config c = tiny_config();
+    c.pre_ln = _i;
+    int V = c.vocab, D = c.d_model, rows = GB * GTT;
+    Model m;
+    build_or_fail(&m, &c, GB, GTS, GTT, 31);
+    float coef[GB * GTT * 11], dlogits[GB * GTT * 11];
+    Rng r;
+    rng_seed(&r, 32);
+    for (int i = 0; i < rows * V; i++) coef[i] = g_tgt[i / V] == c.pad_id ? 0.0f : rng_normal(&r);
+    const float *lp = model_forward(&m, g_src, g_tgt, GB, GTS, GTT, 0);
+    linear_dlogits(dlogits, lp, coef, rows, V);
+    model_zero_grad(&m);
+    model_backward(&m, dlogits);
+    const float *ds = model_input_grad(&m, 0), *dt = model_input_grad(&m, 1);
+    for (int i = 0; i < GB * GTS; i++) {
+        double s = 0;
+        for (int j = 0; j < D; j++) s += fabs(ds[i * D + j]);
+        if (g_src[i] == c.pad_id) ck_assert_msg(s == 0.0, "source pad position %d got gradient %g", i, s);
+        else ck_assert_msg(s > 0.0, "source position %d got no gradient", i);
+    }
+    for (int i = 0; i < GB * GTT; i++) {
+        double s = 0;
+        for (int j = 0; j < D; j++) s += fabs(dt[i * D + j]);
+        if (g_tgt[i] == c.pad_id) ck_assert_msg(s == 0.0, "target pad position %d got gradient %g", i, s);
+        else ck_assert_msg(s > 0.0, "target position %d got no gradient", i);
+    }
+    model_free(&m);
+}
+END_TEST
+
+/* ============================================================================
+ * Sharing: one embedding matrix, three uses (Sec. 3.4)
+ * ========================================================================== */
+
+START_TEST(test_embedding_shared_three_ways) {
+    Config c = tiny_config();
+    c.pad_id = -1;
+    int V = c.vocab, D = c.d_model;
+    Model m;
+    build_or_fail(&m, &c, 1, 2, 2, 41);
+    /* pointer identity: the input table and the output projection are the
+     * first tensor of the one allocation, and there is no other (vocab, D) */
+    ck_assert_ptr_eq(m.params.embed, m.params.mem);
+    ck_assert_ptr_eq(m.params.tensors[0].data, m.params.embed);
+    for (int i = 1; i < m.params.n_tensors; i++)
+        ck_assert(!(m.params.tensors[i].ndim == 2 && m.params.tensors[i].shape[0] == V));
+    /* source uses ids 3,4; target 5,6; the loss touches only logit 7 */
+    int src[2] = {3, 4}, tgt[2] = {5, 6};
+    model_forward(&m, src, tgt, 1, 2, 2, 0);
+    float dlogits[2 * 11] = {0};
+    dlogits[0 * V + 7] = 1.0f;
+    dlogits[1 * V + 7] = -0.5f;
+    model_zero_grad(&m);
+    model_backward(&m, dlogits);
+    const float *dE = m.grads.embed, *x = model_decoder_output(&m);
+    for (int v = 0; v < V; v++) {
+        double s = 0;
+        for (int j = 0; j < D; j++) s += fabs(dE[v * D + j]);
+        int used = v == 3 || v == 4 || v == 5 || v == 6 || v == 7;
+        ck_assert_msg(used ? s > 0 : s == 0, "embedding row %d gradient %g", v, s);
+    }
+    /* row 7 gets exactly the output projection's part: dlogits[:,7]^T x */
+    for (int j = 0; j < D; j++) {
+        float want = 1.0f * x[j] - 0.5f * x[D + j];
+        ck_assert(fabsf(dE[7 * D + j] - want) < 1e-5f);
+    }
+    model_free(&m);
+}
+END_TEST
+
+/* ============================================================================
+ * Dropout: training differs from inference, and is reproducible
+ * ========================================================================== */
+
+START_TEST(test_dropout_training_only) {
+    Config c = tiny_config();
+    c.dropout = 0.5f;
+    int n = 3 * c.vocab;
+    Model a, b;
+    build_or_fail(&a, &c, 1, 3, 3, 51);
+    build_or_fail(&b, &c, 1, 3, 3, 51);
+    int src[3] = {2, 3, 4}, tgt[3] = {1, 2, 3};
+    float inf1[33], inf2[33], tr[33], trb[33];
+    memcpy(inf1, model_forward(&a, src, tgt, 1, 3, 3, 0), sizeof inf1);
+    memcpy(tr, model_forward(&a, src, tgt, 1, 3, 3, 1), sizeof tr);
+    memcpy(inf2, model_forward(&a, src, tgt, 1, 3, 3, 0), sizeof inf2);
+    memcpy(trb, model_forward(&b, src, tgt, 1, 3, 3, 1), sizeof trb);
+    ck_assert_close_arrays(inf2, inf1, n, 0.0);   /* inference ignores P_drop */
+    ck_assert(diff_arrays(tr, inf1, n).max_abs > 1e-3);
+    ck_assert_close_arrays(trb, tr, n, 0.0);      /* same seed, same drops */
+    model_free(&a);
+    model_free(&b);
+}
+END_TEST
+
+/* ============================================================================
+ * Limits
+ * ========================================================================== */
+
+typedef struct {
+    const char *what;
+    void (*edit)(Config *);
+    const char *expect;   /* a piece of the message */
+} BadConfig;
+
+static void e_n0(Config *c) { c->N = 0; }
+static void e_dmodel(Config *c) { c->d_model = -4; }
+static void e_dff(Config *c) { c->d_ff = 0; }
+static void e_h(Config *c) { c->h = 0; }
+static void e_dk(Config *c) { c->d_k = 0; }
+static void e_dv(Config *c) { c->d_v = -1; }
+static void e_vocab(Config *c) { c->vocab = 1; }
+static void e_maxlen(Config *c) { c->max_len = 0; }
+static void e_drop1(Config *c) { c->dropout = 1.0f; }
+static void e_dropneg(Config *c) { c->dropout = -0.1f; }
+static void e_dropnan(Config *c) { c->dropout = NAN; }
+static void e_pad(Config *c) { c->pad_id = c->vocab; }
+static void e_pad2(Config *c) { c->pad_id = -2; }
+static void e_preln(Config *c) { c->pre_ln = 2; }
+static void e_huge(Config *c) { c->N = 256, c->d_model = 65536, c->d_ff = 65536; }
+static void e_bigwidth(Config *c) { c->d_model = 1 << 20; }
+
+static const BadConfig bad_configs[] = {
+    {"N=0", e_n0, "N (layers)"}, {"d_model<0", e_dmodel, "d_model"}, {"d_ff=0", e_dff, "d_ff"},
+    {"h=0", e_h, "h (heads)"}, {"d_k=0", e_dk, "d_k"}, {"d_v<0", e_dv, "d_v"},
+    {"vocab=1", e_vocab, "vocab"}, {"max_len=0", e_maxlen, "max_len"},
+    {"dropout=1", e_drop1, "dropout"}, {"dropout<0", e_dropneg, "dropout"},
+    {"dropout=nan", e_dropnan, "dropout"}, {"pad=vocab", e_pad, "pad_id"}, {"pad=-2", e_pad2, "pad_id"},
+    {"pre_ln=2", e_preln, "pre_ln"}, {"huge", e_huge, "billion parameters"},
+    {"d_model 2^20", e_bigwidth, "d_model"},
+};
+
+START_TEST(test_config_rejects) {
+    const BadConfig *b = &bad_configs[_i];
+    Config c = config_base();
+    b->edit(&c);
+    char err[256] = "";
+    ck_assert_int_eq(config_validate(&c, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, b->expect) != NULL, "%s: message '%s' lacks '%s'", b->what, err, b->expect);
+    /* model_build refuses it too and leaves a model that model_free accepts */
+    Model m;
+    ck_assert_int_ne(model_build(&m, &c, 1, 1, 1, 0, err, sizeof err), 0);
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(test_build_and_input_limits) {
+    Config c = tiny_config();
+    Model m;
+    char err[256] = "";
+    /* longer than the PE table */
+    ck_assert_int_eq(model_build(&m, &c, 1, 17, 3, 0, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "max_len"));
+    model_free(&m);
+    ck_assert_int_eq(model_build(&m, &c, 0, 3, 3, 0, err, sizeof err), 2);
+    model_free(&m);
+    /* a batch that could never fit in memory is a message, not a crash */
+    Config big = config_base();
+    ck_assert_int_eq(model_build(&m, &big, 1 << 30, 512, 512, 0, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "GB"));
+    model_free(&m);
+    model_free(NULL);
+    model_free(&m);   /* twice: still a no-op */
+
+    build_or_fail(&m, &c, 2, 4, 4, 0);
+    int ids[4] = {1, 2, 11, 3};
+    ck_assert_int_eq(model_check_tokens(&c, ids, 4, "--src", err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--src"));
+    ck_assert_ptr_nonnull(strstr(err, "11"));
+    ids[2] = -1;
+    ck_assert_int_eq(model_check_tokens(&c, ids, 4, "--tgt", err, sizeof err), 2);
+    ids[2] = 10;
+    ck_assert_int_eq(model_check_tokens(&c, ids, 4, "--tgt", err, sizeof err), 0);
+    ck_assert_int_eq(model_check_sizes(&m, 2, 4, 4, err, sizeof err), 0);
+    ck_assert_int_eq(model_check_sizes(&m, 3, 4, 4, err, sizeof err), 2);
+    ck_assert_int_eq(model_check_sizes(&m, 1, 5, 1, err, sizeof err), 2);
+    ck_assert_int_eq(model_check_sizes(&m, 1, 1, 17, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "max_len"));
+    ck_assert_int_eq(model_check_sizes(&m, 1, 0, 1, err, sizeof err), 2);
+    model_free(&m);
+}
+END_TEST
+
+/* Length 1 everywhere, and a source that is all padding: finite outputs. */
+START_TEST(test_limits_tiny_and_all_padding) {
+    Config c = tiny_config();
+    c.pre_ln = _i;
+    Model m;
+    build_or_fail(&m, &c, 1, 3, 1, 61);
+    int src1[1] = {4}, tgt1[1] = {1}, src0[3] = {0, 0, 0};
+    const float *lp = model_forward(&m, src1, tgt1, 1, 1, 1, 0);
+    for (int v = 0; v < c.vocab; v++) ck_assert(isfinite(lp[v]));
+    lp = model_forward(&m, src0, tgt1, 1, 3, 1, 0);
+    for (int v = 0; v < c.vocab; v++) ck_assert(isfinite(lp[v]));
+    float dl[11] = {0};
+    dl[3] = 1.0f;
+    model_zero_grad(&m);
+    model_backward(&m, dl);
+    for (size_t i = 0; i < m.grads.n; i++) ck_assert(isfinite(m.grads.mem[i]));
+    model_free(&m);
+}
+END_TEST
+
+Suite *model_suite(void) {
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("Core");
+    tcase_add_test(tc, test_param_count_base);
+    tcase_add_loop_test(tc, test_param_count_matches_tensors, 0, (int)(sizeof count_configs / sizeof count_configs[0]));
+    tcase_add_test(tc, test_init_deterministic);
+    tcase_add_test(tc, test_embedding_and_layer_by_hand);
+    tcase_add_test(tc, test_batch_rows_independent_and_layout_reused);
+    tcase_add_test(tc, test_greedy_decode_matches_forward);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("Masks");
+    tcase_add_loop_test(tc, test_causality, 0, 2);
+    tcase_add_loop_test(tc, test_source_padding_changes_nothing, 0, 2);
+    tcase_add_loop_test(tc, test_padding_gets_no_gradient, 0, 2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("Sharing");
+    tcase_add_test(tc, test_embedding_shared_three_ways);
+    tcase_add_test(tc, test_dropout_training_only);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("Gradient");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_gradient_post_ln);
+    tcase_add_test(tc, test_gradient_pre_ln);
+    tcase_add_loop_test(tc, test_gradient_dropout, 0, 2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("Limits");
+    tcase_add_loop_test(tc, test_config_rejects, 0, (int)(sizeof bad_configs / sizeof bad_configs[0]));
+    tcase_add_test(tc, test_build_and_input_limits);
+    tcase_add_loop_test(tc, test_limits_tiny_and_all_padding, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
