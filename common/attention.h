@@ -17,6 +17,7 @@
 #ifndef ATTENTION_H
 #define ATTENTION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- masks --------------------------------------------------------------- */
@@ -35,8 +36,10 @@ void mask_and(uint8_t *out, const uint8_t *other, int n);
 void sdpa_forward(float *out, float *weights,
                   const float *Q, const float *K, const float *V, const uint8_t *mask,
                   int B, int h, int Tq, int Tk, int d_k, int d_v);
-/* dQ, dK, dV += ...; scratch (B,h,Tq,Tk) is work space (the gradient of the
- * scores); weights are what sdpa_forward saved. */
+/* dQ, dK, dV += ... (any of them may be NULL: not wanted); scratch
+ * (B,h,Tq,Tk) is work space (the gradient of the scores); weights are what
+ * sdpa_forward saved. No mask is needed: blocked pairs have weight exactly 0,
+ * so blocked keys and values get exactly zero gradient from them. */
 void sdpa_backward(float *dQ, float *dK, float *dV, float *scratch,
                    const float *dout, const float *weights,
                    const float *Q, const float *K, const float *V,
@@ -86,7 +89,9 @@ void mha_forward(float *out, MhaActs *a, const MhaParams *p,
                  int B, int Tq, int Tk, int d_model, int h, int d_k, int d_v);
 /* dx_q (B,Tq,d_model) +=, dx_kv (B,Tk,d_model) +=, and the weight gradients
  * in g +=. For self-attention pass the same pointer for dx_q and dx_kv (both
- * contributions add up). scratch holds mha_scratch_size() floats. */
+ * contributions add up); either may be NULL when that input needs no
+ * gradient. scratch holds mha_scratch_size() floats (its contents on entry
+ * do not matter). */
 void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
                   const float *dout, const MhaActs *a, const MhaParams *p,
                   const float *x_q, const float *x_kv,

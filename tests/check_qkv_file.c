@@ -1,0 +1,177 @@
+/* check_qkv_file.c - the Q/K/V text format behind chapter 03's --input.
+ *
+ * Test cases:
+ *   Core       good files parse to the right numbers and labels (and the
+ *              example shipped with chapter 03 parses)
+ *   Malformed  loop test over bad files: each is rejected with return 2, the
+ *              right FILE:LINE, and words saying what was expected
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "qkv_file.h"
+#include "testutil.h"
+
+START_TEST(test_good_file) {
+    const char *text =
+        "# two queries over three keys\n"
+        "tokens: a b\n"
+        "\n"
+        "Q\n"
+        "  1 0    # first query\n"
+        "  0.5 -2\r\n"            /* a Windows line ending */
+        "K:\n"
+        "1 1\n"
+        "0 1\n"
+        "V\n"
+        "1 2 3\n"
+        "4 5 6\n";
+    QkvFile f;
+    char err[256] = "";
+    ck_assert_msg(qkv_parse(&f, text, "good.qkv", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(f.Tq, 2);
+    ck_assert_int_eq(f.Tk, 2);
+    ck_assert_int_eq(f.d_k, 2);
+    ck_assert_int_eq(f.d_v, 3);
+    const float q[4] = {1, 0, 0.5f, -2}, k[4] = {1, 1, 0, 1}, v[6] = {1, 2, 3, 4, 5, 6};
+    ck_assert_close_arrays(f.Q, q, 4, 0.0);
+    ck_assert_close_arrays(f.K, k, 4, 0.0);
+    ck_assert_close_arrays(f.V, v, 6, 0.0);
+    ck_assert_str_eq(f.q_tokens[1], "b");
+    ck_assert_str_eq(f.k_tokens[0], "a");
+    qkv_free(&f);
+    qkv_free(&f);      /* an emptied QkvFile frees again harmlessly */
+    qkv_free(NULL);
+}
+END_TEST
+
+START_TEST(test_good_cross_file) {
+    /* cross-attention: 1 query, 3 keys, separate labels over two k_tokens lines,
+     * sections in another order */
+    const char *text =
+        "V\n1\n2\n3\n"
+        "k_tokens: le chat\n"
+        "k_tokens: noir\n"
+        "q_tokens: cat\n"
+        "K\n1 0\n0 1\n1 1\n"
+        "Q\n2 2\n";
+    QkvFile f;
+    char err[256] = "";
+    ck_assert_msg(qkv_parse(&f, text, "cross.qkv", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(f.Tq, 1);
+    ck_assert_int_eq(f.Tk, 3);
+    ck_assert_int_eq(f.d_v, 1);
+    ck_assert_str_eq(f.k_tokens[2], "noir");
+    ck_assert_str_eq(f.q_tokens[0], "cat");
+    qkv_free(&f);
+    /* no tokens at all: labels stay NULL */
+    ck_assert(qkv_parse(&f, "Q\n1\nK\n1\nV\n1\n", "bare.qkv", err, sizeof err) == 0);
+    ck_assert_ptr_null(f.q_tokens);
+    ck_assert_ptr_null(f.k_tokens);
+    qkv_free(&f);
+}
+END_TEST
+
+START_TEST(test_example_file) {
+    /* the file chapter 03's README tells readers to try (tests run from the repo root) */
+    QkvFile f;
+    char err[256] = "";
+    ck_assert_msg(qkv_load(&f, "chapters/03_attention/example.qkv", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_gt(f.Tq, 1);
+    ck_assert_ptr_nonnull(f.q_tokens);
+    qkv_free(&f);
+    /* a file that is not there */
+    ck_assert_int_eq(qkv_load(&f, "no/such/file.qkv", err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "no/such/file.qkv: cannot open"));
+}
+END_TEST
+
+/* ---- malformed files ------------------------------------------------------------ */
+
+typedef struct {
+    const char *why;
+    const char *text;
+    int line;               /* the line the message must name       */
+    const char *expect;     /* words the message must contain        */
+} BadFile;
+
+static const BadFile bad[] = {
+    {"empty", "", 1, "no content"},
+    {"only comments", "# nothing\n\n   # here\n", 3, "no content"},
+    {"numbers before a section", "1 2\nQ\n1 2\n", 1, "section header"},
+    {"not a number", "Q\n1 2\n1 x\nK\n1 2\nV\n1\n", 3, "'x' is not a number"},
+    {"half a number", "Q\n1 2.5.1\nK\n1 2\nV\n1\n", 2, "'2.5.1' is not a number"},
+    {"nan", "Q\n1 nan\nK\n1 2\nV\n1\n", 2, "not a finite"},
+    {"overflow", "Q\n1 1e39\nK\n1 2\nV\n1\n", 2, "not a finite"},
+    {"ragged rows", "Q\n1 2\n3 4\n5\nK\n1 2\nV\n1\n", 4, "expected 2 like the first row of Q (line 2)"},
+    {"ragged V", "Q\n1\nK\n1\n2\nV\n1 2\n3\n", 8, "expected 2"},
+    {"d_k mismatch", "Q\n1 2 3\nK\n1 2\n3 4\nV\n1\n2\n", 4, "same width d_k"},
+    {"K/V rows", "Q\n1 2\nK\n1 2\n3 4\n5 6\nV\n1\n2\n", 7, "one value row per key"},
+    {"missing V", "Q\n1 2\nK\n1 2\n", 4, "section V is missing"},
+    {"missing Q", "# no Q here\nK\n1 2\nV\n1\n\n", 6, "section Q is missing"},
+    {"empty section", "Q\nK\n1 2\nV\n1\n", 1, "section Q has no rows"},
+    {"section twice", "Q\n1\nK\n1\nQ\n2\nV\n1\n", 5, "second time (first at line 1)"},
+    {"tokens count", "tokens: a b c\nQ\n1\n2\nK\n1\n2\nV\n1\n2\n", 1, "3 labels but Q has 2 rows"},
+    {"tokens vs keys", "tokens: a b\nQ\n1\n2\nK\n1\nV\n1\n", 1, "q_tokens:"},
+    {"q_tokens count", "q_tokens: a\nQ\n1\n2\nK\n1\nV\n1\n", 1, "1 labels but Q has 2 rows"},
+    {"k_tokens count", "Q\n1\nK\n1\n2\nV\n1\n2\nk_tokens: a b c\n", 9, "3 labels but K has 2 rows"},
+    {"empty tokens", "tokens:   \nQ\n1\nK\n1\nV\n1\n", 1, "no words"},
+    {"forgot the colon", "Q\n1\ntokens a\nK\n1\nV\n1\n", 3, "expected a colon"},
+    {"mixed token styles", "tokens: a\nq_tokens: b\nQ\n1\nK\n1\nV\n1\n", 2, "one style"},
+    {"lower-case header", "q\n1\nK\n1\nV\n1\n", 1, "section header (Q, K or V"},
+};
+#define N_BAD ((int)(sizeof bad / sizeof bad[0]))
+
+START_TEST(test_malformed) {
+    const BadFile *b = &bad[_i];
+    QkvFile f;
+    char err[512] = "", where[64];
+    int rc = qkv_parse(&f, b->text, "bad.qkv", err, sizeof err);
+    ck_assert_msg(rc == 2, "case '%s' was accepted", b->why);
+    snprintf(where, sizeof where, "bad.qkv:%d: ", b->line);
+    ck_assert_msg(strncmp(err, where, strlen(where)) == 0, "case '%s': message '%s' should start '%s'",
+                  b->why, err, where);
+    ck_assert_msg(strstr(err, b->expect) != NULL, "case '%s': message '%s' should say '%s'",
+                  b->why, err, b->expect);
+    ck_assert_ptr_null(f.Q);     /* nothing left allocated on failure */
+}
+END_TEST
+
+START_TEST(test_absurd_sizes) {
+    QkvFile f;
+    char err[512] = "";
+    /* a row of QKV_MAX_COLS + 1 numbers on line 2 */
+    size_t cap = (size_t)(QKV_MAX_COLS + 1) * 2 + 64;
+    char *text = malloc(cap > (size_t)(QKV_MAX_ROWS + 1) * 4 + 64 ? cap : (size_t)(QKV_MAX_ROWS + 1) * 4 + 64);
+    char *t = text;
+    t += sprintf(t, "Q\n");
+    for (int i = 0; i <= QKV_MAX_COLS; i++) t += sprintf(t, "1 ");
+    sprintf(t, "\nK\n1\nV\n1\n");
+    ck_assert_int_eq(qkv_parse(&f, text, "wide.qkv", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "wide.qkv:2: ") == err && strstr(err, "more than"), "%s", err);
+    /* QKV_MAX_ROWS + 1 rows of K: the message names the first row too many */
+    t = text;
+    t += sprintf(t, "Q\n1\nK\n");
+    for (int i = 0; i <= QKV_MAX_ROWS; i++) t += sprintf(t, "1\n");
+    ck_assert_int_eq(qkv_parse(&f, text, "tall.qkv", err, sizeof err), 2);
+    char where[64];
+    snprintf(where, sizeof where, "tall.qkv:%d: ", 3 + QKV_MAX_ROWS + 1);
+    ck_assert_msg(strncmp(err, where, strlen(where)) == 0 && strstr(err, "more than"), "%s", err);
+    free(text);
+}
+END_TEST
+
+Suite *qkv_file_suite(void) {
+    Suite *s = suite_create("qkv_file");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_good_file);
+    tcase_add_test(core, test_good_cross_file);
+    tcase_add_test(core, test_example_file);
+    suite_add_tcase(s, core);
+    TCase *bad_files = tcase_create("Malformed");
+    tcase_add_loop_test(bad_files, test_malformed, 0, N_BAD);
+    tcase_add_test(bad_files, test_absurd_sizes);
+    suite_add_tcase(s, bad_files);
+    return s;
+}
