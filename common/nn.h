@@ -77,7 +77,9 @@ void logsoftmax_forward(float *logp, const float *logits, int N, int V);
 /* The label-smoothed target distribution for one position: eps_ls spread
  * evenly over the V-2 classes that are neither the target nor padding
  * (padding gets 0), 1-eps_ls on the target. dist (V). pad_id < 0: no pad
- * class (spread over V-1). */
+ * class (spread over V-1). target == pad_id (a position that does not
+ * count) gives all zeros; with no other class to spread over (V-2 == 0)
+ * the target gets 1. */
 void smoothed_targets(float *dist, int target, int V, float eps_ls, int pad_id);
 /* Mean over non-padding positions of KL-free cross-entropy
  * -sum_v dist_v * logp_v.  targets (N); positions whose target == pad_id

@@ -1,0 +1,397 @@
+/* nn.c - the layers around attention: linear, ReLU, the feed-forward network
+ * (Eq. 2), layer normalisation and residuals (Sec. 3.1), dropout (Sec. 5.4),
+ * embeddings and positional encoding (Sec. 3.4, 3.5), and the label-smoothed
+ * cross-entropy the model is trained with (Sec. 5.4).
+ *
+ * Each layer is a forward/backward pair side by side. Backward functions
+ * quote the forward line they differentiate and ACCUMULATE (+=) into
+ * gradients the caller zeroed. Nothing here allocates.
+ *
+ * Threads: loops over independent rows may run in parallel (OpenMP) when the
+ * work is big enough to pay for starting threads. Each row is computed by
+ * one thread in a fixed order, so results are bit-identical run to run and
+ * for any number of threads. Sums ACROSS rows (bias and gamma gradients,
+ * embedding scatter, the mean loss) stay serial for the same reason.
+ */
+#include "nn.h"
+#include "ops.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+/* `PARALLEL_FOR_IF(cond)` before a for loop: split its iterations over threads
+ * when cond holds. Without OpenMP (make NO_OMP=1) it expands to nothing, so
+ * no "unknown pragma" warning. */
+#ifdef _OPENMP
+#define NN_PRAGMA(x) _Pragma(#x)
+#define PARALLEL_FOR_IF(cond) NN_PRAGMA(omp parallel for schedule(static) if (cond))
+#else
+#define PARALLEL_FOR_IF(cond)
+#endif
+
+/* Below this many floats of work a loop runs on one thread: starting a team
+ * of threads costs a few microseconds, more than small rows take. */
+#define NN_PARALLEL_MIN 65536L
+
+/* ========================================================================== */
+/* linear                                                                      */
+/* ========================================================================== */
+
+/* out (N,OUT) = inp (N,IN) @ W (IN,OUT) + bias (OUT): the x W_1 + b_1 of Eq. 2.
+ * The matrix multiply is gemm() (the fast kernel); only the bias is a loop. */
+void linear_forward(float *out, const float *inp, const float *W, const float *bias,
+                    int N, int IN, int OUT) {
+    assert(N >= 0 && IN > 0 && OUT > 0);
+    gemm(0, 0, N, OUT, IN, 1.0f, inp, IN, W, OUT, 0.0f, out, OUT);
+    if (!bias) return;
+    PARALLEL_FOR_IF((long)N * OUT >= NN_PARALLEL_MIN)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (long)n * OUT;
+        for (int j = 0; j < OUT; j++) o[j] += bias[j];
+    }
+}
+
+/* forward: out = inp @ W + bias
+ *   dinp  (N,IN)  += dout (N,OUT) @ W^T
+ *   dW    (IN,OUT) += inp^T @ dout
+ *   dbias (OUT)   += sum over rows of dout      (bias was added to every row) */
+void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
+                     const float *inp, const float *W, int N, int IN, int OUT) {
+    assert(N >= 0 && IN > 0 && OUT > 0);
+    if (dinp) gemm(0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN);
+    if (dW) gemm(1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT);
+    if (dbias) {
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (long)n * OUT;
+            for (int j = 0; j < OUT; j++) dbias[j] += d[j];
+        }
+    }
+}
+
+/* ========================================================================== */
+/* ReLU                                                                        */
+/* ========================================================================== */
+
+void relu_forward(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+/* forward: out = max(0, inp). The slope is 1 where out > 0 and 0 elsewhere
+ * (at exactly 0 we pick 0, the usual subgradient). */
+void relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (out[i] > 0.0f) dinp[i] += dout[i];
+}
+
+/* ========================================================================== */
+/* position-wise feed-forward network (Eq. 2, Sec. 3.3)                        */
+/* ========================================================================== */
+
+/* FFN(x) = max(0, x W1 + b1) W2 + b2, the same two layers at every position
+ * (the N rows never mix: "position-wise"). */
+void ffn_forward(float *out, float *hidden, const float *x,
+                 const float *W1, const float *b1, const float *W2, const float *b2,
+                 int N, int d_model, int d_ff) {
+    linear_forward(hidden, x, W1, b1, N, d_model, d_ff);         /* x W1 + b1         */
+    relu_forward(hidden, hidden, (size_t)N * d_ff);              /* max(0, .)         */
+    linear_forward(out, hidden, W2, b2, N, d_ff, d_model);       /* hidden W2 + b2    */
+}
+
+void ffn_backward(float *dx, float *dW1, float *db1, float *dW2, float *db2,
+                  float *dhidden, const float *dout, const float *hidden, const float *x,
+                  const float *W1, const float *W2, int N, int d_model, int d_ff) {
+    size_t nh = (size_t)N * d_ff;
+    memset(dhidden, 0, nh * sizeof(float));
+    /* forward: out = hidden W2 + b2 */
+    linear_backward(dhidden, dW2, db2, dout, hidden, W2, N, d_ff, d_model);
+    /* forward: hidden = max(0, pre). Zero the gradient where ReLU was off;
+     * done in place, so dhidden now holds d(pre). */
+    for (size_t i = 0; i < nh; i++)
+        if (!(hidden[i] > 0.0f)) dhidden[i] = 0.0f;
+    /* forward: pre = x W1 + b1 */
+    linear_backward(dx, dW1, db1, dhidden, x, W1, N, d_model, d_ff);
+}
+
+/* ========================================================================== */
+/* layer normalisation (Sec. 3.1)                                              */
+/* ========================================================================== */
+
+/* Per row: mean, biased variance (divide by C, as Ba et al. and PyTorch do),
+ * rstd = 1/sqrt(var + eps), out = gamma * (x - mean) * rstd + beta.
+ * The row statistics are summed in double: cheap, and the variance of a row
+ * with a large mean loses nothing. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *gamma, const float *beta, int N, int C) {
+    assert(N >= 0 && C > 0);
+    PARALLEL_FOR_IF((long)N * C >= NN_PARALLEL_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        float *y = out + (long)n * C;
+        double m = 0.0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        double v = 0.0;                       /* two passes: no cancellation */
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        float s = (float)(1.0 / sqrt(v + LAYERNORM_EPS));
+        float mf = (float)m;
+        for (int c = 0; c < C; c++) y[c] = gamma[c] * ((x[c] - mf) * s) + beta[c];
+        mean[n] = mf;
+        rstd[n] = s;
+    }
+}
+
+/* forward: norm = (x - mean) * rstd ;  out = gamma * norm + beta
+ *   dbeta  += dout                  dgamma += dout * norm
+ *   dnorm   = dout * gamma
+ *   dx     += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
+ * The last line is the chain rule through mean and rstd, which both depend
+ * on every x of the row: moving x shifts the mean (the mean(dnorm) term) and
+ * rescales the spread (the norm * mean(dnorm * norm) term). */
+void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                        const float *inp, const float *mean, const float *rstd,
+                        const float *gamma, int N, int C) {
+    assert(N >= 0 && C > 0);
+    if (dinp) {
+        PARALLEL_FOR_IF((long)N * C >= NN_PARALLEL_MIN)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
+            float *dx = dinp + (long)n * C;
+            float m = mean[n], s = rstd[n];
+            float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+            for (int c = 0; c < C; c++) {
+                float norm = (x[c] - m) * s;
+                float dnorm = gamma[c] * dy[c];
+                dnorm_mean += dnorm;
+                dnorm_norm_mean += dnorm * norm;
+            }
+            dnorm_mean /= C;
+            dnorm_norm_mean /= C;
+            for (int c = 0; c < C; c++) {
+                float norm = (x[c] - m) * s;
+                float dnorm = gamma[c] * dy[c];
+                dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+            }
+        }
+    }
+    if (dgamma || dbeta) {
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
+            float m = mean[n], s = rstd[n];
+            for (int c = 0; c < C; c++) {
+                if (dgamma) dgamma[c] += dy[c] * ((x[c] - m) * s);
+                if (dbeta) dbeta[c] += dy[c];
+            }
+        }
+    }
+}
+
+/* ========================================================================== */
+/* residual connection (Sec. 3.1: LayerNorm(x + Sublayer(x)))                  */
+/* ========================================================================== */
+
+void residual_forward(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* forward: out = a + b, so both inputs receive dout unchanged: this is why a
+ * residual path carries gradient straight through a deep stack. */
+void residual_backward(float *da, float *db, const float *dout, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* ========================================================================== */
+/* dropout (Sec. 5.4, P_drop = 0.1)                                            */
+/* ========================================================================== */
+
+/* Inverted dropout: drop with probability p, scale the survivors by 1/(1-p)
+ * so the expected value of every element is unchanged; at inference (p = 0)
+ * the layer is the identity. The random draws come from the caller's Rng in
+ * element order, so the same seed gives the same mask. */
+void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n, Rng *rng) {
+    assert(p >= 0.0f && p < 1.0f);
+    if (p == 0.0f) {
+        if (out != inp) memcpy(out, inp, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) keep[i] = 1.0f;
+        return;
+    }
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) {
+        /* rng_uniform is in [0, 1): P(u >= p) = 1 - p, the keep probability */
+        keep[i] = rng_uniform(rng) >= p ? scale : 0.0f;
+        out[i] = inp[i] * keep[i];
+    }
+}
+
+/* forward: out = inp * keep, with the very mask the forward pass drew */
+void dropout_backward(float *dinp, const float *dout, const float *keep, size_t n) {
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * keep[i];
+}
+
+/* ========================================================================== */
+/* embeddings (Sec. 3.4) and positional encoding (Sec. 3.5)                    */
+/* ========================================================================== */
+
+/* Sec. 3.4: "In the embedding layers, we multiply those weights by
+ * sqrt(d_model)". The table is initialised small, so the scale brings the
+ * token vectors to the size of the PE (entries in [-1, 1]) they are added to. */
+void embed_forward(float *out, const int *ids, const float *table, const float *pe,
+                   int B, int T, int d_model, int vocab) {
+    assert(B >= 0 && T >= 0 && d_model > 0 && vocab > 0);
+    float scale = sqrtf((float)d_model);
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            int id = ids[b * T + t];
+            assert(id >= 0 && id < vocab && "token id outside [0, vocab): validate input first");
+            const float *e = table + (long)id * d_model;
+            const float *p = pe + (long)t * d_model;
+            float *o = out + ((long)b * T + t) * d_model;
+            for (int c = 0; c < d_model; c++) o[c] = e[c] * scale + p[c];
+        }
+    }
+}
+
+/* forward: out[b,t] = table[ids[b,t]] * sqrt(d_model) + pe[t]
+ * Each use of a token adds its gradient into that token's row: a token that
+ * appears twice gets both contributions (scatter-add). PE is a fixed
+ * formula, so nothing flows into it. Serial: two positions with the same id
+ * write the same row. */
+void embed_backward(float *dtable, const float *dout, const int *ids,
+                    int B, int T, int d_model, int vocab) {
+    assert(B >= 0 && T >= 0 && d_model > 0 && vocab > 0);
+    float scale = sqrtf((float)d_model);
+    for (long i = 0; i < (long)B * T; i++) {
+        int id = ids[i];
+        assert(id >= 0 && id < vocab && "token id outside [0, vocab)");
+        const float *d = dout + i * d_model;
+        float *g = dtable + (long)id * d_model;
+        for (int c = 0; c < d_model; c++) g[c] += d[c] * scale;
+    }
+}
+
+/* PE(pos, 2i)   = sin(pos * w_i),  PE(pos, 2i+1) = cos(pos * w_i),
+ * w_i = 1 / 10000^(2i/d_model): wavelengths 2*pi .. 10000*2*pi, a geometric
+ * progression (Sec. 3.5). The angle pos * w_i is formed in double: in float,
+ * pos = 10000 would carry an angle error of ~5e-4 radians. */
+void posenc_fill(float *pe, int max_len, int d_model) {
+    assert(max_len >= 0 && d_model > 0);
+    for (int pos = 0; pos < max_len; pos++) {
+        float *row = pe + (long)pos * d_model;
+        for (int j = 0; j < d_model; j++) {
+            int two_i = j - (j % 2);          /* columns 2i and 2i+1 share w_i */
+            double w = pow(10000.0, -(double)two_i / d_model);
+            double angle = (double)pos * w;
+            row[j] = (float)(j % 2 == 0 ? sin(angle) : cos(angle));
+        }
+    }
+}
+
+/* ========================================================================== */
+/* output: log-softmax and label-smoothed cross-entropy (Sec. 5.4)             */
+/* ========================================================================== */
+
+/* log softmax(x)_v = x_v - log sum_u exp(x_u)
+ *                  = (x_v - max) - log sum_u exp(x_u - max)
+ * The second form never overflows (every exponent <= 0) and never takes the
+ * log of 0 (the max term contributes exp(0) = 1). Logits must be finite. */
+void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
+    assert(N >= 0 && V > 0);
+    PARALLEL_FOR_IF((long)N * V >= NN_PARALLEL_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (long)n * V;
+        float *y = logp + (long)n * V;
+        float max = x[0];
+        for (int v = 1; v < V; v++) max = x[v] > max ? x[v] : max;
+        double sum = 0.0;
+        for (int v = 0; v < V; v++) sum += exp((double)x[v] - max);
+        float lse = (float)log(sum);
+        for (int v = 0; v < V; v++) y[v] = (x[v] - max) - lse;
+    }
+}
+
+/* Sec. 5.4, "label smoothing of value eps_ls = 0.1": the target keeps 1-eps_ls
+ * and the rest is shared evenly by every class that could be a wrong answer.
+ * Padding is never an answer, so (as in The Annotated Transformer) it gets 0
+ * and the share is eps_ls/(V-2). A padding target (a position that does not
+ * count) gets an all-zero distribution. */
+void smoothed_targets(float *dist, int target, int V, float eps_ls, int pad_id) {
+    assert(V > 0 && target >= 0 && target < V && pad_id < V);
+    assert(eps_ls >= 0.0f && eps_ls < 1.0f);
+    if (target == pad_id) {
+        for (int v = 0; v < V; v++) dist[v] = 0.0f;
+        return;
+    }
+    int others = V - 1 - (pad_id >= 0 ? 1 : 0);
+    /* With no other class to share eps_ls with (V = 2 with a pad, or V = 1),
+     * there is nothing to smooth towards: plain one-hot. */
+    float share = others > 0 ? eps_ls / others : 0.0f;
+    float on = others > 0 ? 1.0f - eps_ls : 1.0f;
+    for (int v = 0; v < V; v++) dist[v] = share;
+    if (pad_id >= 0) dist[pad_id] = 0.0f;
+    dist[target] = on;
+}
+
+/* The loss of one counted row, -sum_v dist_v logp_v, without building dist:
+ * on * logp[target] + share * (sum of logp over the other classes). Skipping
+ * the pad class (instead of multiplying it by 0) keeps a -inf there harmless. */
+static double row_xent(const float *logp, int target, int V, float eps_ls, int pad_id) {
+    int others = V - 1 - (pad_id >= 0 ? 1 : 0);
+    double share = others > 0 ? (double)eps_ls / others : 0.0;
+    double on = others > 0 ? 1.0 - eps_ls : 1.0;
+    double rest = 0.0;
+    if (share > 0.0)
+        for (int v = 0; v < V; v++)
+            if (v != target && v != pad_id) rest += logp[v];
+    return -(on * logp[target] + share * rest);
+}
+
+float smoothed_xent_forward(const float *logp, const int *targets, int N, int V,
+                            float eps_ls, int pad_id, int *n_tokens) {
+    assert(N >= 0 && V > 0 && pad_id < V);
+    double total = 0.0;
+    int count = 0;
+    for (int n = 0; n < N; n++) {
+        int t = targets[n];
+        assert(t >= 0 && t < V && "target id outside [0, V): validate input first");
+        if (t == pad_id) continue;            /* padding: not a prediction */
+        total += row_xent(logp + (long)n * V, t, V, eps_ls, pad_id);
+        count++;
+    }
+    if (n_tokens) *n_tokens = count;
+    return count > 0 ? (float)(total / count) : 0.0f;   /* all padding: 0, not 0/0 */
+}
+
+/* forward: loss = (1/n_tokens) * sum over counted rows of -sum_v dist_v logp_v,
+ *          logp = logits - logsumexp(logits).
+ * d(-sum_v dist_v logp_v)/d logits_u = softmax_u * sum_v dist_v - dist_u
+ *                                    = softmax_u - dist_u   (dist sums to 1)
+ * and softmax = exp(logp). Padding rows get nothing. */
+void smoothed_xent_backward(float *dlogits, const float *logp, const int *targets,
+                            int N, int V, float eps_ls, int pad_id) {
+    assert(N >= 0 && V > 0 && pad_id < V);
+    int count = 0;
+    for (int n = 0; n < N; n++) {
+        assert(targets[n] >= 0 && targets[n] < V);
+        count += targets[n] != pad_id;
+    }
+    if (count == 0) return;
+    float inv = 1.0f / count;
+    int others = V - 1 - (pad_id >= 0 ? 1 : 0);
+    float share = others > 0 ? eps_ls / others : 0.0f;
+    float on = others > 0 ? 1.0f - eps_ls : 1.0f;
+    PARALLEL_FOR_IF((long)N * V >= NN_PARALLEL_MIN)
+    for (int n = 0; n < N; n++) {
+        int t = targets[n];
+        if (t == pad_id) continue;
+        const float *lp = logp + (long)n * V;
+        float *d = dlogits + (long)n * V;
+        for (int v = 0; v < V; v++) {
+            float dist = v == t ? on : v == pad_id ? 0.0f : share;
+            d[v] += (expf(lp[v]) - dist) * inv;
+        }
+    }
+}
