@@ -29,6 +29,7 @@
 #include "attention.h"
 #include "cli.h"
 #include "device.h"
+#include "model_gpu.h"
 #include "qkv_file.h"
 #include "rng.h"
 #include "show.h"
@@ -268,6 +269,19 @@ int main(int argc, char **argv) {
     int agree = dw.max_abs < 1e-5 && dout.max_abs < 1e-4;
     printf("  %s (float32 rounding in a different summation order is ~1e-7)\n",
            agree ? "they agree" : "THEY DISAGREE: a bug");
+    if (dev == DEVICE_CUDA) {
+        /* the same call on the GPU: upload Q, K, V, cuda_sdpa_forward, download */
+        float *w_gpu = malloc(sizeof(float) * Tq * Tk), *out_gpu = malloc(sizeof(float) * Tq * d_v);
+        if (!w_gpu || !out_gpu) cli_fail(PROG, "out of memory");
+        if (gpu_sdpa_forward_host(out_gpu, w_gpu, Q, K, V, NULL, 1, 1, Tq, Tk, d_k, d_v, err, sizeof err))
+            cli_fail(PROG, "--device cuda: %s", err);
+        Diff gw = diff_arrays(w_gpu, w_lib, (size_t)Tq * Tk), go = diff_arrays(out_gpu, out_lib, (size_t)Tq * d_v);
+        printf("  GPU vs CPU: max |diff| = %.3g (weights), %.3g (out)  [cuda_sdpa_forward, cuda/attention.cu]\n",
+               gw.max_abs, go.max_abs);
+        agree &= gw.max_abs < 1e-5 && go.max_abs < 1e-4;
+        free(w_gpu);
+        free(out_gpu);
+    }
 
     free(scores); free(scaled); free(weights); free(out); free(w_lib); free(out_lib);
     free(qlab_own); free(klab_own);

@@ -35,6 +35,7 @@
 #include "attention.h"
 #include "cli.h"
 #include "device.h"
+#include "model_gpu.h"
 #include "ops.h"
 #include "rng.h"
 #include "show.h"
@@ -214,7 +215,8 @@ static void mha_step_by_step(float *out, float *weights, const MhaParams *p,
 /* Runs the library's mha_forward on the same inputs and prints how far it
  * is from the step-by-step result. Returns 1 if they agree. */
 static int compare_with_library(const float *out_hand, const float *w_hand, const MhaParams *p,
-                                const float *x_q, const float *x_kv, int B, int Tq, int Tk, int d_model, int h) {
+                                const float *x_q, const float *x_kv, int B, int Tq, int Tk, int d_model, int h,
+                                Device dev) {
     int d_k = d_model / h;
     size_t n_out = (size_t)B * Tq * d_model, n_w = (size_t)B * h * Tq * Tk;
     float *out = malloc(sizeof(float) * n_out);
@@ -227,6 +229,21 @@ static int compare_with_library(const float *out_hand, const float *w_hand, cons
     int ok = dout.max_abs < 1e-4 && dw.max_abs < 1e-5;
     printf("library mha_forward vs the steps above: max |diff| output %.3g, weights %.3g: %s\n",
            dout.max_abs, dw.max_abs, ok ? "they agree" : "THEY DISAGREE (a bug)");
+    if (dev == DEVICE_CUDA) {
+        /* the same layer on the GPU: upload, projections + cuda_sdpa_forward + W^O, download */
+        float *out_gpu = malloc(sizeof(float) * n_out), *w_gpu = malloc(sizeof(float) * n_w);
+        char err[256];
+        if (!out_gpu || !w_gpu) cli_fail(PROG, "out of memory");
+        if (gpu_mha_forward_host(out_gpu, w_gpu, p, x_q, x_kv, NULL, B, Tq, Tk, d_model, h, d_k, d_k,
+                                 err, sizeof err))
+            cli_fail(PROG, "--device cuda: %s", err);
+        Diff gout = diff_arrays(out_gpu, out, n_out), gw = diff_arrays(w_gpu, a.weights, n_w);
+        printf("GPU vs CPU: max |diff| = %.3g (output), %.3g (weights)  [cuda/model_gpu.c]\n",
+               gout.max_abs, gw.max_abs);
+        ok &= gout.max_abs < 1e-4 && gw.max_abs < 1e-5;
+        free(out_gpu);
+        free(w_gpu);
+    }
     free(out);
     free(acts);
     return ok;
@@ -324,7 +341,7 @@ int main(int argc, char **argv) {
     printf("Every head sees the same tokens through its own W_i^Q, W_i^K, so each\n"
            "draws its own pattern (Section 3.2.2: \"jointly attend to information\n"
            "from different representation subspaces\").\n");
-    ok &= compare_with_library(out, w, &self, x_en, x_en, B, T, T, d_model, h);
+    ok &= compare_with_library(out, w, &self, x_en, x_en, B, T, T, d_model, h, dev);
 
     /* ---- 2. cross-attention --------------------------------------------------------- */
     show_section("2. Cross-attention: English queries over a French source (Section 3.2.3)");
@@ -339,7 +356,7 @@ int main(int argc, char **argv) {
                (const char *const *)en, (const char *const *)fr);
     printf("The output has one row per English query, whatever the source length:\n"
            "that is how the decoder reads a sentence of another length.\n");
-    ok &= compare_with_library(out, w, &cross, x_en, x_fr, B, T, S, d_model, h);
+    ok &= compare_with_library(out, w, &cross, x_en, x_fr, B, T, S, d_model, h, dev);
 
     /* ---- 3. parameters -------------------------------------------------------------- */
     show_section("3. h heads of d_model/h cost what one head of d_model costs");

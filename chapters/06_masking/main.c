@@ -31,6 +31,7 @@
 #include "attention.h"
 #include "cli.h"
 #include "device.h"
+#include "model_gpu.h"
 #include "ops.h"
 #include "rng.h"
 #include "show.h"
@@ -177,6 +178,24 @@ int main(int argc, char **argv) {
     rng_fill_normal(&rng, K, nx, 0.0f, 1.0f);
     rng_fill_normal(&rng, V, nx, 0.0f, 1.0f);
     sdpa_forward(out, w, Q, K, V, both, B, 1, T, T, d_k, d_k);
+    int gpu_ok = 1;
+    if (dev == DEVICE_CUDA) {
+        /* the same call on the GPU (upload, cuda_sdpa_forward, download); from
+         * here on the heatmaps and the checks below use the GPU's numbers */
+        float *out_gpu = malloc(sizeof(float) * nx), *w_gpu = malloc(sizeof(float) * nm);
+        char err[256];
+        if (!out_gpu || !w_gpu) cli_fail(PROG, "out of memory");
+        if (gpu_sdpa_forward_host(out_gpu, w_gpu, Q, K, V, both, B, 1, T, T, d_k, d_k, err, sizeof err))
+            cli_fail(PROG, "--device cuda: %s", err);
+        Diff gw = diff_arrays(w_gpu, w, nm), go = diff_arrays(out_gpu, out, nx);
+        printf("GPU vs CPU: max |diff| = %.3g (weights), %.3g (out)  [cuda_sdpa_forward with the mask]\n",
+               gw.max_abs, go.max_abs);
+        gpu_ok = gw.max_abs < 1e-5 && go.max_abs < 1e-4;
+        memcpy(w, w_gpu, sizeof(float) * nm);
+        memcpy(out, out_gpu, sizeof(float) * nx);
+        free(out_gpu);
+        free(w_gpu);
+    }
     Tensor tw = tensor_wrap(w, "weights", "batch heads query key", B, 1, T, T);
     show_shape(&tw, "softmax(Q K^T / sqrt(d_k) with -inf where the mask is 0)");
     for (int b = 0; b < B && b < 3; b++) {
@@ -213,7 +232,7 @@ int main(int argc, char **argv) {
            "contributes nothing to the output and receives no gradient.\n");
     printf("Padded QUERY rows (past a sentence's length) still attend to the real\n"
            "keys; their outputs are ignored later (the loss skips <pad> targets).\n");
-    int ok = !bad && !bad_rows;
+    int ok = !bad && !bad_rows && gpu_ok;
 
     /* ---- 4. fully masked row ------------------------------------------------------------ */
     show_section("4. A row with nothing to attend to");

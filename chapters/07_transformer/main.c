@@ -37,6 +37,7 @@
 #include "cli.h"
 #include "device.h"
 #include "model.h"
+#include "model_gpu.h"
 #include "rng.h"
 #include "show.h"
 #include "tensor.h"
@@ -314,8 +315,9 @@ static void print_next_token(const Model *m, const float *logp, const int *tgt, 
 
 /* ---- heatmaps ------------------------------------------------------------- */
 
-static void heatmaps(const Model *m, const int *src, const int *tgt, int Ts, int Tt, int layer, int head,
-                     const char *out) {
+/* gm: take the weights from the GPU's forward pass instead (NULL: the CPU's) */
+static void heatmaps(const Model *m, const GpuModel *gm, const int *src, const int *tgt, int Ts, int Tt,
+                     int layer, int head, const char *out) {
     const Config *c = &m->cfg;
     int V = c->vocab;
     const char *sl[LABELS], *tl[LABELS];
@@ -328,13 +330,18 @@ static void heatmaps(const Model *m, const int *src, const int *tgt, int Ts, int
         {ATTN_DEC_SELF, "decoder masked self-attention", "dec_self", Tt, Tt, tlp, tlp},
         {ATTN_DEC_CROSS, "cross-attention (target x source)", "cross", Tt, Ts, tlp, slp},
     };
+    float *gpu_w = gm ? malloc((size_t)m->B * c->h * (Tt > Ts ? Tt : Ts) * Ts * sizeof(float)) : NULL;
+    if (gm && !gpu_w) cli_fail(PROG, "out of memory");
     for (int i = 0; i < 3; i++) {
-        const float *w = model_attention(m, maps[i].kind, layer) + (size_t)head * maps[i].tq * maps[i].tk;
+        const float *all = model_attention(m, maps[i].kind, layer);
+        if (gm) gpu_model_attention(gm, maps[i].kind, layer, gpu_w), all = gpu_w;
+        const float *w = all + (size_t)head * maps[i].tq * maps[i].tk;
         snprintf(title, sizeof title, "%s, layer %d, head %d", maps[i].what, layer, head);
         show_heatmap(title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl);
         snprintf(name, sizeof name, "%s_layer%d_head%d", maps[i].file, layer, head);
         plot_heatmap(out, name, title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl, "key", "query");
     }
+    free(gpu_w);
 }
 
 /* ---- --dump: numbers for comparing with another implementation ---------- */
@@ -412,7 +419,7 @@ int main(int argc, char **argv) {
         {"--load",      CLI_STRING, &load,     "read the model from this checkpoint (its config wins)", 0, 0},
         {"--dump",      CLI_STRING, &dump_path, "write logits of the forward pass to this text file", 0, 0},
         {"--dump-attn", CLI_FLAG,   &dump_attn, "with --dump: also every attention weight", 0, 0},
-        {"--device",    CLI_STRING, &device,   "cpu or cuda (the model runs on the CPU for now)", 0, 0},
+        {"--device",    CLI_STRING, &device,   "cpu or cuda (cuda: the forward pass also runs on the GPU)", 0, 0},
         {"--out",       CLI_STRING, &out,      "output folder for heatmap data and PNGs", 0, 0},
     };
     cli_parse(argc, argv, PROG, "the encoder-decoder Transformer of Figure 1, one forward pass, stage by stage",
@@ -522,7 +529,6 @@ int main(int argc, char **argv) {
     if (layer >= c.N) cli_fail(PROG, "--layer %d: the model has layers 0..%d", layer, c.N - 1);
     if (head >= c.h) cli_fail(PROG, "--head %d: the model has heads 0..%d", head, c.h - 1);
     if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
-    if (dev == DEVICE_CUDA) printf("note: the whole-model forward pass runs on the CPU (kernels in cuda/ are per-op).\n");
 
     /* ---- 1. the input ---- */
     show_section("1. Input: source and (shifted-right) target token ids");
@@ -549,13 +555,34 @@ int main(int argc, char **argv) {
     const float *logp = model_forward(&m, src, tgt, B, Ts, Tt, 0);
     double t1 = now_s(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
 
+    /* --device cuda: the same forward pass on the GPU (cuda/model_gpu.c: the
+     * weights uploaded once, every op a kernel); from here on the guesses and
+     * heatmaps use the GPU's numbers */
+    const float *cpu_logp = logp;   /* --dump writes the CPU's numbers */
+    GpuModel *gm = NULL;
+    float *gpu_logp = NULL;
+    double gpu_s = 0;
+    if (dev == DEVICE_CUDA) {
+        size_t nl = (size_t)B * Tt * c.vocab;
+        if (gpu_model_build(&gm, &m, err, sizeof err)) cli_fail(PROG, "--device cuda: %s", err);
+        if (!(gpu_logp = malloc(nl * sizeof(float)))) cli_fail(PROG, "out of memory");
+        gpu_model_forward(gm, src, tgt, B, Ts, Tt, 0);   /* warm-up: the first call loads cuBLAS */
+        double g0 = now_s();
+        gpu_model_forward(gm, src, tgt, B, Ts, Tt, 0);
+        gpu_model_logp(gm, gpu_logp);
+        gpu_s = now_s() - g0;
+        Diff d = diff_arrays(gpu_logp, logp, nl);
+        printf("\nGPU vs CPU: max |diff| = %.3g (log-probabilities, the whole forward pass)\n", d.max_abs);
+        logp = gpu_logp;
+    }
+
     print_stages(&m, logp, src, Ts, Tt);
     print_next_token(&m, logp, tgt, Tt, c.vocab < 5 ? c.vocab : 5);
 
     show_section("6. Attention weights (terminal + PNG)");
     printf("Rows are queries, columns keys; each row sums to 1. The decoder's self-attention\n"
            "is lower-triangular: the mask of Sec. 3.2.3 gives later positions weight 0.\n");
-    heatmaps(&m, src, tgt, Ts, Tt, layer, head, out);
+    heatmaps(&m, gm, src, tgt, Ts, Tt, layer, head, out);
 
     show_section("7. Time");
     double flops = 0;   /* multiply-adds x 2 of the matrix products */
@@ -571,12 +598,16 @@ int main(int argc, char **argv) {
            "  (all threads); %.3g GFLOP in matrix products = %.1f GFLOP/s.\n"
            "  --config base --batch 8 --len 32 times the paper's base model.\n",
            B, Ts, Tt, 1e3 * (t1 - t0), 1e3 * cpu, flops / 1e9, flops / 1e9 / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
+    if (gm) printf("  on the GPU (--device cuda): %.2f ms wall clock = %.1f GFLOP/s.\n", 1e3 * gpu_s,
+                   flops / 1e9 / (gpu_s > 0 ? gpu_s : 1e-9));
 
-    if (dump_path) dump(&m, logp, src, tgt, Ts, Tt, dump_attn, dump_path);
+    if (dump_path) dump(&m, cpu_logp, src, tgt, Ts, Tt, dump_attn, dump_path);
     if (save) {
         if (model_save(&m, save, NULL, err, sizeof err)) cli_fail(PROG, "--save: %s", err);
         printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", save);
     }
+    gpu_model_free(gm);
+    free(gpu_logp);
     model_free(&m);
     free(src);
     free(tgt);

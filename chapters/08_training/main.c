@@ -1,0 +1,579 @@
+/* 08_training - teach the Transformer to copy: Section 5 of the paper.
+ *
+ * The paper trains on WMT translation for 12 hours on 8 GPUs. The copy task
+ * of The Annotated Transformer keeps every ingredient of Section 5 and runs
+ * in under a minute on a laptop: given [<s>, x1..x9] with x in 2..10, output the
+ * same sequence. Everything the paper uses is here:
+ *
+ *   Sec. 5.3  Adam (beta1 0.9, beta2 0.98, eps 1e-9) with
+ *             lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+ *   Sec. 5.4  dropout P_drop on every sub-layer output and on the embedding
+ *             sums, label smoothing eps_ls = 0.1
+ *   Sec. 6.1  decoding (greedy here: beam size 1)
+ *
+ * It prints the data and its shapes, the smoothed targets, the schedule,
+ * attention before training, a progress line while training, then decoded
+ * examples, exact-match accuracy on 1000 held-out sequences and attention
+ * after training; PNGs go to --out. Checkpoints (with optimizer state) can
+ * be resumed and land on the same weights, bit for bit.
+ *
+ *   build/08_training                       small model, solves the task in ~20-25 s
+ *   build/08_training --layers 2 --d-model 512 --d-ff 2048 --heads 8 \
+ *                     --batch 80 --warmup 400     The Annotated Transformer's setup
+ *   build/08_training --steps 300 --checkpoint-every 100
+ *   build/08_training --resume out/08_training/copy.ckpt --steps 500
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "device.h"
+#include "model.h"
+#include "nn.h"
+#include "optim.h"
+#include "show.h"
+#include "tensor.h"
+#include "train.h"
+
+static const char *PROG = "08_training";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* "<pad>", "<s>", or the number: labels for heatmap rows and columns */
+static void token_label(char *buf, size_t len, int id) {
+    if (id == COPY_PAD) snprintf(buf, len, "<pad>");
+    else if (id == COPY_START) snprintf(buf, len, "<s>");
+    else snprintf(buf, len, "%d", id);
+}
+
+static void print_ids(const char *name, const int *ids, int n) {
+    printf("%-8s", name);
+    for (int i = 0; i < n; i++) {
+        char b[8];
+        token_label(b, sizeof b, ids[i]);
+        printf(" %3s", b);
+    }
+}
+
+/* Parses --decode "3 5 7 ..." into T-1 ids after the start symbol.
+ * Every problem with it is the user's to fix: exit 2 naming the flag. */
+static void parse_decode(int *src, const char *s, int T, const Config *c) {
+    int n = 0;
+    const char *p = s;
+    src[n++] = COPY_START;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) cli_fail(PROG, "--decode: '%s' is not a list of token ids (e.g. --decode \"3 5 7 2 9 4 10 6 8\")", s);
+        if (n >= T) cli_fail(PROG, "--decode: give exactly %d token ids (the sequence after <s>), got more", T - 1);
+        src[n++] = v < -1000000 ? -1000000 : v > 1000000 ? 1000000 : (int)v;
+        p = end;
+    }
+    if (n != T) cli_fail(PROG, "--decode: give exactly %d token ids (the sequence after <s>), got %d", T - 1, n - 1);
+    char err[256];
+    /* the ids as the user typed them (after the <s> we added), so that
+     * "token 3" in a message is the third id on the command line */
+    if (model_check_tokens(c, src + 1, T - 1, "--decode", err, sizeof err)) cli_fail(PROG, "%s", err);
+    for (int i = 1; i < T; i++)
+        if (src[i] == COPY_PAD || src[i] == COPY_START)
+            cli_fail(PROG, "--decode: token %d is %d, but 0 is padding and 1 the start symbol; the copy task's words are 2..%d",
+                     i, src[i], c->vocab - 1);
+}
+
+/* ---- attention heatmaps ------------------------------------------------------
+ * Runs the model on one (source, decoded output) pair with teacher forcing
+ * and shows, for every layer, the attention weights averaged over the heads:
+ * encoder self-attention, decoder masked self-attention, and the decoder's
+ * cross-attention over the source (Sec. 3.2.3). The terminal gets the last
+ * layer; the PNGs every layer. */
+static void show_attention(Model *m, const int *src, const int *ys, int T, const char *when, const char *out) {
+    int Tt = T - 1;
+    model_forward(m, src, ys, 1, T, Tt, 0);
+    char srcl[COPY_LEN * 2][8], tgtl[COPY_LEN * 2][8];
+    const char *sl[COPY_LEN * 2], *tl[COPY_LEN * 2];
+    for (int i = 0; i < T; i++) {
+        token_label(srcl[i], sizeof srcl[i], src[i]);
+        sl[i] = srcl[i];
+    }
+    for (int i = 0; i < Tt; i++) {
+        token_label(tgtl[i], sizeof tgtl[i], ys[i]);
+        tl[i] = tgtl[i];
+    }
+    static const struct { AttnKind kind; const char *name, *what, *xlabel, *ylabel; } kinds[] = {
+        {ATTN_ENC_SELF, "enc_self", "encoder self-attention", "source key", "source query"},
+        {ATTN_DEC_SELF, "dec_self", "decoder masked self-attention", "decoder key", "decoder query (input token)"},
+        {ATTN_DEC_CROSS, "cross", "decoder cross-attention", "source key", "decoder query (input token)"},
+    };
+    int h = m->cfg.h;
+    float avg[COPY_LEN * COPY_LEN * 4];
+    for (int pass = 0; pass < 2; pass++) {   /* terminal first, then the PNGs */
+        for (int k = 0; k < 3; k++) {
+            int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
+            int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
+            const char *const *rl = kinds[k].kind == ATTN_ENC_SELF ? sl : tl;
+            const char *const *cl = kinds[k].kind == ATTN_DEC_SELF ? tl : sl;
+            for (int layer = pass == 0 ? m->cfg.N - 1 : 0; layer < m->cfg.N; layer++) {
+                const float *w = model_attention(m, kinds[k].kind, layer);   /* (1,h,Tq,Tk) */
+                for (int i = 0; i < Tq * Tk; i++) {
+                    float s = 0;
+                    for (int head = 0; head < h; head++) s += w[(size_t)head * Tq * Tk + i];
+                    avg[i] = s / h;
+                }
+                char name[64], title[160];
+                snprintf(title, sizeof title, "%s training: %s, layer %d of %d, mean of %d heads",
+                         when, kinds[k].what, layer + 1, m->cfg.N, h);
+                if (pass == 0) {
+                    Tensor wt = tensor_wrap((float *)w, "weights", "batch heads query key", 1, h, Tq, Tk);
+                    show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
+                                                                    : "(Eq. 1: one softmax row per query)");
+                    show_heatmap(title, avg, Tq, Tk, rl, cl);
+                } else {
+                    snprintf(name, sizeof name, "attn_%s_%s_layer%d", when, kinds[k].name, layer + 1);
+                    plot_heatmap(out, name, title, avg, Tq, Tk, rl, cl, kinds[k].xlabel, kinds[k].ylabel);
+                }
+            }
+        }
+    }
+}
+
+/* ---- section 1: the data ---------------------------------------------------------- */
+static void section_data(const Trainer *tr) {
+    const int T = tr->T, Tt = tr->T - 1, V = tr->model->cfg.vocab;
+    show_section("1. The copy task (stand-in for WMT, Sec. 5.1)");
+    printf("vocabulary %d: 0 = <pad>, 1 = <s> (start), words 2..%d; every sequence is <s> plus %d words\n",
+           V, V - 1, T - 1);
+    Rng peek = tr->data_rng;   /* a copy: looking must not change the run */
+    enum { SHOWN = 2 };
+    int src[SHOWN * COPY_LEN], tin[SHOWN * COPY_LEN], tout[SHOWN * COPY_LEN];
+    copy_batch(src, tin, tout, SHOWN, T, V, &peek);
+    printf("  src ids [batch=%d, seq=%d]   tgt_in ids [batch=%d, seq=%d]   tgt_out ids [batch=%d, seq=%d]\n",
+           tr->B, T, tr->B, Tt, tr->B, Tt);
+    for (int b = 0; b < SHOWN; b++) {
+        print_ids("src", src + b * T, T);
+        printf("\n");
+        print_ids("tgt_in", tin + b * Tt, Tt);
+        printf("      (the target shifted right: starts with <s>)\n");
+        print_ids("tgt_out", tout + b * Tt, Tt);
+        printf("      (what each decoder position must predict)\n");
+    }
+}
+
+/* ---- section 2: label smoothing (Sec. 5.4) -------------------------------------- */
+static void section_label_smoothing(const char *out, float eps_ls) {
+    const int V = COPY_VOCAB;
+    show_section("2. Label smoothing (Sec. 5.4)");
+    {
+        enum { R = COPY_VOCAB - 2 };
+        float dist[R * COPY_VOCAB];
+        char rl_s[R][16], cl_s[COPY_VOCAB][8];
+        const char *rl[R], *cl[COPY_VOCAB];
+        for (int v = 0; v < V; v++) {
+            token_label(cl_s[v], sizeof cl_s[v], v);
+            cl[v] = cl_s[v];
+        }
+        for (int r = 0; r < R; r++) {
+            smoothed_targets(dist + r * V, r + 2, V, eps_ls, COPY_PAD);
+            snprintf(rl_s[r], sizeof rl_s[r], "y=%d", r + 2);
+            rl[r] = rl_s[r];
+        }
+        printf("eps_ls = %.2f: the right word gets 1 - eps = %.3f, the other %d words eps/%d = %.4f each, <pad> 0\n",
+               eps_ls, 1 - eps_ls, V - 2, V - 2, eps_ls / (V - 2));
+        char title[128];
+        snprintf(title, sizeof title, "smoothed target distribution, eps_ls = %.2f (rows: true word)", eps_ls);
+        show_heatmap(title, dist, R, V, rl, cl);
+        plot_heatmap(out, "label_smoothing", title, dist, R, V, rl, cl, "vocabulary", "true next word");
+        double fl = smoothed_loss_floor(V, eps_ls, COPY_PAD);
+        printf("lowest possible loss with this smoothing (entropy of one row): %.4f nats per token\n", fl);
+
+        /* One row as a line, for eps 0, this run's and 0.3: the small
+         * plateau eps/(V-2) is invisible in the heatmap's colour scale. */
+        float vx[COPY_VOCAB], rows[3][COPY_VOCAB];
+        const float eps3[3] = {0.0f, eps_ls, 0.3f};
+        for (int v = 0; v < V; v++) vx[v] = (float)v;
+        for (int k = 0; k < 3; k++) smoothed_targets(rows[k], 5, V, eps3[k], COPY_PAD);
+        char n0[32], n1[32], n2[32];
+        snprintf(n0, sizeof n0, "eps_ls = %.2f (one-hot)", eps3[0]);
+        snprintf(n1, sizeof n1, "eps_ls = %.2f (this run)", eps3[1]);
+        snprintf(n2, sizeof n2, "eps_ls = %.2f", eps3[2]);
+        const float *rser[3] = {rows[0], rows[1], rows[2]};
+        const char *rnames[3] = {n0, n1, n2};
+        plot_lines(out, "label_smoothing_row", "target distribution for the true word 5 (Sec. 5.4); id 0 = <pad> gets 0",
+                   "token id", "target probability", vx, V, rser, rnames, 3, 0, 0);
+
+        /* Loss of a prediction that puts probability x on the right word and
+         * spreads 1-x evenly over the other words. Without smoothing the
+         * loss falls all the way as x -> 1; with it, the loss is lowest at
+         * x = 1 - eps and rises again: over-confidence is penalised. */
+        enum { X = 200 };
+        float px[X], lz[X], ls[X];
+        float q0[COPY_VOCAB], qs[COPY_VOCAB];
+        smoothed_targets(q0, 5, V, 0.0f, COPY_PAD);
+        smoothed_targets(qs, 5, V, eps_ls > 0 ? eps_ls : 0.1f, COPY_PAD);
+        for (int i = 0; i < X; i++) {
+            double x = 0.05 + (0.9999 - 0.05) * i / (X - 1), l0 = 0, l1 = 0;
+            px[i] = (float)x;
+            for (int v = 0; v < V; v++) {
+                if (v == COPY_PAD) continue;
+                double p = v == 5 ? x : (1 - x) / (V - 2);
+                l0 -= q0[v] * log(p);
+                l1 -= qs[v] * log(p);
+            }
+            lz[i] = (float)l0;
+            ls[i] = (float)l1;
+        }
+        char nls[48];
+        snprintf(nls, sizeof nls, "eps_ls = %.2f: lowest at x = %.2f", eps_ls > 0 ? eps_ls : 0.1f,
+                 1 - (eps_ls > 0 ? eps_ls : 0.1f));
+        const float *cser[2] = {lz, ls};
+        const char *cnames[2] = {"eps_ls = 0: keeps falling", nls};
+        plot_lines(out, "label_smoothing_confidence", "loss vs confidence in the right word (Sec. 5.4)",
+                   "probability given to the right word", "loss (nats)", px, X, cser, cnames, 2, 0, 0);
+        if (eps_ls > 0)
+            printf("with smoothing the loss is lowest when the model gives the right word %.2f, not 1:\n"
+                   "it is paid to stay a little unsure (perplexity suffers, accuracy and BLEU do not - Sec. 5.4)\n",
+                   1 - eps_ls);
+        else
+            printf("no smoothing: the loss only reaches 0 when the model is certain (one-hot targets)\n");
+    }
+}
+
+/* ---- section 3: the learning-rate schedule (Sec. 5.3) ----------------------------- */
+static void section_schedule(const char *out, int d_model, int warmup, float factor) {
+    show_section("3. Learning rate (Sec. 5.3)");
+    printf("lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)\n");
+    printf("this run: d_model %d, warmup %d, factor %g -> peak %.3e at step %d\n",
+           d_model, warmup, factor, lr_schedule(warmup, d_model, warmup, factor), warmup);
+    printf("paper (base): d_model 512, warmup 4000 -> peak %.3e at step 4000\n", lr_schedule(4000, 512, 4000, 1));
+    {
+        enum { P = 400 };
+        static const int pairs[3][2] = {{512, 4000}, {512, 8000}, {256, 4000}};
+        float xs[P], ys[4][P];
+        for (int i = 0; i < P; i++) {
+            int s = 1 + i * 50;
+            xs[i] = s;
+            for (int k = 0; k < 3; k++) ys[k][i] = lr_schedule(s, pairs[k][0], pairs[k][1], 1);
+            ys[3][i] = lr_schedule(s, d_model, warmup, factor);
+        }
+        const float *ser[4] = {ys[0], ys[1], ys[2], ys[3]};
+        char run_name[64];
+        snprintf(run_name, sizeof run_name, "this run: %d:%d x%g", d_model, warmup, factor);
+        const char *names[4] = {"512:4000", "512:8000", "256:4000", run_name};
+        plot_lines(out, "lr_schedules", "Sec. 5.3 schedule for (d_model:warmup) pairs, factor 1",
+                   "step", "learning rate", xs, P, ser, names, 3, 0, 0);
+        /* Log-log: warmup is a line of slope +1, the decay one of slope -1/2 */
+        float lx[P], ly[4][P];
+        int np = 0;
+        for (int i = 0; i < P; i++) {
+            int st = (int)lround(pow(10.0, 5.0 * i / (P - 1)));   /* 1 .. 100000, evenly on a log axis */
+            if (np > 0 && st <= (int)lx[np - 1]) continue;
+            lx[np] = (float)st;
+            for (int k = 0; k < 3; k++) ly[k][np] = lr_schedule(st, pairs[k][0], pairs[k][1], 1);
+            ly[3][np] = lr_schedule(st, d_model, warmup, factor);
+            np++;
+        }
+        const float *lser[4] = {ly[0], ly[1], ly[2], ly[3]};
+        plot_lines(out, "lr_schedules_loglog", "Sec. 5.3 schedule, log-log: slope +1 (warmup), -1/2 (decay)",
+                   "step", "learning rate", lx, np, lser, names, 4, 1, 1);
+    }
+}
+
+/* ---- section 6: the training loop ---------------------------------------------------- */
+typedef struct {
+    int steps;              /* train until this many steps in total            */
+    int ckpt_every;         /* save every K steps (0: never inside the loop)   */
+    int nan_at;             /* poison a weight before this step (0: never)     */
+    const char *ckpt_path;  /* where checkpoints go                            */
+    const char *good_path;  /* the last good checkpoint on disk, or NULL       */
+    const char *out;        /* plot folder                                     */
+} LoopOpts;
+
+typedef struct {
+    int tty;              /* \r updates between the kept lines            */
+    double t0, last_draw; /* seconds                                     */
+    long tokens;          /* target tokens trained on in this process     */
+} Progress;
+
+static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first, const StepStats *st, int keep) {
+    double el = now_s() - p->t0;
+    double done = (double)(step - first), left = (double)steps - (double)step;
+    double eta = done > 0 ? el / done * left : 0;
+    if (p->tty) printf("\r");
+    printf("  step %5llu/%d  loss %.4f  lr %.2e  |grad| %7.3f  %6.0f tok/s  %6.1fs  ETA %5.1fs%s",
+           (unsigned long long)step, steps, st->loss, st->lr, st->grad_norm,
+           el > 0 ? p->tokens / el : 0.0, el, eta, keep || !p->tty ? "\n" : "");
+    fflush(stdout);
+    p->last_draw = now_s();
+}
+
+/* Trains from tr->step up to o->steps, printing ~12 progress lines, saving
+ * every o->ckpt_every steps, then plots the loss and learning-rate curves.
+ * Returns 0; 1 when a step met a NaN/inf (nothing updated, the last
+ * checkpoint on disk untouched); 2 when a checkpoint could not be written. */
+static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
+    char err[512];
+    const char *good = o->good_path;
+    uint64_t first = tr->step, good_step = tr->step;
+    int todo = (uint64_t)o->steps > first ? o->steps - (int)first : 0;
+    int every = todo / 12 > 1 ? todo / 12 : 1;
+    float *loss_hist = calloc(todo ? todo : 1, sizeof(float));
+    float *lr_hist = calloc(todo ? todo : 1, sizeof(float));
+    float *step_x = calloc(todo ? todo : 1, sizeof(float));
+    float *floor_line = calloc(todo ? todo : 1, sizeof(float));
+    if (!loss_hist || !lr_hist || !step_x || !floor_line) {
+        fprintf(stderr, "%s: out of memory for %d steps of history\n", PROG, todo);
+        exit(1);
+    }
+    printf("%d steps (from %llu to %d), %d target tokens each; a line every %d steps\n",
+           todo, (unsigned long long)first, o->steps, tr->B * (tr->T - 1), every);
+    Progress pg = {.tty = isatty(1), .t0 = now_s()};
+    StepStats st = {0};
+    int rc = 0, done = 0;
+    for (int i = 0; i < todo; i++) {
+        if (o->nan_at > 0 && tr->step + 1 == (uint64_t)o->nan_at) {
+            if (pg.tty) printf("\n");
+            printf("  --nan-at %d: setting %s[0] to NaN before this step\n", o->nan_at,
+                   tr->model->params.tensors[0].name);
+            tr->model->params.mem[0] = NAN;
+        }
+        TrainStatus ts = train_step(tr, &st);
+        if (ts != TRAIN_OK) {
+            if (pg.tty) printf("\n");
+            fflush(stdout);
+            fprintf(stderr, "%s: training stopped at step %llu: %s (loss %g).\n  Nothing was updated at this step. %s\n",
+                    PROG, (unsigned long long)tr->step + 1, train_status_str(ts), st.loss,
+                    o->nan_at > 0 && tr->step + 1 == (uint64_t)o->nan_at
+                        ? "The NaN was put there by --nan-at."
+                        : "Usual cause: a learning rate too high for this model\n"
+                          "  (try a smaller --factor or a longer --warmup).");
+            if (good) fprintf(stderr, "  The last good checkpoint, %s (step %llu), is intact; --resume it to go on.\n",
+                              good, (unsigned long long)good_step);
+            else fprintf(stderr, "  No checkpoint was written in this run (use --checkpoint-every K).\n");
+            rc = 1;
+            break;
+        }
+        pg.tokens += st.n_tokens;
+        loss_hist[i] = st.loss;
+        lr_hist[i] = st.lr;
+        step_x[i] = (float)tr->step;
+        done = i + 1;
+        int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
+        if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
+        if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
+            if (trainer_save(tr, o->ckpt_path, err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", PROG, err);
+                rc = 2;
+                break;
+            }
+            good = o->ckpt_path;
+            good_step = tr->step;
+            if (pg.tty) printf("\n");
+            printf("  checkpoint: %s (step %llu)\n", o->ckpt_path, (unsigned long long)tr->step);
+        }
+    }
+    double train_s = now_s() - pg.t0;
+    double fl = smoothed_loss_floor(tr->model->cfg.vocab, eps_ls, tr->model->cfg.pad_id);
+    if (rc == 0 && done > 0) {
+        printf("trained %d steps in %.1f s: %.1f ms/step, %.0f target tokens/s; final loss %.4f (floor %.4f)\n",
+               done, train_s, 1e3 * train_s / done, pg.tokens / train_s, st.loss, fl);
+        for (int i = 0; i < done; i++) floor_line[i] = (float)fl;
+        const float *ser[2] = {loss_hist, floor_line};
+        const char *names[2] = {"training loss (label-smoothed cross-entropy)", "floor: entropy of smoothed targets"};
+        plot_lines(o->out, "loss", "training loss per step (Sec. 5.4 label smoothing sets the floor)",
+                   "step", "loss (nats per token)", step_x, done, ser, names, 2, 0, 0);
+        const float *lser[1] = {lr_hist};
+        const char *lnames[1] = {"learning rate (Sec. 5.3)"};
+        plot_lines(o->out, "lr", "learning rate used at each step (Sec. 5.3)", "step", "learning rate",
+                   step_x, done, lser, lnames, 1, 0, 0);
+    }
+    free(loss_hist);
+    free(lr_hist);
+    free(step_x);
+    free(floor_line);
+    return rc;
+}
+
+/* ---- section 7: decoding and accuracy ------------------------------------------------- */
+static void decode_and_print(Model *m, const int *src, int T) {
+    int y[COPY_LEN], prefix[COPY_LEN];
+    greedy_decode(m, y, prefix, src, 1, T, T, COPY_START, -1, COPY_PAD);
+    print_ids("input", src, T);
+    printf("\n");
+    print_ids("output", y, T);
+    printf("   %s\n", memcmp(src, y, (size_t)T * sizeof(int)) ? "WRONG" : "ok");
+}
+
+int main(int argc, char **argv) {
+    /* ---- defaults: small enough to train in seconds on 2 cores ---------- */
+    int layers = 2, d_model = 64, d_ff = 128, heads = 4;
+    int batch = 128, steps = 500, warmup = 200;
+    float factor = 1.0f, eps_ls = 0.1f, dropout = 0.1f;
+    int no_reg = 0, ckpt_every = 0, n_eval = 1000, n_examples = 5, nan_at = 0;
+    uint64_t seed = 42, eval_seed = 2017;
+    const char *out = "out/08_training", *ckpt_path = NULL, *resume = NULL;
+    const char *device = "cpu", *decode = NULL;
+    CliOption opts[] = {
+        {"--layers", CLI_INT, &layers, "N: layers in the encoder and in the decoder", 1, 64},
+        {"--d-model", CLI_INT, &d_model, "d_model (paper 512)", 2, 4096},
+        {"--d-ff", CLI_INT, &d_ff, "d_ff, FFN inner width (paper 2048)", 1, 16384},
+        {"--heads", CLI_INT, &heads, "h, attention heads; must divide d_model (paper 8)", 1, 256},
+        {"--batch", CLI_INT, &batch, "sequences per step", 1, 4096},
+        {"--steps", CLI_INT, &steps, "train until this many optimizer steps in total", 0, 10000000},
+        {"--warmup", CLI_INT, &warmup, "warmup_steps of Sec. 5.3 (paper 4000)", 1, 10000000},
+        {"--factor", CLI_FLOAT, &factor, "multiplies the Sec. 5.3 learning rate (paper 1)", 1e-6, 1e12},
+        {"--label-smoothing", CLI_FLOAT, &eps_ls, "eps_ls of Sec. 5.4 (paper 0.1)", 0, 0.99},
+        {"--dropout", CLI_FLOAT, &dropout, "P_drop of Sec. 5.4 (paper 0.1)", 0, 0.95},
+        {"--no-regularization", CLI_FLAG, &no_reg, "no dropout and no label smoothing", 0, 0},
+        {"--seed", CLI_U64, &seed, "seed for weights, training data and dropout", 0, 0},
+        {"--eval", CLI_INT, &n_eval, "held-out sequences for exact-match accuracy (0: skip)", 0, 1000000},
+        {"--eval-seed", CLI_U64, &eval_seed, "seed of the held-out sequences", 0, 0},
+        {"--examples", CLI_INT, &n_examples, "fresh sequences decoded and printed at the end", 0, 100},
+        {"--decode", CLI_STRING, &decode, "also decode these 9 ids (2..10), e.g. \"3 5 7 2 9 4 10 6 8\"", 0, 0},
+        {"--checkpoint-every", CLI_INT, &ckpt_every, "save a checkpoint every K steps (0: only at the end)", 0, 10000000},
+        {"--checkpoint", CLI_STRING, &ckpt_path, "checkpoint file (default: OUT/copy.ckpt)", 0, 0},
+        {"--resume", CLI_STRING, &resume, "continue the run saved in this checkpoint", 0, 0},
+        {"--nan-at", CLI_INT, &nan_at, "poison one weight with NaN before this step, to watch the guard (0: never)", 0, 10000000},
+        {"--device", CLI_STRING, &device, "cpu or cuda (this chapter trains on the CPU)", 0, 0},
+        {"--out", CLI_STRING, &out, "output folder for plots and the checkpoint", 0, 0},
+    };
+    cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
+              opts, CLI_COUNT(opts));
+    if (no_reg) dropout = 0, eps_ls = 0;
+    Device dev;
+    if (device_select(device, &dev) < 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
+    if (dev == DEVICE_CUDA) printf("note: chapter 08 trains with the CPU reference code; --device cuda is not used here.\n");
+    if (!resume && d_model % heads)
+        cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d): d_k = d_model / h (Sec. 3.2.2)", d_model, heads);
+    char ckpt_buf[1024];
+    if (!ckpt_path) {
+        snprintf(ckpt_buf, sizeof ckpt_buf, "%s/copy.ckpt", out);
+        ckpt_path = ckpt_buf;
+    }
+    const int T = COPY_LEN, Tt = COPY_LEN - 1, V = COPY_VOCAB;
+    char err[512];
+    TrainHyper hp = train_hyper_paper();   /* Adam's betas and eps as in Sec. 5.3 */
+    hp.eps_ls = eps_ls;
+    hp.warmup = warmup;
+    hp.factor = factor;
+
+    /* ---- the model and trainer: fresh, or from a checkpoint ------------ */
+    Model m;
+    Trainer tr;
+    memset(&m, 0, sizeof m);
+    if (resume) {
+        if (trainer_resume(&tr, &m, resume, &hp, batch, T, batch, err, sizeof err)) cli_fail(PROG, "%s", err);
+        if (m.cfg.vocab != V) {
+            int v = m.cfg.vocab;
+            trainer_free(&tr);
+            model_free(&m);
+            cli_fail(PROG, "%s: vocabulary %d, but the copy task has %d tokens", resume, v, V);
+        }
+        /* the file decides the architecture; the flags the training regime */
+        m.cfg.dropout = dropout;
+    } else {
+        Config c = config_base();
+        c.N = layers;
+        c.d_model = d_model;
+        c.d_ff = d_ff;
+        c.h = heads;
+        c.d_k = c.d_v = d_model / heads;
+        c.vocab = V;
+        c.max_len = T;
+        c.dropout = dropout;
+        c.pad_id = COPY_PAD;
+        if (model_build(&m, &c, batch, T, Tt, seed, err, sizeof err)) cli_fail(PROG, "%s", err);
+        /* the data stream gets a seed of its own, so it is not the weights' stream */
+        if (trainer_init(&tr, &m, &hp, batch, T, seed ^ 0xDA7A5EEDull, err, sizeof err)) {
+            model_free(&m);
+            cli_fail(PROG, "%s", err);
+        }
+    }
+    int user_src[COPY_LEN];
+    if (decode) parse_decode(user_src, decode, T, &m.cfg);
+    if (plot_mkdir(out)) {
+        trainer_free(&tr);
+        model_free(&m);
+        cli_fail(PROG, "cannot create the output folder --out %s", out);
+    }
+    const Config *c = &m.cfg;
+
+    section_data(&tr);
+    section_label_smoothing(out, eps_ls);
+    section_schedule(out, c->d_model, warmup, factor);
+
+    show_section("4. The model (Figure 1)");
+    printf("N=%d, d_model=%d, d_ff=%d, h=%d, d_k=d_v=%d, vocab %d, P_drop %.2f, %s; %zu parameters\n",
+           c->N, c->d_model, c->d_ff, c->h, c->d_k, V, c->dropout, c->pre_ln ? "pre-LN" : "post-LN (paper)",
+           m.params.n);
+    printf("Adam (beta1 %.2f, beta2 %.2f, eps %.0e), batch %d, label smoothing %.2f\n",
+           hp.beta1, hp.beta2, hp.adam_eps, batch, eps_ls);
+    if (resume) printf("resumed from %s at step %llu (architecture from the file)\n", resume, (unsigned long long)tr.step);
+
+    /* one example to watch before and after: the user's, or a fresh one */
+    Rng ex_rng;
+    rng_seed(&ex_rng, eval_seed ^ 0xE8A3D1Eull);
+    int ex_src[COPY_LEN], ex_ys[COPY_LEN], ex_prefix[COPY_LEN], tmp_in[COPY_LEN], tmp_out[COPY_LEN];
+    if (decode) memcpy(ex_src, user_src, sizeof ex_src);
+    else copy_batch(ex_src, tmp_in, tmp_out, 1, T, V, &ex_rng);
+
+    show_section("5. Before training: greedy decoding and attention");
+    decode_and_print(&m, ex_src, T);
+    greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
+    show_attention(&m, ex_src, ex_ys, T, "before", out);
+
+    show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
+    LoopOpts lo = {.steps = steps, .ckpt_every = ckpt_every, .nan_at = nan_at,
+                   .ckpt_path = ckpt_path, .good_path = resume, .out = out};
+    int rc = train_loop(&tr, &lo, eps_ls);
+    if (rc) {
+        trainer_free(&tr);
+        model_free(&m);
+        return rc;
+    }
+
+    show_section("7. After training: greedy decoding (Sec. 6.1 with beam size 1)");
+    for (int e = 0; e < n_examples; e++) {
+        int s[COPY_LEN];
+        copy_batch(s, tmp_in, tmp_out, 1, T, V, &ex_rng);
+        decode_and_print(&m, s, T);
+    }
+    printf("the example from section 5%s:\n", decode ? " (your --decode)" : "");
+    decode_and_print(&m, ex_src, T);
+    if (n_eval > 0) {
+        double t0 = now_s(), tok;
+        double acc = copy_exact_match(&m, n_eval, T, eval_seed, &tok);
+        printf("exact match on %d held-out sequences (seed %llu): %.1f%%  (tokens right: %.2f%%; %.1f s)\n",
+               n_eval, (unsigned long long)eval_seed, 100 * acc, 100 * tok, now_s() - t0);
+    }
+
+    show_section("8. After training: attention");
+    greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
+    show_attention(&m, ex_src, ex_ys, T, "after", out);
+    printf("Once the task is learned, the cross-attention is a diagonal shifted by one column: decoder\n"
+           "position i (fed token i) must output source token i+1, so it looks at source position i+1.\n"
+           "Compare with the maps before training in section 5 (and attn_*_layer*.png in %s).\n", out);
+
+    show_section("9. Checkpoint");
+    if (trainer_save(&tr, ckpt_path, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        trainer_free(&tr);
+        model_free(&m);
+        return 2;
+    }
+    printf("saved %s at step %llu (weights + Adam m, v + both RNG states; written to .tmp, then renamed)\n",
+           ckpt_path, (unsigned long long)tr.step);
+    printf("continue with: build/%s --resume %s --steps %d\n", PROG, ckpt_path, steps * 2);
+
+    trainer_free(&tr);
+    model_free(&m);
+    return 0;
+}

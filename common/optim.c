@@ -1,0 +1,48 @@
+/* optim.c - Adam and the warmup-then-decay learning rate of Section 5.3.
+ *
+ *   lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+ *
+ * The two terms of the min cross at step == warmup: before it the rate grows
+ * linearly (step * warmup^-1.5), after it it decays as 1/sqrt(step). So the
+ * peak is factor * (d_model * warmup)^-0.5, reached exactly at step == warmup.
+ */
+#include "optim.h"
+
+#include <assert.h>
+#include <math.h>
+
+float lr_schedule(int step, int d_model, int warmup, float factor) {
+    assert(step >= 1 && "lr_schedule: steps count from 1 (step 0 would divide by zero)");
+    assert(d_model >= 1 && warmup >= 1);
+    /* In double: step^-0.5 and warmup^-1.5 are tiny and we want the exact
+     * crossing at step == warmup, where both terms equal warmup^-0.5. */
+    double s = step, w = warmup;
+    double decay = 1.0 / sqrt(s);
+    double rise = s / (w * sqrt(w));
+    return (float)(factor / sqrt((double)d_model) * (rise < decay ? rise : decay));
+}
+
+void adam_update(float *param, const float *grad, float *m, float *v, size_t n,
+                 float lr, float beta1, float beta2, float eps, int step) {
+    assert(step >= 1);
+    /* m and v start at 0, so early on they are biased toward 0 by the
+     * factors (1 - beta^t); dividing by them undoes that (Kingma & Ba 2015,
+     * Sec. 2). With beta2 = 0.98 (the paper's choice, Sec. 5.3, instead of
+     * Adam's usual 0.999) v forgets old gradients after ~50 steps. */
+    double bc1 = 1.0 - pow(beta1, step);
+    double bc2 = 1.0 - pow(beta2, step);
+    /* m_hat = m / bc1, v_hat = v / bc2, step = lr * m_hat / (sqrt(v_hat) + eps),
+     * written out literally so it reads like Algorithm 1 of Kingma & Ba.
+     * Each element is independent, hence the parallel loop (the result does
+     * not depend on the thread count). */
+    float a1 = (float)(1.0 / bc1), a2 = (float)(1.0 / bc2);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float m_hat = m[i] * a1;
+        float v_hat = v[i] * a2;
+        param[i] -= lr * m_hat / (sqrtf(v_hat) + eps);
+    }
+}

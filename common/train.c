@@ -1,0 +1,330 @@
+/* train.c - the copy task, one training step, checkpoints that resume
+ * exactly, greedy decoding and exact-match accuracy (Section 5). */
+#include "train.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nn.h"
+#include "optim.h"
+
+/* Out of memory is a failure of the world, as in tensor_new: say so, exit 1. */
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu x %zu bytes)\n", n, size);
+        exit(1);
+    }
+    return p;
+}
+
+/* ======================================================================== */
+/* the copy task                                                            */
+/* ======================================================================== */
+
+void copy_batch(int *src, int *tgt_in, int *tgt_out, int B, int T, int vocab, Rng *rng) {
+    assert(B >= 1 && T >= 2 && vocab >= 3);
+    for (int b = 0; b < B; b++) {
+        int *s = src + (size_t)b * T;
+        s[0] = COPY_START;
+        /* ids 0 (padding) and 1 (start) never appear inside a sequence */
+        for (int t = 1; t < T; t++) s[t] = 2 + rng_int(rng, vocab - 2);
+        /* The decoder sees the target shifted right by one (Sec. 3.1: "the
+         * output embeddings are offset by one position"), so position i is
+         * fed tokens < i+1 and must predict token i+1. */
+        for (int t = 0; t < T - 1; t++) {
+            tgt_in[(size_t)b * (T - 1) + t] = s[t];
+            tgt_out[(size_t)b * (T - 1) + t] = s[t + 1];
+        }
+    }
+}
+
+double smoothed_loss_floor(int V, float eps_ls, int pad_id) {
+    /* The loss is the cross-entropy H(q, p) = H(q) + KL(q || p) >= H(q):
+     * the best a model can do is p = q, the smoothed targets themselves. */
+    int others = pad_id >= 0 ? V - 2 : V - 1;
+    double e = eps_ls, h = 0;
+    if (e < 1) h -= (1 - e) * log(1 - e);
+    if (e > 0) h -= e * log(e / others);
+    return h;
+}
+
+/* ======================================================================== */
+/* the trainer                                                              */
+/* ======================================================================== */
+
+TrainHyper train_hyper_paper(void) {
+    TrainHyper hp = {.eps_ls = 0.1f, .warmup = 4000, .factor = 1.0f,
+                     .beta1 = 0.9f, .beta2 = 0.98f, .adam_eps = 1e-9f};
+    return hp;
+}
+
+const char *train_status_str(TrainStatus s) {
+    switch (s) {
+    case TRAIN_OK: return "ok";
+    case TRAIN_NONFINITE_LOSS: return "the loss is NaN or infinite";
+    case TRAIN_NONFINITE_GRAD: return "a gradient is NaN or infinite";
+    }
+    return "?";
+}
+
+int all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
+                 uint64_t data_seed, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt) {
+        snprintf(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
+                 "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
+        return 2;
+    }
+    if (hp->warmup < 1) {
+        snprintf(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
+        return 2;
+    }
+    t->model = m;
+    t->hp = *hp;
+    t->n = m->params.n;
+    t->adam_m = xcalloc(t->n, sizeof(float));
+    t->adam_v = xcalloc(t->n, sizeof(float));
+    t->step = 0;
+    rng_seed(&t->data_rng, data_seed);
+    t->B = B;
+    t->T = T;
+    t->src = xcalloc((size_t)B * T, sizeof(int));
+    t->tgt_in = xcalloc((size_t)B * (T - 1), sizeof(int));
+    t->tgt_out = xcalloc((size_t)B * (T - 1), sizeof(int));
+    t->dlogits = xcalloc((size_t)B * (T - 1) * m->cfg.vocab, sizeof(float));
+    return 0;
+}
+
+void trainer_free(Trainer *t) {
+    if (!t) return;
+    free(t->adam_m);
+    free(t->adam_v);
+    free(t->src);
+    free(t->tgt_in);
+    free(t->tgt_out);
+    free(t->dlogits);
+    memset(t, 0, sizeof *t);
+}
+
+TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                             int B, int Ts, int Tt, StepStats *st) {
+    Model *m = t->model;
+    const Config *c = &m->cfg;
+    int V = c->vocab, N = B * Tt;
+    assert(B >= 1 && B <= t->B && Tt >= 1 && Tt <= t->T - 1);
+
+    /* gradients accumulate (+=) in every backward, so start from zero */
+    model_zero_grad(m);
+
+    /* forward with dropout on (training = 1, Sec. 5.4) */
+    const float *logp = model_forward(m, src, tgt_in, B, Ts, Tt, 1);
+
+    /* label-smoothed cross-entropy over the non-padding targets (Sec. 5.4) */
+    int n_tokens = 0;
+    float loss = smoothed_xent_forward(logp, tgt_out, N, V, t->hp.eps_ls, c->pad_id, &n_tokens);
+    if (st) {
+        st->loss = loss;
+        st->n_tokens = n_tokens;
+        st->lr = 0;
+        st->grad_norm = 0;
+    }
+    /* A NaN here would flow through backward into every weight and Adam
+     * moment: stop before anything changes, so the last checkpoint (and the
+     * weights in memory) stay good. */
+    if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+
+    /* backward: d loss / d logits through the log-softmax, then the model */
+    memset(t->dlogits, 0, (size_t)N * V * sizeof(float));
+    smoothed_xent_backward(t->dlogits, logp, tgt_out, N, V, t->hp.eps_ls, c->pad_id);
+    model_backward(m, t->dlogits);
+
+    /* every gradient finite? (and their norm, to watch training) */
+    const float *g = m->grads.mem;
+    double sq = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!isfinite(g[i])) return TRAIN_NONFINITE_GRAD;
+        sq += (double)g[i] * g[i];
+    }
+
+    /* Adam with the Sec. 5.3 schedule over the whole flat parameter array:
+     * params.mem and grads.mem share one layout, so one call updates the
+     * embedding, every attention and FFN matrix and every LayerNorm. */
+    uint64_t step = t->step + 1;
+    float lr = lr_schedule((int)step, c->d_model, t->hp.warmup, t->hp.factor);
+    adam_update(m->params.mem, g, t->adam_m, t->adam_v, t->n, lr,
+                t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
+    t->step = step;
+    if (st) {
+        st->lr = lr;
+        st->grad_norm = (float)sqrt(sq);
+    }
+    return TRAIN_OK;
+}
+
+TrainStatus train_step(Trainer *t, StepStats *st) {
+    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->model->cfg.vocab, &t->data_rng);
+    return train_step_batch(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+int trainer_save(const Trainer *t, const char *path, char *err, size_t errlen) {
+    /* Everything the next step depends on: the weights (in the model), the
+     * step (for the learning rate and Adam's bias correction), Adam's m and
+     * v, and where both random streams are. */
+    TrainState ts = {
+        .step = t->step,
+        .rng_state = {t->data_rng.state, t->model->dropout_rng.state},
+        .adam_m = t->adam_m,
+        .adam_v = t->adam_v,
+    };
+    return model_save(t->model, path, &ts, err, errlen);
+}
+
+int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
+                   int B, int T, int max_B, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    if (max_B < B) max_B = B;
+    /* model_load needs Adam's arrays before it reads them, and their size is
+     * the file's parameter count: read the file once for its Config, then
+     * again with the TrainState. */
+    int has_ts = 0;
+    if (model_load(m, path, max_B, T, T - 1, NULL, &has_ts, err, errlen)) return 2;
+    if (m->cfg.max_len < T) {
+        snprintf(err, errlen, "%s: the model's max_len (%d) is shorter than the copy sequences (%d)",
+                 path, m->cfg.max_len, T);
+        model_free(m);
+        return 2;
+    }
+    if (m->cfg.vocab < 3) {
+        snprintf(err, errlen, "%s: vocabulary %d is too small for the copy task (needs padding, "
+                 "start and at least one word)", path, m->cfg.vocab);
+        model_free(m);
+        return 2;
+    }
+    int rc = trainer_init(t, m, hp, B, T, 0, err, errlen);
+    model_free(m);
+    if (rc) return rc;
+    TrainState ts = {.adam_m = t->adam_m, .adam_v = t->adam_v};
+    if (model_load(m, path, max_B, T, T - 1, &ts, &has_ts, err, errlen)) {
+        trainer_free(t);
+        return 2;
+    }
+    if (!has_ts) {
+        snprintf(err, errlen, "%s holds weights only, no training state (step, RNGs, Adam): "
+                 "it cannot be resumed", path);
+        trainer_free(t);
+        model_free(m);
+        return 2;
+    }
+    if (m->params.n != t->n) {
+        snprintf(err, errlen, "%s changed while it was being read", path);
+        trainer_free(t);
+        model_free(m);
+        return 2;
+    }
+    t->model = m;
+    t->step = ts.step;
+    t->data_rng.state = ts.rng_state[0];
+    m->dropout_rng.state = ts.rng_state[1];
+    return 0;
+}
+
+/* ======================================================================== */
+/* greedy decoding and accuracy                                             */
+/* ======================================================================== */
+
+/* 1 if row y (its first t tokens) already holds end_id after the start */
+static int row_finished(const int *y, int t, int end_id) {
+    if (end_id < 0) return 0;
+    for (int j = 1; j < t; j++)
+        if (y[j] == end_id) return 1;
+    return 0;
+}
+
+int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts, int T_out,
+                  int start_id, int end_id, int pad_id) {
+    int V = m->cfg.vocab;
+    assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
+    assert(T_out >= 1 && T_out - 1 <= m->max_Tt);
+    assert(start_id >= 0 && start_id < V);
+
+    /* The encoder runs once: its output (the "memory") does not depend on
+     * what the decoder has produced so far. */
+    model_encode(m, src, B, Ts, 0);
+    for (int b = 0; b < B; b++) ys[(size_t)b * T_out] = start_id;
+
+    int calls = 0;
+    for (int t = 1; t < T_out; t++) {
+        /* the decoder's input is the prefix so far, (B,t), contiguous. It is
+         * recomputed in full each time (no cache of earlier positions): the
+         * causal mask makes earlier positions' outputs unchanged anyway. */
+        for (int b = 0; b < B; b++)
+            memcpy(prefix + (size_t)b * t, ys + (size_t)b * T_out, (size_t)t * sizeof(int));
+        const float *logp = model_decode(m, prefix, t, 0);
+        calls++;
+        int all_done = 1;
+        for (int b = 0; b < B; b++) {
+            int *y = ys + (size_t)b * T_out;
+            if (row_finished(y, t, end_id)) {
+                y[t] = pad_id;
+                continue;
+            }
+            /* the last position's distribution predicts the next token */
+            const float *row = logp + ((size_t)b * t + (t - 1)) * V;
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (row[v] > row[best]) best = v;
+            y[t] = best;
+            if (end_id < 0 || best != end_id) all_done = 0;
+        }
+        if (all_done) {
+            for (int b = 0; b < B; b++)
+                for (int j = t + 1; j < T_out; j++) ys[(size_t)b * T_out + j] = pad_id;
+            break;
+        }
+    }
+    return calls;
+}
+
+double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc) {
+    assert(n >= 1 && T >= 2);
+    int mb = m->max_B;
+    int *src = xcalloc((size_t)mb * T, sizeof(int));
+    int *tgt_in = xcalloc((size_t)mb * (T - 1), sizeof(int));
+    int *tgt_out = xcalloc((size_t)mb * (T - 1), sizeof(int));
+    int *ys = xcalloc((size_t)mb * T, sizeof(int));
+    int *prefix = xcalloc((size_t)mb * (T - 1), sizeof(int));
+    Rng rng;
+    rng_seed(&rng, eval_seed);
+    long exact = 0, tokens = 0;
+    /* copy_batch draws row after row, so the n problems are the same
+     * whatever the chunk size */
+    for (int done = 0; done < n; done += mb) {
+        int nb = n - done < mb ? n - done : mb;
+        copy_batch(src, tgt_in, tgt_out, nb, T, m->cfg.vocab, &rng);
+        greedy_decode(m, ys, prefix, src, nb, T, T, COPY_START, -1, m->cfg.pad_id);
+        for (int b = 0; b < nb; b++) {
+            int right = 0;
+            for (int j = 1; j < T; j++) right += ys[(size_t)b * T + j] == src[(size_t)b * T + j];
+            tokens += right;
+            exact += right == T - 1;
+        }
+    }
+    free(src);
+    free(tgt_in);
+    free(tgt_out);
+    free(ys);
+    free(prefix);
+    if (token_acc) *token_acc = (double)tokens / ((double)n * (T - 1));
+    return (double)exact / n;
+}

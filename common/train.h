@@ -1,0 +1,139 @@
+/* train.h - training the Transformer on the copy task (Section 5).
+ *
+ * The paper trains on WMT translation; a classroom cannot. The Annotated
+ * Transformer's stand-in keeps every piece of Section 5 and needs no data:
+ * learn to copy a random sequence.
+ *
+ *   vocabulary 11:  0 = padding, 1 = start symbol, 2..10 = "words"
+ *   src     = [1, x1, x2, ..., x9]            (B,T)    T = 10
+ *   tgt_in  = [1, x1, ..., x8]                (B,T-1)  the target shifted right
+ *   tgt_out = [x1, x2, ..., x9]               (B,T-1)  what each position predicts
+ *
+ * One training step (Sections 5.3 and 5.4):
+ *   zero grads -> forward with dropout -> label-smoothed cross-entropy over
+ *   non-padding targets -> backward -> loss and gradients finite? ->
+ *   Adam with the warmup/decay learning rate, over the one flat parameter
+ *   array (Params.mem / grads.mem, so one call updates every tensor).
+ *
+ * Everything random is seeded: the data RNG lives in the Trainer, the
+ * dropout RNG in the Model, and both go into the checkpoint's TrainState, so
+ * a resumed run lands on the same weights, bit for bit, as one that never
+ * stopped.
+ */
+#ifndef TRAIN_H
+#define TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "model.h"
+#include "rng.h"
+
+/* ---- the copy task -------------------------------------------------------- */
+#define COPY_VOCAB 11
+#define COPY_LEN   10    /* T: the start symbol plus 9 random tokens */
+#define COPY_PAD   0
+#define COPY_START 1
+
+/* A batch of B random copy problems from rng: every row of src is
+ * [COPY_START, x_1..x_{T-1}] with x uniform in [2, vocab); the target is
+ * the same sequence. src (B,T), tgt_in (B,T-1) = src[:, :T-1] (shifted
+ * right: it starts with the start symbol), tgt_out (B,T-1) = src[:, 1:]. */
+void copy_batch(int *src, int *tgt_in, int *tgt_out, int B, int T, int vocab, Rng *rng);
+
+/* The lowest loss label smoothing allows: the entropy of the smoothed
+ * target distribution, -(1-eps) log(1-eps) - eps log(eps/(V-2)) with a pad
+ * class (V-1 without one). A model that predicts the smoothed
+ * distribution exactly sits on this floor; it cannot go below. */
+double smoothed_loss_floor(int V, float eps_ls, int pad_id);
+
+/* ---- the trainer ---------------------------------------------------------- */
+typedef struct {
+    float eps_ls;     /* label smoothing epsilon (Sec. 5.4; paper 0.1)       */
+    int warmup;       /* warmup_steps (Sec. 5.3; paper 4000)                  */
+    float factor;     /* multiplies the Sec. 5.3 rate (paper: 1)              */
+    float beta1, beta2, adam_eps;  /* Sec. 5.3: 0.9, 0.98, 1e-9              */
+} TrainHyper;
+
+/* The paper's values: eps_ls 0.1, warmup 4000, factor 1, Adam (0.9, 0.98, 1e-9). */
+TrainHyper train_hyper_paper(void);
+
+typedef struct {
+    Model *model;          /* trained in place, not owned                     */
+    TrainHyper hp;
+    size_t n;              /* parameters == model->params.n                   */
+    float *adam_m, *adam_v;/* (n) Adam's first and second moments, owned      */
+    uint64_t step;         /* optimizer steps taken so far                    */
+    Rng data_rng;          /* draws the copy batches                          */
+    int B, T;              /* copy batch: B sequences of T tokens             */
+    int *src;              /* (B,T)                                           */
+    int *tgt_in, *tgt_out; /* (B,T-1) each                                    */
+    float *dlogits;        /* (B*(T-1), vocab) gradient of the loss           */
+} Trainer;
+
+typedef struct {
+    float loss;            /* mean label-smoothed cross-entropy per token     */
+    float lr;              /* the rate this step used                         */
+    float grad_norm;       /* L2 norm of all gradients (before the update)    */
+    int n_tokens;          /* non-padding target tokens in the batch          */
+} StepStats;
+
+typedef enum {
+    TRAIN_OK = 0,
+    TRAIN_NONFINITE_LOSS = 1,   /* the loss was NaN or inf: nothing updated  */
+    TRAIN_NONFINITE_GRAD = 2,   /* a gradient was NaN or inf: nothing updated */
+} TrainStatus;
+const char *train_status_str(TrainStatus s);
+
+/* Sets up training of m on copy batches of B sequences of length T, with
+ * Adam moments zeroed, step 0 and the data RNG seeded from data_seed. m must
+ * have room for (B, T, T-1). Returns 0, or 2 with a message in err (batch
+ * too big for the model, out of memory); t is then safe to trainer_free. */
+int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
+                 uint64_t data_seed, char *err, size_t errlen);
+void trainer_free(Trainer *t);   /* no-op on a zeroed or freed Trainer */
+
+/* One step on a fresh copy batch from t->data_rng. */
+TrainStatus train_step(Trainer *t, StepStats *st);
+/* One step on a given batch: src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt),
+ * B <= t->B, Tt <= t->T - 1. On anything but TRAIN_OK the weights, Adam
+ * state and step are exactly as before the call. st may be NULL. */
+TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                             int B, int Ts, int Tt, StepStats *st);
+
+/* Saves the model with the TrainState (step, data and dropout RNG, Adam
+ * m/v). Atomic: model_save writes path.tmp and renames it. Returns 0 or
+ * non-zero with err set. */
+int trainer_save(const Trainer *t, const char *path, char *err, size_t errlen);
+/* Resumes a run: builds *m from the checkpoint (capacity max_B sequences,
+ * at least B; lengths T, T-1) and sets up *t as trainer_init does, then
+ * restores step, both RNGs and the Adam moments from the file. The file's
+ * Config wins over any size the caller has in mind. Returns 0, or 2 with a
+ * message (bad file, no training state, vocabulary or length that does not
+ * fit the copy task); m and t are then freed. */
+int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
+                   int B, int T, int max_B, char *err, size_t errlen);
+
+/* 1 if every one of n floats is finite, else 0. */
+int all_finite(const float *x, size_t n);
+
+/* ---- greedy decoding --------------------------------------------------------
+ * Encodes src once, then grows the output one token at a time: feed the
+ * prefix to the decoder, take the argmax of the last position's
+ * distribution, append it (Sec. 6.1 uses beam search; greedy is its beam
+ * size 1). ys (B,T_out): ys[:,0] = start_id, then T_out-1 decoded tokens.
+ * end_id >= 0: a row that emits end_id is finished and the rest of it is
+ * pad_id; decoding stops early when every row is finished. end_id < 0: always
+ * T_out-1 tokens. prefix (B,T_out-1) is scratch. src must already be valid
+ * (model_check_tokens). B <= m->max_B, Ts <= m->max_Ts, T_out-1 <= m->max_Tt.
+ * Returns the number of decoder calls made. */
+int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts, int T_out,
+                  int start_id, int end_id, int pad_id);
+
+/* Exact-match accuracy on n held-out copy problems drawn from eval_seed
+ * (a stream of its own, never the training data's): the fraction whose
+ * greedy decode equals the source token for token. *token_acc (may be NULL)
+ * gets the fraction of the n*(T-1) decoded tokens that are right. Decodes in
+ * batches of m->max_B. */
+double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc);
+
+#endif

@@ -1,0 +1,127 @@
+// model_gpu_kernels.cu - the few kernels the whole model needs beyond kernels.h
+// (declared in model_gpu.h).
+//
+//   heads split/merge   CPU: heads_split / heads_merge (attention.c)   a permutation
+//   dropout             CPU: dropout_forward/backward (nn.c)          on the embeddings
+//   sum of squares      CPU: train.c's gradient-norm loop             two passes, fixed order
+#include <assert.h>
+
+#include "cuda_util.h"
+#include "kernels.h"
+#include "model_gpu.h"
+
+#define FOR_EACH(idx, n)                                                          \
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < (n); \
+         idx += (size_t)gridDim.x * blockDim.x)
+
+// ---- heads: [batch, seq, h*d] <-> [batch, heads, seq, d] ---------------------------------
+// One thread per element of the (B,h,T,d) side; consecutive threads move
+// consecutive i, so both reads and writes are coalesced runs of d floats.
+__global__ void heads_permute_kernel(float *out, const float *inp, int T, int h, int d, size_t n,
+                                     int split) {
+    FOR_EACH(idx, n) {
+        int i = (int)(idx % d);
+        size_t r = idx / d;
+        int t = (int)(r % T);
+        size_t bh = r / T;
+        int hh = (int)(bh % h);
+        size_t b = bh / h;
+        size_t flat = ((b * T + t) * h + hh) * d + i;   // (B,T,h*d) index
+        if (split) out[idx] = inp[flat];
+        else out[flat] = inp[idx];
+    }
+}
+
+extern "C" void cuda_heads_split(float *out, const float *inp, int B, int T, int h, int d) {
+    size_t n = (size_t)B * T * h * d;
+    if (n == 0) return;
+    heads_permute_kernel<<<grid_for(n, 256), 256>>>(out, inp, T, h, d, n, 1);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_heads_merge(float *out, const float *inp, int B, int T, int h, int d) {
+    size_t n = (size_t)B * T * h * d;
+    if (n == 0) return;
+    heads_permute_kernel<<<grid_for(n, 256), 256>>>(out, inp, T, h, d, n, 0);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---- dropout (Sec. 5.4) ----------------------------------------------------------------
+// The same splitmix64 counter hash as nn.cu's fused residual dropout: each
+// element's draw depends only on (seed, i).
+__device__ __forceinline__ float dropout_uniform(uint64_t seed, size_t i) {
+    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ void dropout_forward_kernel(float *out, float *keep, const float *inp, float p,
+                                       float scale, size_t n, uint64_t seed) {
+    FOR_EACH(i, n) {
+        float k = dropout_uniform(seed, i) >= p ? scale : 0.0f;   // inverted dropout
+        keep[i] = k;
+        out[i] = inp[i] * k;
+    }
+}
+
+__global__ void dropout_backward_kernel(float *dinp, const float *dout, const float *keep,
+                                        size_t n) {
+    FOR_EACH(i, n) dinp[i] += dout[i] * keep[i];
+}
+
+extern "C" void cuda_dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+                                     uint64_t seed) {
+    assert(p >= 0.0f && p < 1.0f);
+    if (n == 0) return;
+    dropout_forward_kernel<<<grid_for(n, 256), 256>>>(out, keep, inp, p, 1.0f / (1.0f - p), n,
+                                                      seed);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void cuda_dropout_backward(float *dinp, const float *dout, const float *keep,
+                                      size_t n) {
+    if (n == 0) return;
+    dropout_backward_kernel<<<grid_for(n, 256), 256>>>(dinp, dout, keep, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---- sum of squares (the gradient norm, and the finite check) -------------------------
+// Pass 1: SUMSQ_BLOCKS blocks, each a grid-stride partial sum in double into
+// its own slot; pass 2: one warp adds the slots in order. No atomics, so the
+// result is the same on every run. NaN or inf in x makes the sum NaN or inf.
+#define SUMSQ_BLOCKS 256
+__device__ double sumsq_partial[SUMSQ_BLOCKS];
+__device__ double sumsq_total;
+
+__global__ void sumsq_partial_kernel(const float *x, size_t n) {
+    __shared__ double part[256];
+    double s = 0.0;
+    FOR_EACH(i, n) s += (double)x[i] * x[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half >>= 1) {   // tree in shared memory
+        if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) sumsq_partial[blockIdx.x] = part[0];
+}
+
+__global__ void sumsq_final_kernel(void) {
+    if (threadIdx.x != 0) return;
+    double s = 0.0;
+    for (int b = 0; b < SUMSQ_BLOCKS; b++) s += sumsq_partial[b];
+    sumsq_total = s;
+}
+
+extern "C" double cuda_sum_squares(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    sumsq_partial_kernel<<<SUMSQ_BLOCKS, 256>>>(x, n);
+    CUDA_CHECK_LAUNCH();
+    sumsq_final_kernel<<<1, 32>>>();
+    CUDA_CHECK_LAUNCH();
+    double s = 0.0;
+    CUDA_CHECK(cudaMemcpyFromSymbol(&s, sumsq_total, sizeof s));   // waits for both kernels
+    return s;
+}

@@ -1,0 +1,452 @@
+/* check_train.c - the copy task, training steps, exact resume, NaN stops,
+ * greedy decoding (Section 5). Tiny models and few steps: it stays fast. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "model.h"
+#include "nn.h"
+#include "train.h"
+#include "testutil.h"
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* N=1, d_model=16, d_ff=32, h=2: a few thousand parameters, a step in well
+ * under a millisecond. Dropout 0.1 so the dropout RNG matters for resume. */
+static Config tiny_config(float dropout) {
+    Config c = config_base();
+    c.N = 1;
+    c.d_model = 16;
+    c.d_ff = 32;
+    c.h = 2;
+    c.d_k = c.d_v = 8;
+    c.vocab = COPY_VOCAB;
+    c.max_len = 16;
+    c.dropout = dropout;
+    c.pre_ln = 0;
+    c.pad_id = COPY_PAD;
+    return c;
+}
+
+static void build_tiny(Model *m, float dropout, int B, uint64_t seed) {
+    char err[256];
+    Config c = tiny_config(dropout);
+    memset(m, 0, sizeof *m);
+    int rc = model_build(m, &c, B, COPY_LEN, COPY_LEN - 1, seed, err, sizeof err);
+    ck_assert_msg(rc == 0, "model_build: %s", err);
+}
+
+static TrainHyper tiny_hyper(float eps_ls) {
+    TrainHyper hp = train_hyper_paper();
+    hp.eps_ls = eps_ls;
+    hp.warmup = 20;
+    return hp;
+}
+
+static void init_trainer(Trainer *t, Model *m, float eps_ls, int B, uint64_t data_seed) {
+    char err[256];
+    TrainHyper hp = tiny_hyper(eps_ls);
+    int rc = trainer_init(t, m, &hp, B, COPY_LEN, data_seed, err, sizeof err);
+    ck_assert_msg(rc == 0, "trainer_init: %s", err);
+}
+
+static void temp_path(char *buf, size_t len, const char *tag) {
+    const char *dir = getenv("BUILD_DIR");
+    snprintf(buf, len, "%s/check_train_%s_%d.ckpt", dir && *dir ? dir : "/tmp", tag, (int)getpid());
+}
+
+/* whole file into a malloc'd buffer; *len its size */
+static unsigned char *read_all(const char *path, long *len) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(*len > 0 ? (size_t)*len : 1);
+    ck_assert(buf != NULL);
+    ck_assert_int_eq(fread(buf, 1, (size_t)*len, f), (size_t)*len);
+    fclose(f);
+    return buf;
+}
+
+/* ---- Core: the data ------------------------------------------------------- */
+
+START_TEST(test_copy_batch_layout) {
+    enum { B = 64, T = COPY_LEN };
+    int src[B * T], tin[B * (T - 1)], tout[B * (T - 1)];
+    Rng r;
+    rng_seed(&r, 3);
+    copy_batch(src, tin, tout, B, T, COPY_VOCAB, &r);
+    int seen[COPY_VOCAB] = {0};
+    for (int b = 0; b < B; b++) {
+        ck_assert_int_eq(src[b * T], COPY_START);
+        for (int t = 1; t < T; t++) {
+            int x = src[b * T + t];
+            ck_assert_msg(x >= 2 && x < COPY_VOCAB, "token %d at (%d,%d) is not a word", x, b, t);
+            seen[x]++;
+        }
+        for (int t = 0; t < T - 1; t++) {
+            ck_assert_int_eq(tin[b * (T - 1) + t], src[b * T + t]);       /* shifted right */
+            ck_assert_int_eq(tout[b * (T - 1) + t], src[b * T + t + 1]);  /* the copy */
+        }
+    }
+    for (int v = 2; v < COPY_VOCAB; v++) ck_assert_msg(seen[v] > 0, "word %d never drawn", v);
+    /* the same seed gives the same batch */
+    int src2[B * T];
+    rng_seed(&r, 3);
+    copy_batch(src2, tin, tout, B, T, COPY_VOCAB, &r);
+    ck_assert(memcmp(src, src2, sizeof src) == 0);
+}
+END_TEST
+
+/* Label smoothing (Sec. 5.4): every target row sums to 1, padding gets 0,
+ * the target 1 - eps, and the loss floor is the entropy of that row:
+ * V = 11, eps = 0.1: -(0.9 ln 0.9) - 0.1 ln(0.1/9) = 0.0948245 + 0.4499810 = 0.5448054. */
+START_TEST(test_smoothed_targets_and_floor) {
+    float dist[COPY_VOCAB];
+    for (int target = 2; target < COPY_VOCAB; target++) {
+        smoothed_targets(dist, target, COPY_VOCAB, 0.1f, COPY_PAD);
+        double sum = 0;
+        for (int v = 0; v < COPY_VOCAB; v++) sum += dist[v];
+        ck_assert_double_eq_tol(sum, 1.0, 1e-6);
+        ck_assert(dist[COPY_PAD] == 0.0f);
+        ck_assert_double_eq_tol(dist[target], 0.9, 1e-7);
+        ck_assert_double_eq_tol(dist[COPY_START], 0.1 / 9, 1e-7);
+        /* the floor is -sum dist log dist */
+        double h = 0;
+        for (int v = 0; v < COPY_VOCAB; v++)
+            if (dist[v] > 0) h -= dist[v] * log(dist[v]);
+        ck_assert_double_eq_tol(h, smoothed_loss_floor(COPY_VOCAB, 0.1f, COPY_PAD), 1e-6);
+    }
+    ck_assert_double_eq_tol(smoothed_loss_floor(COPY_VOCAB, 0.1f, COPY_PAD), 0.5448054, 1e-6);
+    ck_assert(smoothed_loss_floor(COPY_VOCAB, 0.0f, COPY_PAD) == 0.0);
+    ck_assert_double_eq_tol(smoothed_loss_floor(COPY_VOCAB, 0.1f, -1),
+                            -0.9 * log(0.9) - 0.1 * log(0.01), 1e-7);
+}
+END_TEST
+
+/* ---- Core: training ---------------------------------------------------------- */
+
+START_TEST(test_loss_decreases) {
+    Model m;
+    Trainer t;
+    build_tiny(&m, 0.0f, 16, 1);
+    init_trainer(&t, &m, 0.1f, 16, 2);
+    double first = 0, last = 0;
+    StepStats st;
+    for (int s = 0; s < 60; s++) {
+        ck_assert_int_eq(train_step(&t, &st), TRAIN_OK);
+        ck_assert(isfinite(st.loss) && st.lr > 0 && st.grad_norm > 0);
+        ck_assert_int_eq(st.n_tokens, 16 * (COPY_LEN - 1));
+        if (s < 5) first += st.loss / 5;
+        if (s >= 55) last += st.loss / 5;
+    }
+    ck_assert_uint_eq(t.step, 60);
+    /* at the start: about ln 10 = 2.3 (10 classes besides padding, uniform) */
+    ck_assert_msg(first > 1.8, "first losses %.3f", first);
+    ck_assert_msg(last < first - 0.3, "loss went from %.3f to %.3f", first, last);
+    trainer_free(&t);
+    model_free(&m);
+}
+END_TEST
+
+/* One fixed batch, trained on over and over, is learned by heart. Without
+ * smoothing the loss goes to ~0; with eps = 0.1 it can only reach the floor
+ * 0.5448 (the entropy of the smoothed targets), never below. After that,
+ * greedy decoding reproduces the memorised sequences. */
+START_TEST(test_overfit_one_batch) {
+    enum { B = 4, T = COPY_LEN };
+    float eps = _i == 0 ? 0.0f : 0.1f;
+    double floor = smoothed_loss_floor(COPY_VOCAB, eps, COPY_PAD);
+    int src[B * T], tin[B * (T - 1)], tout[B * (T - 1)];
+    Rng r;
+    rng_seed(&r, 11);
+    copy_batch(src, tin, tout, B, T, COPY_VOCAB, &r);
+    Model m;
+    Trainer t;
+    build_tiny(&m, 0.0f, B, 5);
+    /* a gentler rate than the default factor 1: with one batch there is no
+     * data noise, and a high rate only makes the loss bounce off the floor */
+    char err[256];
+    TrainHyper hp = tiny_hyper(eps);
+    hp.factor = 0.3f;
+    ck_assert_msg(trainer_init(&t, &m, &hp, B, T, 6, err, sizeof err) == 0, "%s", err);
+    StepStats st = {0};
+    double lowest = 1e9;
+    for (int s = 0; s < 300; s++) {
+        ck_assert_int_eq(train_step_batch(&t, src, tin, tout, B, T, T - 1, &st), TRAIN_OK);
+        if (st.loss < lowest) lowest = st.loss;
+    }
+    ck_assert_msg(st.loss < floor + 0.02, "eps %.1f: loss %.4f, floor %.4f", eps, st.loss, floor);
+    ck_assert_msg(lowest > floor - 1e-4, "eps %.1f: loss %.6f went below the floor %.6f", eps, lowest, floor);
+    int ys[B * T], prefix[B * (T - 1)];
+    int calls = greedy_decode(&m, ys, prefix, src, B, T, T, COPY_START, -1, COPY_PAD);
+    ck_assert_int_eq(calls, T - 1);
+    for (int i = 0; i < B * T; i++)
+        ck_assert_msg(ys[i] == src[i], "decoded %d at %d, want %d", ys[i], i, src[i]);
+    trainer_free(&t);
+    model_free(&m);
+}
+END_TEST
+
+/* Same seeds, same loss curve, bit for bit (dropout on). */
+START_TEST(test_same_seed_same_curve) {
+    enum { S = 15 };
+    float loss[2][S];
+    Model m2[2];
+    for (int run = 0; run < 2; run++) {
+        Trainer t;
+        build_tiny(&m2[run], 0.1f, 8, 21);
+        init_trainer(&t, &m2[run], 0.1f, 8, 22);
+        StepStats st;
+        for (int s = 0; s < S; s++) {
+            ck_assert_int_eq(train_step(&t, &st), TRAIN_OK);
+            loss[run][s] = st.loss;
+        }
+        trainer_free(&t);
+    }
+    ck_assert(memcmp(loss[0], loss[1], sizeof loss[0]) == 0);
+    ck_assert(memcmp(m2[0].params.mem, m2[1].params.mem, m2[0].params.n * sizeof(float)) == 0);
+    /* and a different data seed gives a different curve (so the test can fail) */
+    Trainer t;
+    model_free(&m2[1]);
+    build_tiny(&m2[1], 0.1f, 8, 21);
+    init_trainer(&t, &m2[1], 0.1f, 8, 23);
+    StepStats st;
+    int differ = 0;
+    for (int s = 0; s < S; s++) {
+        train_step(&t, &st);
+        differ += st.loss != loss[0][s];
+    }
+    ck_assert_int_gt(differ, 0);
+    trainer_free(&t);
+    model_free(&m2[0]);
+    model_free(&m2[1]);
+}
+END_TEST
+
+/* 2K steps in one go == K steps, save, load, K steps: identical weights and
+ * Adam moments, byte for byte. Dropout is on, so both RNG streams must be
+ * restored for this to hold. */
+START_TEST(test_resume_is_exact) {
+    enum { K = 6, B = 8 };
+    char path[512], err[256];
+    temp_path(path, sizeof path, "resume");
+    Model a, b;
+    Trainer ta, tb;
+    build_tiny(&a, 0.1f, B, 31);
+    init_trainer(&ta, &a, 0.1f, B, 32);
+    for (int s = 0; s < 2 * K; s++) ck_assert_int_eq(train_step(&ta, NULL), TRAIN_OK);
+
+    build_tiny(&b, 0.1f, B, 31);
+    init_trainer(&tb, &b, 0.1f, B, 32);
+    for (int s = 0; s < K; s++) ck_assert_int_eq(train_step(&tb, NULL), TRAIN_OK);
+    ck_assert_msg(trainer_save(&tb, path, err, sizeof err) == 0, "save: %s", err);
+    trainer_free(&tb);
+    model_free(&b);
+
+    TrainHyper hp = tiny_hyper(0.1f);
+    ck_assert_msg(trainer_resume(&tb, &b, path, &hp, B, COPY_LEN, B, err, sizeof err) == 0, "resume: %s", err);
+    ck_assert_uint_eq(tb.step, K);
+    for (int s = 0; s < K; s++) ck_assert_int_eq(train_step(&tb, NULL), TRAIN_OK);
+
+    ck_assert_uint_eq(tb.step, ta.step);
+    ck_assert_uint_eq(a.params.n, b.params.n);
+    ck_assert_msg(memcmp(a.params.mem, b.params.mem, a.params.n * sizeof(float)) == 0,
+                  "resumed weights differ from the uninterrupted run");
+    ck_assert(memcmp(ta.adam_m, tb.adam_m, ta.n * sizeof(float)) == 0);
+    ck_assert(memcmp(ta.adam_v, tb.adam_v, ta.n * sizeof(float)) == 0);
+    ck_assert_uint_eq(ta.data_rng.state, tb.data_rng.state);
+    ck_assert_uint_eq(a.dropout_rng.state, b.dropout_rng.state);
+    trainer_free(&ta);
+    trainer_free(&tb);
+    model_free(&a);
+    model_free(&b);
+    remove(path);
+}
+END_TEST
+
+/* ---- Limits ------------------------------------------------------------------ */
+
+/* A NaN weight makes the loss NaN: the step refuses, nothing changes, and
+ * the checkpoint written before stays byte for byte what it was. */
+START_TEST(test_nan_stops_and_keeps_checkpoint) {
+    enum { B = 8 };
+    char path[512], err[256];
+    temp_path(path, sizeof path, "nan");
+    Model m;
+    Trainer t;
+    build_tiny(&m, 0.1f, B, 41);
+    init_trainer(&t, &m, 0.1f, B, 42);
+    for (int s = 0; s < 3; s++) ck_assert_int_eq(train_step(&t, NULL), TRAIN_OK);
+    ck_assert_msg(trainer_save(&t, path, err, sizeof err) == 0, "save: %s", err);
+    long len0;
+    unsigned char *before = read_all(path, &len0);
+
+    size_t n = m.params.n;
+    float *w = malloc(n * sizeof(float)), *am = malloc(n * sizeof(float));
+    m.params.mem[0] = NAN;
+    memcpy(w, m.params.mem, n * sizeof(float));
+    memcpy(am, t.adam_m, n * sizeof(float));
+    StepStats st;
+    ck_assert_int_eq(train_step(&t, &st), TRAIN_NONFINITE_LOSS);
+    ck_assert(!isfinite(st.loss));
+    ck_assert_uint_eq(t.step, 3);
+    ck_assert(memcmp(w, m.params.mem, n * sizeof(float)) == 0);
+    ck_assert(memcmp(am, t.adam_m, n * sizeof(float)) == 0);
+    ck_assert_int_eq(all_finite(m.params.mem, n), 0);
+
+    /* the caller (chapter 08) does not save after a failed step; the file
+     * on disk is the last good one and still loads */
+    long len1;
+    unsigned char *after = read_all(path, &len1);
+    ck_assert_int_eq(len0, len1);
+    ck_assert(memcmp(before, after, (size_t)len0) == 0);
+    Model back;
+    Trainer tb;
+    TrainHyper hp = tiny_hyper(0.1f);
+    ck_assert_msg(trainer_resume(&tb, &back, path, &hp, B, COPY_LEN, B, err, sizeof err) == 0, "%s", err);
+    ck_assert(all_finite(back.params.mem, back.params.n));
+    ck_assert_uint_eq(tb.step, 3);
+    trainer_free(&tb);
+    model_free(&back);
+    free(before);
+    free(after);
+    free(w);
+    free(am);
+    trainer_free(&t);
+    model_free(&m);
+    remove(path);
+}
+END_TEST
+
+START_TEST(test_all_finite) {
+    float x[4] = {0, 1, -1e38f, 3};
+    ck_assert_int_eq(all_finite(x, 4), 1);
+    x[2] = INFINITY;
+    ck_assert_int_eq(all_finite(x, 4), 0);
+    x[2] = NAN;
+    ck_assert_int_eq(all_finite(x, 4), 0);
+    ck_assert_int_eq(all_finite(x, 0), 1);
+}
+END_TEST
+
+/* Ids outside [0, 11) are refused before they reach the model. */
+START_TEST(test_out_of_vocab_rejected) {
+    Config c = tiny_config(0);
+    char err[256];
+    int good[COPY_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    ck_assert_int_eq(model_check_tokens(&c, good, COPY_LEN, "source", err, sizeof err), 0);
+    int bad[COPY_LEN] = {1, 2, 3, 11, 5, 6, 7, 8, 9, 10};
+    ck_assert_int_eq(model_check_tokens(&c, bad, COPY_LEN, "source", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "11") != NULL, "message does not name the id: %s", err);
+    bad[3] = -1;
+    ck_assert_int_eq(model_check_tokens(&c, bad, COPY_LEN, "source", err, sizeof err), 2);
+}
+END_TEST
+
+/* The same through the chapter program: a bad --decode or --resume is a
+ * plain error, exit code 2, before any training. */
+static int run_chapter(const char *args) {
+    const char *dir = getenv("BUILD_DIR");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/08_training %s >/dev/null 2>&1", dir && *dir ? dir : "build", args);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+START_TEST(test_chapter_rejects_bad_input) {
+    ck_assert_int_eq(run_chapter("--decode '2 3 4 5 6 7 8 9 11' --out /tmp/check_train_bad"), 2);
+    ck_assert_int_eq(run_chapter("--decode '2 3 x' --out /tmp/check_train_bad"), 2);
+    ck_assert_int_eq(run_chapter("--resume /nonexistent/ckpt --out /tmp/check_train_bad"), 2);
+    ck_assert_int_eq(run_chapter("--d-model 30 --heads 4 --out /tmp/check_train_bad"), 2);
+}
+END_TEST
+
+/* The whole program: a NaN at step 25 stops it with exit code 1, and the
+ * checkpoint from step 20 is still there and resumes. */
+START_TEST(test_chapter_nan_keeps_checkpoint) {
+    char dir[256], args[768], path[512], err[256];
+    snprintf(dir, sizeof dir, "/tmp/check_train_nan_%d", (int)getpid());
+    snprintf(args, sizeof args, "--layers 1 --d-model 16 --d-ff 32 --heads 2 --batch 8 --steps 30 "
+             "--checkpoint-every 10 --nan-at 25 --eval 0 --examples 0 --out %s", dir);
+    ck_assert_int_eq(run_chapter(args), 1);
+    snprintf(path, sizeof path, "%s/copy.ckpt", dir);
+    Model m;
+    Trainer t;
+    TrainHyper hp = tiny_hyper(0.1f);
+    ck_assert_msg(trainer_resume(&t, &m, path, &hp, 8, COPY_LEN, 8, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(t.step, 20);
+    ck_assert(all_finite(m.params.mem, m.params.n));
+    trainer_free(&t);
+    model_free(&m);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+/* Greedy decoding's shape and stopping rule (untrained model). */
+START_TEST(test_greedy_shape_and_end) {
+    enum { B = 3, T = COPY_LEN };
+    Model m;
+    build_tiny(&m, 0.0f, B, 51);
+    int src[B * T], tin[B * (T - 1)], tout[B * (T - 1)], ys[B * T], prefix[B * (T - 1)];
+    Rng r;
+    rng_seed(&r, 52);
+    copy_batch(src, tin, tout, B, T, COPY_VOCAB, &r);
+    int calls = greedy_decode(&m, ys, prefix, src, B, T, T, COPY_START, -1, COPY_PAD);
+    ck_assert_int_eq(calls, T - 1);
+    for (int b = 0; b < B; b++) {
+        ck_assert_int_eq(ys[b * T], COPY_START);
+        for (int j = 0; j < T; j++) ck_assert(ys[b * T + j] >= 0 && ys[b * T + j] < COPY_VOCAB);
+    }
+    /* Declare row 0's first output the end symbol: row 0 becomes
+     * [start, end, pad, pad, ...] and the others are unchanged up to
+     * where they emit it themselves. */
+    int end = ys[1], ys2[B * T];
+    greedy_decode(&m, ys2, prefix, src, B, T, T, COPY_START, end, COPY_PAD);
+    ck_assert_int_eq(ys2[0], COPY_START);
+    ck_assert_int_eq(ys2[1], end);
+    for (int j = 2; j < T; j++) ck_assert_int_eq(ys2[j], COPY_PAD);
+    for (int b = 1; b < B; b++) {
+        int j = 0;
+        for (; j < T; j++) {
+            ck_assert_int_eq(ys2[b * T + j], ys[b * T + j]);
+            if (j > 0 && ys[b * T + j] == end) break;
+        }
+        for (j++; j < T; j++) ck_assert_int_eq(ys2[b * T + j], COPY_PAD);
+    }
+    /* T_out = 1: only the start symbol, no decoder call */
+    ck_assert_int_eq(greedy_decode(&m, ys, prefix, src, B, T, 1, COPY_START, -1, COPY_PAD), 0);
+    /* the accuracy of an untrained model is about chance (1/9 per token) */
+    double tok;
+    double exact = copy_exact_match(&m, 50, T, 7, &tok);
+    ck_assert(exact >= 0 && exact < 0.1 && tok < 0.5);
+    model_free(&m);
+}
+END_TEST
+
+Suite *train_suite(void) {
+    Suite *s = suite_create("train");
+    TCase *core = tcase_create("Core");
+    tcase_set_timeout(core, 60);
+    tcase_add_test(core, test_copy_batch_layout);
+    tcase_add_test(core, test_smoothed_targets_and_floor);
+    tcase_add_test(core, test_loss_decreases);
+    tcase_add_loop_test(core, test_overfit_one_batch, 0, 2);
+    tcase_add_test(core, test_same_seed_same_curve);
+    tcase_add_test(core, test_resume_is_exact);
+    tcase_add_test(core, test_greedy_shape_and_end);
+    suite_add_tcase(s, core);
+    TCase *lim = tcase_create("Limits");
+    tcase_set_timeout(lim, 60);
+    tcase_add_test(lim, test_nan_stops_and_keeps_checkpoint);
+    tcase_add_test(lim, test_all_finite);
+    tcase_add_test(lim, test_out_of_vocab_rejected);
+    tcase_add_test(lim, test_chapter_rejects_bad_input);
+    tcase_add_test(lim, test_chapter_nan_keeps_checkpoint);
+    suite_add_tcase(s, lim);
+    return s;
+}
