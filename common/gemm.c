@@ -1,10 +1,460 @@
 /* gemm.c - the fast matrix multiply every layer calls.
- * (Placeholder until the blocked SIMD kernel lands: the reference loop.) */
+ *
+ *   C = alpha * op(A) @ op(B) + beta * C        (BLAS sgemm, row-major; see ops.h)
+ *
+ * Every linear layer of the Transformer is one of these: x W_Q, x W_1 (Eq. 2),
+ * the output projection onto the vocabulary (Sec. 3.4), and in the backward
+ * pass dX = dY W^T and dW = X^T dY. Almost all of a training step's time is
+ * spent here, so this file is where speed comes from. gemm_ref() in ops.c is
+ * the three-loop version that says WHAT is computed; this file says how to
+ * compute the same thing 50-100x faster on a CPU. bench/README.md measures
+ * each step below.
+ *
+ * Why the triple loop is slow: per multiply-add it loads two numbers, and
+ * for large matrices those loads miss the caches. A core can do 2 fused
+ * multiply-adds (FMA) on 16 floats each per cycle (AVX-512), i.e. 64 flops
+ * per cycle, but it can only load ~2 vectors per cycle from L1 and far fewer
+ * from memory. The cure (Goto & van de Geijn 2008, "Anatomy of
+ * High-Performance Matrix Multiplication"; BLIS) has four layers:
+ *
+ *  1. Micro-kernel in registers. Keep an MR x NR tile of C in vector
+ *     registers (AVX-512: 14 rows x 32 columns = 28 zmm registers of the 32)
+ *     and walk k: each step loads one row of NR B values (2 vectors) and
+ *     broadcasts MR A values, then does MR*NR/16 = 28 FMAs. 28 FMAs per 16
+ *     loads: the FMA units, not the loads, are the limit. 28 independent
+ *     accumulators also hide the FMA latency (4 cycles x 2 units = at least
+ *     8 needed in flight).
+ *  2. Packing. The micro-kernel wants A's MR values for one k, and B's NR
+ *     values for one k, next to each other in memory. Copying ("packing")
+ *     a block of A and a block of B into that order once costs O(MK + KN);
+ *     the kernel then reads them O(MNK / tile) times as unit-stride streams
+ *     with no TLB or cache-set conflicts. Packing also absorbs transA /
+ *     transB and lda/ldb, so there is one kernel for all four cases, and it
+ *     zero-pads the ragged edges so the kernel never branches inside its loop.
+ *  3. Cache blocking. Choose the packed blocks to fit the caches:
+ *       KC x NR  B micro-panel  stays in L1 (256*32*4 = 32 KiB of 48 KiB)
+ *       MC x KC  A block        stays in L2 (168*256*4 = 168 KiB of 2 MiB)
+ *       KC x NC  B panel        stays in L2 (256*1024*4 = 1 MiB of 2 MiB)
+ *     so every float brought from memory is used many times before it leaves.
+ *  4. Threads. The C matrix is split into one slab of columns (or rows) per
+ *     thread; each thread runs 1-3 on its slab with its own packing buffers.
+ *
+ * Determinism: every C element is summed in the same order - k blocks of KC
+ * in increasing order, k increasing inside a block, one FMA per k - whatever
+ * the thread count, the slab boundaries or whether its tile is at an edge.
+ * So the result is bit-for-bit the same for the same inputs, with 1 or 64
+ * threads. (Different builds - AVX-512, AVX2, portable - round differently.)
+ *
+ * Memory: ops never allocate per call. Each thread that calls gemm gets one
+ * packing workspace (A block + B panel, about 1.2 MiB with AVX-512), made
+ * the first time that thread needs it, kept for the next call, and freed at
+ * exit by an atexit handler that owns the list of all workspaces. So the
+ * memory is bounded by (threads that ever ran gemm) x 1.2 MiB.
+ */
 #include "ops.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef USE_OPENBLAS
 #include <cblas.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#ifndef USE_OPENBLAS
+
+/* ---- block sizes ------------------------------------------------------------
+ * MR x NR: the register tile (see each kernel). KC: depth of one packed
+ * block; KC x NR floats of B must sit in L1 next to the A values streaming
+ * through. MC: rows of A per packed block (fits L2, multiple of MR).
+ * NC: columns of B per packed panel (fits L2, multiple of NR). */
+#if defined(__AVX512F__)
+#define GEMM_PATH "avx512"
+#define MR 14
+#define NR 32
+#elif defined(__AVX2__) && defined(__FMA__)
+#define GEMM_PATH "avx2"
+#define MR 6
+#define NR 16
+#else
+#define GEMM_PATH "portable"
+#define MR 4
+#define NR 16
+#endif
+#ifndef KC            /* -DKC=... etc. to experiment; these suit 48 KiB L1, 2 MiB L2 */
+#define KC 256
+#endif
+#ifndef MC
+#define MC (MR * 12)
+#endif
+#ifndef NC
+#define NC 1024
+#endif
+
+/* Below this many multiply-adds (about 0.1 ms of one core's work) one
+ * thread does the whole product. Waking a second thread costs microseconds
+ * on a quiet machine, but on a busy one it may wait a whole scheduler time
+ * slice (milliseconds) for its core; the per-head attention products and
+ * the small model's layers are far below this. */
+#define GEMM_MIN_PARALLEL (1L << 23)
+
+/* ---- per-thread packing workspace ------------------------------------------ */
+typedef struct Workspace {
+    float *a;                  /* (MC, KC) packed A block, MR-row panels    */
+    float *b;                  /* (KC, NC) packed B panel, NR-column panels */
+    struct Workspace *next;    /* every workspace, for freeing at exit      */
+} Workspace;
+
+static _Thread_local Workspace *tls_ws;   /* this thread's, or NULL    */
+static Workspace *all_ws;                 /* owner of every workspace  */
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+
+static void ws_free_all(void) {
+    pthread_mutex_lock(&ws_lock);
+    while (all_ws) {
+        Workspace *w = all_ws;
+        all_ws = w->next;
+        free(w->a);
+        free(w->b);
+        free(w);
+    }
+    pthread_mutex_unlock(&ws_lock);
+}
+
+static void ws_register_exit(void) { atexit(ws_free_all); }
+
+static Workspace *ws_get(void) {
+    if (tls_ws) return tls_ws;
+    pthread_once(&ws_once, ws_register_exit);
+    Workspace *w = calloc(1, sizeof *w);
+    /* 64-byte alignment: one packed row of NR floats starts a cache line,
+     * so the kernel's aligned vector loads never split a line. */
+    if (w) w->a = aligned_alloc(64, sizeof(float) * MC * KC);
+    if (w && w->a) w->b = aligned_alloc(64, sizeof(float) * KC * NC);
+    if (!w || !w->a || !w->b) {
+        fprintf(stderr, "error: out of memory for the matrix-multiply buffers (%zu KiB)\n",
+                sizeof(float) * (MC * KC + KC * NC) / 1024);
+        exit(1);
+    }
+    pthread_mutex_lock(&ws_lock);
+    w->next = all_ws;
+    all_ws = w;
+    pthread_mutex_unlock(&ws_lock);
+    tls_ws = w;
+    return w;
+}
+
+/* ---- packing ------------------------------------------------------------------
+ * pack_a: op(A)[i0 .. i0+mc, p0 .. p0+kc] -> Ap, as ceil(mc/MR) panels; in a
+ * panel, the MR values of one k are adjacent:  Ap[panel*MR*kc + k*MR + r].
+ * Rows past mc are zero so the kernel can always do a full tile.
+ * pack_b: op(B)[p0 .. p0+kc, j0 .. j0+nc] -> Bp as ceil(nc/NR) panels of
+ * (kc, NR): Bp[panel*kc*NR + k*NR + c]; columns past nc are zero.
+ *
+ * Packing touches every element once per block, so it must not cost more
+ * than a few percent of the kernel's time. The plain loops below move one
+ * float per instruction (about 2 cycles each, 15-20% of a large multiply);
+ * with AVX-512 a masked load moves a contiguous row piece in one go, and a
+ * gather collects the MR (or 16) values that sit one leading dimension
+ * apart (a column of a row-major matrix) in one instruction. */
+#if defined(__AVX512F__)
+static void pack_a(float *Ap, const float *A, int lda, int transA, int i0, int p0, int mc, int kc) {
+    const __mmask16 tile_rows = (__mmask16)((1u << MR) - 1);
+    const __m512i col = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(lda));
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = mc - ir < MR ? mc - ir : MR;
+        __mmask16 m = (__mmask16)((1u << mr) - 1);
+        float *dst = Ap + (size_t)ir * kc;
+        if (transA) {
+            /* op(A)[i][p] = A[p][i]: the MR values of one k are contiguous */
+            const float *src = A + (size_t)p0 * lda + i0 + ir;
+            for (int k = 0; k < kc; k++)
+                _mm512_mask_storeu_ps(dst + k * MR, tile_rows, _mm512_maskz_loadu_ps(m, src + (size_t)k * lda));
+        } else {
+            /* op(A)[i][p] = A[i][p]: the MR values of one k are lda apart */
+            const float *src = A + (size_t)(i0 + ir) * lda + p0;
+            for (int k = 0; k < kc; k++)
+                _mm512_mask_storeu_ps(dst + k * MR, tile_rows,
+                                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, col, src + k, 4));
+        }
+    }
+}
+
+static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j0, int kc, int nc) {
+    const __m512i row = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(ldb));
+    for (int jr = 0; jr < nc; jr += NR) {
+        int nr = nc - jr < NR ? nc - jr : NR;
+        __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+        __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+        float *dst = Bp + (size_t)jr * kc;
+        if (transB) {
+            /* op(B)[p][j] = B[j][p]: the NR values of one k are ldb apart */
+            const float *src = B + (size_t)(j0 + jr) * ldb + p0;
+            const float *src16 = src + (size_t)16 * ldb;
+            for (int k = 0; k < kc; k++) {
+                _mm512_store_ps(dst + k * NR, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, row, src + k, 4));
+                _mm512_store_ps(dst + k * NR + 16,
+                                m1 ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, row, src16 + k, 4)
+                                   : _mm512_setzero_ps());
+            }
+        } else {
+            /* op(B)[p][j] = B[p][j]: NR contiguous floats per k */
+            const float *src = B + (size_t)p0 * ldb + j0 + jr;
+            for (int k = 0; k < kc; k++) {
+                _mm512_store_ps(dst + k * NR, _mm512_maskz_loadu_ps(m0, src + (size_t)k * ldb));
+                _mm512_store_ps(dst + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + (size_t)k * ldb + 16));
+            }
+        }
+    }
+}
+#else
+static void pack_a(float *Ap, const float *A, int lda, int transA, int i0, int p0, int mc, int kc) {
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = mc - ir < MR ? mc - ir : MR;
+        float *dst = Ap + (size_t)ir * kc;
+        if (transA) {
+            /* op(A)[i][p] = A[p][i]: the MR values of one k are contiguous */
+            for (int k = 0; k < kc; k++) {
+                const float *src = A + (size_t)(p0 + k) * lda + i0 + ir;
+                int r = 0;
+                for (; r < mr; r++) dst[k * MR + r] = src[r];
+                for (; r < MR; r++) dst[k * MR + r] = 0.0f;
+            }
+        } else {
+            /* op(A)[i][p] = A[i][p]: read each row along k, write with stride MR */
+            for (int r = 0; r < MR; r++) {
+                if (r < mr) {
+                    const float *src = A + (size_t)(i0 + ir + r) * lda + p0;
+                    for (int k = 0; k < kc; k++) dst[k * MR + r] = src[k];
+                } else {
+                    for (int k = 0; k < kc; k++) dst[k * MR + r] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j0, int kc, int nc) {
+    for (int jr = 0; jr < nc; jr += NR) {
+        int nr = nc - jr < NR ? nc - jr : NR;
+        float *dst = Bp + (size_t)jr * kc;
+        if (transB) {
+            /* op(B)[p][j] = B[j][p]: read each row of B along k */
+            for (int c = 0; c < NR; c++) {
+                if (c < nr) {
+                    const float *src = B + (size_t)(j0 + jr + c) * ldb + p0;
+                    for (int k = 0; k < kc; k++) dst[k * NR + c] = src[k];
+                } else {
+                    for (int k = 0; k < kc; k++) dst[k * NR + c] = 0.0f;
+                }
+            }
+        } else {
+            /* op(B)[p][j] = B[p][j]: NR contiguous floats per k, a plain copy */
+            for (int k = 0; k < kc; k++) {
+                const float *src = B + (size_t)(p0 + k) * ldb + j0 + jr;
+                memcpy(dst + k * NR, src, sizeof(float) * nr);
+                for (int c = nr; c < NR; c++) dst[k * NR + c] = 0.0f;
+            }
+        }
+    }
+}
+#endif
+
+/* ---- writing a finished tile back ---------------------------------------------
+ * acc holds sum_k op(A)[i][k] op(B)[k][j] over one KC block. The first block
+ * applies beta (and never reads C when beta == 0, so garbage or NaN there
+ * cannot leak in); later blocks add on. One fmaf per element, the same
+ * operation the vector paths do, so edge tiles round exactly like full ones. */
+static inline float update_one(float acc, float c_old, float alpha, float beta, int first) {
+    if (!first) return fmaf(alpha, acc, c_old);
+    if (beta == 0.0f) return alpha * acc;
+    return fmaf(alpha, acc, beta * c_old);
+}
+
+#if !defined(__AVX512F__)
+/* tile (MR, NR) row-major -> the mr x nr corner of C. */
+static void update_tile(float *C, int ldc, const float *tile, int mr, int nr,
+                        float alpha, float beta, int first) {
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nr; c++) {
+            float *cp = &C[(size_t)r * ldc + c];
+            *cp = update_one(tile[r * NR + c], first && beta == 0.0f ? 0.0f : *cp, alpha, beta, first);
+        }
+}
+#endif
+
+/* ---- micro-kernels --------------------------------------------------------------
+ * kernel(kc, Ap, Bp, C, ldc, ...): C[0..mr, 0..nr] (+)= alpha * Ap-panel @ Bp-panel,
+ * Ap (kc, MR) and Bp (kc, NR) packed; the tile is MR x NR, of which the
+ * top-left mr x nr is real (the rest was zero-padded by packing). */
+#if defined(__AVX512F__)
+/* 14 x 32: 28 accumulators (14 rows x 2 vectors of 16 floats) + 2 registers
+ * for the row of B + 1 for the broadcast A value = 31 of the 32 zmm
+ * registers. Edges use AVX-512 masks for the columns and skip rows >= mr. */
+static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
+                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+    /* Ask for the C tile now; it is needed only after the k loop, by which
+     * time it has arrived. Without this the tile (14 rows, often 8 KiB
+     * apart, not in L2 for big C) is fetched row by row at the end of every
+     * call, a stall of hundreds of cycles per call. */
+    for (int r = 0; r < mr; r++) {
+        _mm_prefetch((const char *)(C + (size_t)r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(C + (size_t)r * ldc + NR - 1), _MM_HINT_T0);
+    }
+    __m512 acc[MR][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(Bp + k * NR);
+        __m512 b1 = _mm512_load_ps(Bp + k * NR + 16);
+#pragma GCC unroll 14
+        for (int r = 0; r < MR; r++) {
+            __m512 a = _mm512_set1_ps(Ap[k * MR + r]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        float *cp = C + (size_t)r * ldc;
+        for (int h = 0; h < 2; h++) {
+            __mmask16 m = h ? m1 : m0;
+            __m512 out;
+            if (first && beta == 0.0f) {
+                out = _mm512_mul_ps(va, acc[r][h]);
+            } else {
+                __m512 old = _mm512_maskz_loadu_ps(m, cp + 16 * h);
+                if (first) old = _mm512_mul_ps(vb, old);
+                out = _mm512_fmadd_ps(va, acc[r][h], old);
+            }
+            _mm512_mask_storeu_ps(cp + 16 * h, m, out);
+        }
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* 6 x 16: 12 accumulators (6 rows x 2 vectors of 8 floats) + 2 for B + 1
+ * broadcast = 15 of the 16 ymm registers. */
+static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
+                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(Bp + k * NR);
+        __m256 b1 = _mm256_load_ps(Bp + k * NR + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            __m256 a = _mm256_broadcast_ss(Ap + k * MR + r);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    if (mr == MR && nr == NR) {
+        __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++)
+            for (int h = 0; h < 2; h++) {
+                float *cp = C + (size_t)r * ldc + 8 * h;
+                __m256 out;
+                if (first && beta == 0.0f) out = _mm256_mul_ps(va, acc[r][h]);
+                else if (first) out = _mm256_fmadd_ps(va, acc[r][h], _mm256_mul_ps(vb, _mm256_loadu_ps(cp)));
+                else out = _mm256_fmadd_ps(va, acc[r][h], _mm256_loadu_ps(cp));
+                _mm256_storeu_ps(cp, out);
+            }
+    } else {
+        float tile[MR * NR] __attribute__((aligned(32)));
+        for (int r = 0; r < MR; r++) {
+            _mm256_store_ps(tile + r * NR, acc[r][0]);
+            _mm256_store_ps(tile + r * NR + 8, acc[r][1]);
+        }
+        update_tile(C, ldc, tile, mr, nr, alpha, beta, first);
+    }
+}
+#else
+/* Portable C: the same tile idea with plain arrays; the compiler keeps what
+ * it can in registers and may vectorise the c loop. A plain multiply and add
+ * (not fmaf, which is a slow library call on CPUs without FMA); ISO C mode
+ * (-std=c11) keeps the compiler from fusing them, so the rounding is fixed. */
+static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
+                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+    float tile[MR * NR] = {0};
+    for (int k = 0; k < kc; k++)
+        for (int r = 0; r < MR; r++) {
+            float a = Ap[k * MR + r];
+            for (int c = 0; c < NR; c++) tile[r * NR + c] += a * Bp[k * NR + c];
+        }
+    update_tile(C, ldc, tile, mr, nr, alpha, beta, first);
+}
+#endif
+
+/* ---- the blocked loops (one thread) ----------------------------------------------
+ * The five loops around the micro-kernel, outermost first (BLIS order):
+ *   jc: NC-wide column panels of B and C
+ *   pc: KC-deep slices of the sum      -> pack B panel (KC x NC) once
+ *   ic: MC-tall row blocks of A and C   -> pack A block (MC x KC) once
+ *   jr: NR-wide micro-panels of the packed B (stays in L1 across ir)
+ *   ir: MR-tall micro-panels of the packed A -> one micro-kernel call */
+static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, int K,
+                         float alpha, const float *A, int lda, const float *B, int ldb,
+                         float beta, float *C, int ldc) {
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC;
+            pack_b(ws->b, B, ldb, transB, pc, jc, kc, nc);
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = M - ic < MC ? M - ic : MC;
+                pack_a(ws->a, A, lda, transA, ic, pc, mc, kc);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int nr = nc - jr < NR ? nc - jr : NR;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int mr = mc - ir < MR ? mc - ir : MR;
+                        kernel(kc, ws->a + (size_t)ir * kc, ws->b + (size_t)jr * kc,
+                               C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
+                               alpha, beta, pc == 0, mr, nr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* C = beta * C, the whole answer when K == 0 or alpha == 0 (BLAS then
+ * reads neither A nor B). beta == 0 writes zeros without reading C. */
+static void scale_c(float *C, int ldc, int M, int N, float beta) {
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        if (beta == 0.0f) memset(c, 0, sizeof(float) * N);
+        else if (beta != 1.0f) for (int j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+/* Splits n into parts slabs of multiples of `unit`; slab t is [lo, hi). */
+static void slab(int n, int unit, int parts, int t, int *lo, int *hi) {
+    int units = (n + unit - 1) / unit;
+    int per = units / parts, extra = units % parts;
+    int u0 = t * per + (t < extra ? t : extra);
+    int u1 = u0 + per + (t < extra ? 1 : 0);
+    *lo = u0 * unit < n ? u0 * unit : n;
+    *hi = u1 * unit < n ? u1 * unit : n;
+}
+
+#endif /* !USE_OPENBLAS */
 
 void gemm(int transA, int transB, int M, int N, int K,
           float alpha, const float *A, int lda, const float *B, int ldb,
@@ -13,6 +463,45 @@ void gemm(int transA, int transB, int M, int N, int K,
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
-    gemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(C, ldc, M, N, beta);
+        return;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    if ((long)M * N * K >= GEMM_MIN_PARALLEL && !omp_in_parallel()) threads = omp_get_max_threads();
+#endif
+    /* Split the wider side of C, in whole tiles, so every thread gets a
+     * slab big enough to keep its micro-kernel busy. */
+    int split_n = N >= M;
+    int units = split_n ? (N + NR - 1) / NR : (M + MR - 1) / MR;
+    if (threads > units) threads = units;
+    if (threads <= 1) {
+        gemm_blocked(ws_get(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        int t = 0, lo, hi;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        Workspace *ws = ws_get();
+        if (split_n) {
+            slab(N, NR, threads, t, &lo, &hi);
+            if (hi > lo)
+                gemm_blocked(ws, transA, transB, M, hi - lo, K, alpha, A, lda,
+                             transB ? B + (size_t)lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+        } else {
+            slab(M, MR, threads, t, &lo, &hi);
+            if (hi > lo)
+                gemm_blocked(ws, transA, transB, hi - lo, N, K, alpha,
+                             transA ? A + lo : A + (size_t)lo * lda, lda, B, ldb,
+                             beta, C + (size_t)lo * ldc, ldc);
+        }
+    }
 #endif
 }

@@ -36,7 +36,7 @@ float dot(const float *a, const float *b, int n);
  * out (N,C) = softmax(inp (N,C)) row by row, computed stably: subtract the
  * row max before exp so nothing overflows. Entries of -INFINITY get weight
  * exactly 0. A row that is entirely -INFINITY (nothing to attend to) gets
- * all zeros, never NaN. */
+ * all zeros, never NaN. out may equal inp (in place). */
 void softmax_forward(float *out, const float *inp, int N, int C);
 /* dinp (N,C) += J^T dout, where J is softmax's Jacobian:
  * dinp_j += y_j * (dout_j - sum_i dout_i y_i).  out is the forward output. */

@@ -1,0 +1,679 @@
+/* bench.c - how fast is it? One table: the matrix multiply against the
+ * machine's FMA peak and OpenBLAS, the whole model against PyTorch.
+ *
+ *   make bench                     (builds everything, then runs this)
+ *   build/bench --help             every option
+ *
+ * What it measures, in this order (see bench/README.md for what it means):
+ *   1. FMA peak: a loop of independent fused multiply-adds on every thread,
+ *      the most floating-point work this CPU can do; every GFLOP/s figure
+ *      below is also given as a percentage of it.
+ *   2. The steps from gemm_ref() to gemm() on one 512^3 product (1 thread
+ *      except the last line), so each idea's speed-up is visible.
+ *   3. gemm() vs OpenBLAS's cblas_sgemm at the model's shapes (Table 3 base
+ *      layer sizes with the Annotated Transformer's batch of 80 x 10 tokens)
+ *      and at attention's small per-head shapes. OpenBLAS runs twice: with
+ *      the environment as it is, and in a child process with
+ *      OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed (a forced core type
+ *      can halve OpenBLAS's speed). Our gemm is re-timed in that child too,
+ *      so each ratio comes from one process.
+ *   4. The Transformer: forward and training step (forward + label-smoothed
+ *      loss + backward + Adam) for two configs, each in its own child
+ *      process so the peak RSS belongs to that config alone; then the same
+ *      model in PyTorch (bench/torch_ref.py) with the same thread count.
+ *
+ * Timing: every figure is the median of several runs; each run repeats the
+ * operation until it takes at least ~20 ms. Other programs on the machine
+ * add noise, so compare ratios taken in the same run.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+#ifdef USE_OPENBLAS_REF
+#include <cblas.h>
+#endif
+
+#include "bench.h"
+#include "cli.h"
+#include "model.h"
+#include "nn.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+
+#define PROG "bench"
+
+static int g_reps = 5;
+static const char *g_python = NULL;   /* interpreter with torch, or NULL */
+
+/* ---- timing helpers ---------------------------------------------------------- */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    qsort(x, n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+static const char *env_or(const char *name, const char *dflt) {
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+/* ---- 1. FMA peak -------------------------------------------------------------------
+ * 16 independent accumulators per thread: an FMA takes 4 cycles and a core
+ * starts 2 per cycle, so at least 8 must be in flight to keep both units
+ * busy. Each FMA on a 16-float register is 32 flops. */
+static double fma_peak_run(int threads, long iters) {
+    volatile float sink = 0.0f;
+    double t0 = now_s();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+#if defined(__AVX512F__)
+        __m512 acc[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+        for (int j = 0; j < 16; j++) acc[j] = _mm512_set1_ps((float)j);
+        for (long i = 0; i < iters; i++)
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) acc[j] = _mm512_fmadd_ps(acc[j], x, y);
+        float s = 0;
+        for (int j = 0; j < 16; j++) s += _mm512_reduce_add_ps(acc[j]);
+#elif defined(__AVX2__) && defined(__FMA__)
+        __m256 acc[16], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+        for (int j = 0; j < 16; j++) acc[j] = _mm256_set1_ps((float)j);
+        for (long i = 0; i < iters; i++)
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) acc[j] = _mm256_fmadd_ps(acc[j], x, y);
+        float tmp[8], s = 0;
+        for (int j = 0; j < 16; j++) {
+            _mm256_storeu_ps(tmp, acc[j]);
+            for (int l = 0; l < 8; l++) s += tmp[l];
+        }
+#else
+        float acc[16], s = 0;
+        for (int j = 0; j < 16; j++) acc[j] = (float)j;
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 16; j++) acc[j] = fmaf(acc[j], 0.999999f, 1e-7f);
+        for (int j = 0; j < 16; j++) s += acc[j];
+#endif
+#ifdef _OPENMP
+#pragma omp critical
+#endif
+        sink += s;
+    }
+    double t = now_s() - t0;
+    (void)sink;
+#if defined(__AVX512F__)
+    double lanes = 16;
+#elif defined(__AVX2__) && defined(__FMA__)
+    double lanes = 8;
+#else
+    double lanes = 1;
+#endif
+    return threads * (double)iters * 16 * lanes * 2 / t / 1e9;
+}
+
+static double fma_peak(int threads) {
+    double r[15];
+    int n = g_reps * 3 > 15 ? 15 : g_reps * 3;
+    fma_peak_run(threads, 2000000);   /* wake the threads, raise the clock */
+    for (int i = 0; i < n; i++) r[i] = fma_peak_run(threads, 4000000);
+    /* The best of many short runs, not the median: the peak is what the
+     * hardware can do, and other jobs on the machine only ever slow a run
+     * down. (So "% of peak" below is, if anything, pessimistic.) */
+    qsort(r, n, sizeof *r, cmp_double);
+    return r[n - 1];
+}
+
+/* ---- 3. gemm shapes -------------------------------------------------------------- */
+typedef struct {
+    const char *name;
+    int tA, tB, M, N, K;
+    int calls;        /* gemm calls per timing (the B*h heads of attention) */
+} Shape;
+
+/* Annotated Transformer copy task: batch 80 x 10 source tokens = 800 rows;
+ * Table 3 base layer widths d_model = 512, d_ff = 2048, h = 8, d_k = 64. */
+static const Shape shapes[] = {
+    {"FFN  x W1    800x512 . 512x2048", 0, 0, 800, 2048, 512, 1},
+    {"FFN  h W2    800x2048 . 2048x512", 0, 0, 800, 512, 2048, 1},
+    {"proj x W_Q   800x512 . 512x512", 0, 0, 800, 512, 512, 1},
+    {"bwd dX=dY W1^T 800x2048 . (512x2048)^T", 0, 1, 800, 512, 2048, 1},
+    {"bwd dW1=X^T dY (800x512)^T . 800x2048", 1, 0, 512, 2048, 800, 1},
+    {"logits x E^T 720x512 . (11x512)^T", 0, 1, 720, 11, 512, 1},
+    {"attn QK^T 640 x (10x64 . 64x10)", 0, 1, 10, 10, 64, 640},
+    {"attn PV   640 x (10x10 . 10x64)", 0, 0, 10, 64, 10, 640},
+    {"attn QK^T 32 x (128x64 . 64x128)", 0, 1, 128, 128, 64, 32},
+};
+#define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+
+typedef struct {
+    float *A, *B, *C;
+    size_t a_stride, b_stride, c_stride;   /* per call (heads are separate) */
+} ShapeData;
+
+static ShapeData shape_alloc(const Shape *s, Rng *rng) {
+    ShapeData d;
+    d.a_stride = (size_t)s->M * s->K;
+    d.b_stride = (size_t)s->K * s->N;
+    d.c_stride = (size_t)s->M * s->N;
+    d.A = malloc(sizeof(float) * d.a_stride * s->calls);
+    d.B = malloc(sizeof(float) * d.b_stride * s->calls);
+    d.C = malloc(sizeof(float) * d.c_stride * s->calls);
+    if (!d.A || !d.B || !d.C) cli_fail(PROG, "out of memory for shape %s", s->name);
+    rng_fill_uniform(rng, d.A, d.a_stride * s->calls, -1, 1);
+    rng_fill_uniform(rng, d.B, d.b_stride * s->calls, -1, 1);
+    return d;
+}
+
+static void shape_free(ShapeData *d) {
+    free(d->A);
+    free(d->B);
+    free(d->C);
+}
+
+/* One "operation" = s->calls gemms. which: 0 ours, 1 OpenBLAS. */
+static void shape_run(const Shape *s, const ShapeData *d, int which) {
+    int lda = s->tA ? s->M : s->K, ldb = s->tB ? s->K : s->N;
+    for (int c = 0; c < s->calls; c++) {
+        const float *A = d->A + c * d->a_stride, *B = d->B + c * d->b_stride;
+        float *C = d->C + c * d->c_stride;
+        if (which == 0) {
+            gemm(s->tA, s->tB, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+        } else {
+#ifdef USE_OPENBLAS_REF
+            cblas_sgemm(CblasRowMajor, s->tA ? CblasTrans : CblasNoTrans, s->tB ? CblasTrans : CblasNoTrans,
+                        s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C, s->N);
+#endif
+        }
+    }
+}
+
+/* Seconds per operation: repeat until >= 20 ms, divide. */
+static double time_op(void (*fn)(const void *), const void *arg) {
+    fn(arg);
+    int n = 1;
+    for (;;) {
+        double t0 = now_s();
+        for (int i = 0; i < n; i++) fn(arg);
+        double t = now_s() - t0;
+        if (t >= 0.02 || n >= (1 << 20)) return t / n;
+        n = t > 0.002 ? (int)(n * 0.025 / t) + 1 : n * 8;
+    }
+}
+
+typedef struct {
+    const Shape *s;
+    const ShapeData *d;
+    int which;
+} ShapeArg;
+
+static void shape_fn(const void *p) {
+    const ShapeArg *a = p;
+    shape_run(a->s, a->d, a->which);
+}
+
+/* Times ours, then OpenBLAS, per shape, and returns GFLOP/s. Not
+ * interleaved call by call: after each call OpenBLAS's worker threads keep
+ * spinning on a core for up to ~0.1 s (its THREAD_TIMEOUT) before they sleep,
+ * which would steal a core from whatever runs next. So: all of ours first,
+ * then all of OpenBLAS's, then a pause before the next shape. */
+static void gemm_table_measure(double *ours, double *blas) {
+    Rng rng;
+    rng_seed(&rng, 1);
+#ifdef USE_OPENBLAS_REF
+    openblas_set_num_threads(max_threads());
+#endif
+    for (int i = 0; i < NSHAPES; i++) {
+        const Shape *s = &shapes[i];
+        ShapeData d = shape_alloc(s, &rng);
+        double t[2][16];
+        int reps = g_reps > 16 ? 16 : g_reps;
+        for (int w = 0; w < 2; w++) {
+            ShapeArg a = {s, &d, w};
+            for (int r = 0; r < reps; r++) t[w][r] = time_op(shape_fn, &a);
+        }
+        usleep(200000);
+        double flops = 2.0 * s->M * s->N * s->K * s->calls;
+        ours[i] = flops / median(t[0], reps) / 1e9;
+        blas[i] = flops / median(t[1], reps) / 1e9;
+        shape_free(&d);
+    }
+}
+
+/* ---- child processes ---------------------------------------------------------------- */
+static char self_path[4096];
+
+/* Runs cmd with popen and calls on_line for every output line. Returns the
+ * exit status (or -1 if it could not run). */
+static int run_child(const char *cmd, void (*on_line)(const char *, void *), void *ctx) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) on_line(line, ctx);
+    int st = pclose(f);
+    return st == -1 ? -1 : WEXITSTATUS(st);
+}
+
+/* One OpenBLAS setting: how the environment is changed, what OpenBLAS
+ * then picked, and ours / OpenBLAS GFLOP/s measured in that process. */
+typedef struct {
+    const char *label, *env;    /* env: prefix for the child's command, NULL = this process */
+    char core[64];
+    double ours[NSHAPES], blas[NSHAPES];
+    int ok;
+} BlasRun;
+
+static void parse_gemm_line(const char *line, void *ctx) {
+    BlasRun *r = ctx;
+    int i;
+    double o, b;
+    if (sscanf(line, "GEMM %d %lf %lf", &i, &o, &b) == 3 && i >= 0 && i < NSHAPES) {
+        r->ours[i] = o;
+        r->blas[i] = b;
+        r->ok = 1;
+    } else if (sscanf(line, "CORE %63s", r->core) == 1) {
+    }
+}
+
+static const char *blas_core(void) {
+#ifdef USE_OPENBLAS_REF
+    return openblas_get_corename();
+#else
+    return "(not linked)";
+#endif
+}
+
+/* ---- 4. the model ------------------------------------------------------------------- */
+typedef struct {
+    const char *key, *title;
+    Config cfg;
+    int B, Ts, Tt;
+    int steps;        /* timed steps (median) */
+} ModelCase;
+
+static Config config_of(int N, int d_model, int d_ff, int h, int vocab, int max_len) {
+    Config c = {0};
+    c.N = N;
+    c.d_model = d_model;
+    c.d_ff = d_ff;
+    c.h = h;
+    c.d_k = c.d_v = d_model / h;
+    c.vocab = vocab;
+    c.max_len = max_len;
+    c.dropout = 0.1f;
+    c.pre_ln = 0;
+    c.pad_id = 0;
+    return c;
+}
+
+/* "ch08": the small model chapter 08 trains by default on the copy task;
+ * "annotated": The Annotated Transformer's copy-task model (N=2,
+ * d_model=512, d_ff=2048, h=8, batch 80 of 10 source / 9 target tokens,
+ * vocabulary 11). Both use the copy task's tokens (train.h). */
+static ModelCase model_cases[2];
+
+static void model_cases_init(void) {
+    /* chapter 08's defaults: --layers 2 --d-model 64 --d-ff 128 --heads 4 --batch 64 */
+    model_cases[0] = (ModelCase){"ch08", "ch08 default: N=2 d_model=64 d_ff=128 h=4, B=64",
+                                 config_of(2, 64, 128, 4, 11, 10), 64, 10, 9, 21};
+    model_cases[1] = (ModelCase){"annotated", "Annotated: N=2 d_model=512 d_ff=2048 h=8, B=80",
+                                 config_of(2, 512, 2048, 8, 11, 10), 80, 10, 9, 7};
+}
+
+static long vm_hwm_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
+/* The child: build, time forward and training steps, print one MODEL line. */
+static int model_child(const char *key) {
+    const ModelCase *mc = NULL;
+    for (int i = 0; i < 2; i++)
+        if (strcmp(model_cases[i].key, key) == 0) mc = &model_cases[i];
+    if (!mc) cli_fail(PROG, "unknown model config '%s'", key);
+    Model m = {0};
+    char err[256];
+    if (model_build(&m, &mc->cfg, mc->B, mc->Ts, mc->Tt, 1234, err, sizeof err)) {
+        printf("MODEL_ERROR %s\n", err);
+        return 2;
+    }
+    int B = mc->B, Ts = mc->Ts, Tt = mc->Tt, V = mc->cfg.vocab;
+    int *src = malloc(sizeof(int) * B * Ts), *tgt_in = malloc(sizeof(int) * B * Tt);
+    int *tgt_out = malloc(sizeof(int) * B * Tt);
+    float *dlogits = malloc(sizeof(float) * B * Tt * V);
+    float *adam_m = calloc(m.params.n, sizeof(float)), *adam_v = calloc(m.params.n, sizeof(float));
+    if (!src || !tgt_in || !tgt_out || !dlogits || !adam_m || !adam_v) cli_fail(PROG, "out of memory");
+    /* copy task: [start, x1..x9] -> predict x1..x9 from [start, x1..x8] */
+    Rng rng;
+    rng_seed(&rng, 7);
+    for (int b = 0; b < B; b++) {
+        src[b * Ts] = 1;
+        for (int t = 1; t < Ts; t++) src[b * Ts + t] = 2 + rng_int(&rng, V - 2);
+        for (int t = 0; t < Tt; t++) {
+            tgt_in[b * Tt + t] = src[b * Ts + t];
+            tgt_out[b * Tt + t] = src[b * Ts + t + 1];
+        }
+    }
+    int reps = mc->steps;
+    double fwd[32], step[32];
+    if (reps > 32) reps = 32;
+    float loss = 0;
+    for (int r = -2; r < reps; r++) {   /* 2 warm-up rounds */
+        double t0 = now_s();
+        model_forward(&m, src, tgt_in, B, Ts, Tt, 0);
+        double t1 = now_s();
+        model_zero_grad(&m);
+        const float *logp = model_forward(&m, src, tgt_in, B, Ts, Tt, 1);
+        int ntok = 0;
+        loss = smoothed_xent_forward(logp, tgt_out, B * Tt, V, 0.1f, mc->cfg.pad_id, &ntok);
+        memset(dlogits, 0, sizeof(float) * B * Tt * V);
+        smoothed_xent_backward(dlogits, logp, tgt_out, B * Tt, V, 0.1f, mc->cfg.pad_id);
+        model_backward(&m, dlogits);
+        int s = r + 3;
+        adam_update(m.params.mem, m.grads.mem, adam_m, adam_v, m.params.n,
+                    lr_schedule(s, mc->cfg.d_model, 400, 1.0f), 0.9f, 0.98f, 1e-9f, s);
+        double t2 = now_s();
+        if (r >= 0) {
+            fwd[r] = t1 - t0;
+            step[r] = t2 - t1;
+        }
+    }
+    printf("MODEL fwd_ms=%.4f step_ms=%.4f rss_kb=%ld params=%zu loss=%.4f\n",
+           1e3 * median(fwd, reps), 1e3 * median(step, reps), vm_hwm_kb(), m.params.n, loss);
+    free(src); free(tgt_in); free(tgt_out); free(dlogits); free(adam_m); free(adam_v);
+    model_free(&m);
+    return 0;
+}
+
+typedef struct {
+    double fwd_ms, step_ms;
+    long rss_kb;
+    int ok;
+    char err[256];
+} ModelResult;
+
+static void parse_model_line(const char *line, void *ctx) {
+    ModelResult *r = ctx;
+    if (sscanf(line, "MODEL fwd_ms=%lf step_ms=%lf rss_kb=%ld", &r->fwd_ms, &r->step_ms, &r->rss_kb) == 3)
+        r->ok = 1;
+    else if (sscanf(line, "TORCH fwd_ms=%lf step_ms=%lf rss_kb=%ld", &r->fwd_ms, &r->step_ms, &r->rss_kb) == 3)
+        r->ok = 1;
+    else if (!strncmp(line, "MODEL_ERROR ", 12) || !strncmp(line, "TORCH_ERROR ", 12))
+        snprintf(r->err, sizeof r->err, "%s", line + 12);
+}
+
+static void ignore_line(const char *line, void *ctx) {
+    (void)line;
+    (void)ctx;
+}
+
+/* Finds a python3 that can import torch: the one on PATH, then Debian's. */
+static void find_python(const char *script) {
+    static const char *cands[] = {"python3", "/usr/bin/python3"};
+    char cmd[1024];
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --check >/dev/null 2>&1", cands[i], script);
+        if (run_child(cmd, ignore_line, NULL) == 0) {
+            g_python = cands[i];
+            return;
+        }
+    }
+}
+
+/* ---- 2. the steps from gemm_ref to gemm -------------------------------------------- */
+static void steps_table(double peak1) {
+    /* B (K x N) is 4 MiB: bigger than the 2 MiB L2, as a layer's weights
+     * are, so that blocking has something to do */
+    const int M = 256, K = 1024, N = 1024;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+    float *C = malloc(sizeof(float) * M * N), *R = malloc(sizeof(float) * M * N);
+    float *pa = malloc(sizeof(float) * 4 * 256), *pb = malloc(sizeof(float) * 256 * N);
+    if (!A || !B || !C || !R || !pa || !pb) cli_fail(PROG, "out of memory");
+    Rng rng;
+    rng_seed(&rng, 2);
+    rng_fill_uniform(&rng, A, (size_t)M * K, -1, 1);
+    rng_fill_uniform(&rng, B, (size_t)K * N, -1, 1);
+    double flops = 2.0 * M * N * K;
+    int threads = max_threads();
+    printf("\nFrom the triple loop to gemm(): C = A B, %dx%d . %dx%d (1 thread unless said)\n", M, K, K, N);
+    printf("  %-44s %9s %9s %8s %8s\n", "step", "ms", "GFLOP/s", "% peak1", "speed-up");
+    double base = 0;
+    for (int v = 0; v < 6; v++) {
+        const char *name[] = {"0 gemm_ref: i,j,k loop, double sum",
+                              "1 loop order i,k,j (unit stride)",
+                              "2 + cache blocking (128x128 blocks of B)",
+                              "3 + packing, 4x16 register tile (plain C)",
+                              "4 + SIMD micro-kernel = gemm(), 1 thread",
+                              "5 + threads = gemm()"};
+        int reps = v == 0 ? 1 : (g_reps < 3 ? g_reps : 3);
+        double t[8];
+        for (int r = 0; r < reps; r++) {
+            set_threads(v == 5 ? threads : 1);
+            double t0 = now_s();
+            switch (v) {
+            case 0: gemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); break;
+            case 1: gemm_step_reorder(C, A, B, M, N, K); break;
+            case 2: gemm_step_blocked(C, A, B, M, N, K); break;
+            case 3: gemm_step_packed(C, A, B, M, N, K, pa, pb); break;
+            default:
+                for (int k = 0; k < 10; k++) gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+            }
+            t[r] = (now_s() - t0) / (v >= 4 ? 10 : 1);
+        }
+        set_threads(threads);
+        if (v == 0) memcpy(R, C, sizeof(float) * M * N);
+        double maxd = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) maxd = fmax(maxd, fabs(C[i] - R[i]));
+        if (maxd > 1e-3) printf("  (step %d differs from gemm_ref by %.3g!)\n", v, maxd);
+        double tm = median(t, reps), gf = flops / tm / 1e9;
+        if (v == 0) base = tm;
+        printf("  %-44s %9.2f %9.1f %7.1f%% %7.1fx\n", name[v], tm * 1e3, gf,
+               100 * gf / (v == 5 ? peak1 * threads : peak1), base / tm);
+    }
+    printf("  (%% peak1: of one core's FMA peak; for step 5, of all %d threads' peak)\n", threads);
+    free(A); free(B); free(C); free(R); free(pa); free(pb);
+}
+
+/* ---- the main table ------------------------------------------------------------------- */
+int main(int argc, char **argv) {
+    int reps = 5, no_torch = 0, no_model = 0, no_steps = 0, nthreads = max_threads();
+    const char *child = "";
+    const char *script = "bench/torch_ref.py";
+    CliOption opts[] = {
+        {"--reps", CLI_INT, &reps, "timed runs per figure (the median is shown)", 1, 15},
+        {"--threads", CLI_INT, &nthreads, "threads for ours, OpenBLAS and PyTorch (default: OpenMP's)", 1, 256},
+        {"--no-steps", CLI_FLAG, &no_steps, "skip the gemm_ref -> gemm steps table", 0, 0},
+        {"--no-model", CLI_FLAG, &no_model, "skip the model timings (ours and PyTorch)", 0, 0},
+        {"--no-torch", CLI_FLAG, &no_torch, "skip PyTorch", 0, 0},
+        {"--torch-script", CLI_STRING, &script, "the PyTorch reference script", 0, 0},
+        {"--child", CLI_STRING, &child, "internal: gemm | ch08 | annotated (one part, machine-readable)", 0, 0},
+    };
+    cli_parse(argc, argv, PROG,
+              "Speed table: gemm vs FMA peak and OpenBLAS, model steps vs PyTorch.", opts, CLI_COUNT(opts));
+    g_reps = reps;
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* show each table as it is done */
+    model_cases_init();
+    set_threads(nthreads);
+    int threads = max_threads();
+
+    if (*child) {
+        if (!strcmp(child, "gemm")) {
+            double ours[NSHAPES], blas[NSHAPES];
+            gemm_table_measure(ours, blas);
+            printf("CORE %s\n", blas_core());
+            for (int i = 0; i < NSHAPES; i++) printf("GEMM %d %.3f %.3f\n", i, ours[i], blas[i]);
+            return 0;
+        }
+        return model_child(child);
+    }
+
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    if (len <= 0) cli_fail(PROG, "cannot find my own executable (/proc/self/exe)");
+    self_path[len] = '\0';
+
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M", localtime(&now));
+#if defined(__AVX512F__)
+    const char *isa = "AVX-512 (14x32 micro-kernel)";
+#elif defined(__AVX2__) && defined(__FMA__)
+    const char *isa = "AVX2 (6x16 micro-kernel)";
+#else
+    const char *isa = "portable C";
+#endif
+    printf("attention-in-c bench, %s; %d threads; gemm path %s\n", date, threads, isa);
+    printf("env: OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s OMP_NUM_THREADS=%s\n",
+           env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OPENBLAS_L2_SIZE", "(unset)"),
+           env_or("OMP_NUM_THREADS", "(unset)"));
+    printf("medians of %d runs; other jobs on this machine add noise: compare ratios.\n", g_reps);
+
+    /* 1. peak */
+    double peak = fma_peak(threads), peak1 = threads > 1 ? fma_peak(1) : peak;
+    printf("\nFMA peak (best of %d short runs): %.1f GFLOP/s with %d threads (%.1f with 1 thread)\n",
+           g_reps * 3 > 15 ? 15 : g_reps * 3, peak, threads, peak1);
+
+    /* 2. steps */
+    if (!no_steps) steps_table(peak1);
+
+    /* 3. gemm vs OpenBLAS, env as set (here) and unset (child) */
+    /* [A] this process, environment as it is; [B] a child without the
+     * variables (only when they are set: otherwise it is [A] again);
+     * [C] a child with OPENBLAS_CORETYPE=SkylakeX, OpenBLAS's AVX-512
+     * kernels, the strongest setting it has for this CPU. */
+    int env_forced = getenv("OPENBLAS_CORETYPE") || getenv("OPENBLAS_L2_SIZE");
+    static BlasRun runs[3] = {
+        {"[A] env as set", NULL, "", {0}, {0}, 0},
+        {"[B] CORETYPE/L2_SIZE unset", "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE", "", {0}, {0}, 0},
+        {"[C] CORETYPE=SkylakeX", "env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX", "", {0}, {0}, 0},
+    };
+    char cmd[8192];
+    gemm_table_measure(runs[0].ours, runs[0].blas);
+    snprintf(runs[0].core, sizeof runs[0].core, "%s", blas_core());
+    runs[0].ok = 1;
+    for (int k = 1; k < 3; k++) {
+        if (k == 1 && !env_forced) continue;
+        snprintf(cmd, sizeof cmd, "%s '%s' --child gemm --reps %d --threads %d", runs[k].env, self_path, g_reps,
+                 threads);
+        if (run_child(cmd, parse_gemm_line, &runs[k]) != 0) runs[k].ok = 0;
+    }
+    printf("\ngemm C = op(A) op(B) vs OpenBLAS cblas_sgemm, %d thread%s each: GFLOP/s (%% of FMA peak)\n", threads,
+           threads > 1 ? "s" : "");
+    for (int k = 0; k < 3; k++) {
+        if (k == 1 && !env_forced) {
+            printf("  [B] = [A]: the environment sets neither OPENBLAS_CORETYPE nor OPENBLAS_L2_SIZE\n");
+            continue;
+        }
+        printf("  %-28s OpenBLAS chose the %s kernels%s\n", runs[k].label, *runs[k].core ? runs[k].core : "?",
+               runs[k].ok ? "" : " (child failed: no figures)");
+    }
+    printf("  %-40s %13s |%13s %6s |%13s %6s |%13s %6s\n", "shape (M x K . K x N)", "ours",
+           "OpenBLAS[A]", "ratio", "OpenBLAS[B]", "ratio", "OpenBLAS[C]", "ratio");
+    for (int i = 0; i < NSHAPES; i++) {
+        printf("  %-40s %6.1f (%3.0f%%) |", shapes[i].name, runs[0].ours[i], 100 * runs[0].ours[i] / peak);
+        for (int k = 0; k < 3; k++) {
+            if (!runs[k].ok) {
+                printf("%13s %6s |", "-", "-");
+                continue;
+            }
+            printf("%6.1f (%3.0f%%) %5.2fx%s", runs[k].blas[i], 100 * runs[k].blas[i] / peak,
+                   runs[k].ours[i] / runs[k].blas[i], k < 2 ? " |" : "");
+        }
+        printf("\n");
+    }
+    printf("  ratio = ours / OpenBLAS, both timed in the same process (> 1: ours is faster)\n");
+
+    /* 4. the model */
+    if (!no_model) {
+        if (!no_torch) {
+            find_python(script);
+            if (!g_python)
+                printf("\nPyTorch not found (no python3 that can import torch): apt-get install -y python3-torch\n"
+                       "(the PyTorch columns stay empty)\n");
+        }
+        printf("\nTransformer (post-LN encoder-decoder, Figure 1), copy task (vocab 11, Ts=10, Tt=9); %d threads; medians\n"
+               "  forward = inference forward; step = forward with dropout + label-smoothed loss + backward + Adam\n"
+               "  tokens/s counts target tokens (B x Tt) per training step; RSS = peak resident memory of the process\n",
+               threads);
+        printf("  %-52s %-10s %9s %9s %10s %9s\n", "config", "who", "fwd ms", "step ms", "tokens/s", "peak RSS");
+        for (int i = 0; i < 2; i++) {
+            const ModelCase *mc = &model_cases[i];
+            ModelResult ours_r = {0}, torch_r = {0};
+            snprintf(cmd, sizeof cmd, "'%s' --child %s --threads %d", self_path, mc->key, threads);
+            run_child(cmd, parse_model_line, &ours_r);
+            int ntok = mc->B * mc->Tt;
+            if (ours_r.ok)
+                printf("  %-52s %-10s %9.2f %9.2f %10.0f %6.1f MiB\n", mc->title, "ours", ours_r.fwd_ms,
+                       ours_r.step_ms, ntok / (ours_r.step_ms / 1e3), ours_r.rss_kb / 1024.0);
+            else
+                printf("  %-52s %-10s failed: %s\n", mc->title, "ours", *ours_r.err ? ours_r.err : "(no output)\n");
+            /* PyTorch multiplies matrices with OpenBLAS too (Debian's build),
+             * so it runs under the same settings as the gemm table. */
+            for (int v = 0; g_python && v < 3; v++) {
+                if (v == 1 && !env_forced) continue;
+                const Config *c = &mc->cfg;
+                snprintf(cmd, sizeof cmd,
+                         "%s OMP_NUM_THREADS=%d %s %s --N %d --d_model %d --d_ff %d --h %d --vocab %d "
+                         "--max_len %d --dropout %g --B %d --Ts %d --Tt %d --steps %d --threads %d",
+                         v ? runs[v].env : "env", threads, g_python,
+                         script, c->N, c->d_model, c->d_ff, c->h, c->vocab, c->max_len, c->dropout, mc->B,
+                         mc->Ts, mc->Tt, mc->steps, threads);
+                memset(&torch_r, 0, sizeof torch_r);
+                run_child(cmd, parse_model_line, &torch_r);
+                const char *who = v == 0 ? "PyTorch[A]" : v == 1 ? "PyTorch[B]" : "PyTorch[C]";
+                if (torch_r.ok) {
+                    printf("  %-52s %-10s %9.2f %9.2f %10.0f %6.1f MiB\n", "", who, torch_r.fwd_ms,
+                           torch_r.step_ms, ntok / (torch_r.step_ms / 1e3), torch_r.rss_kb / 1024.0);
+                    if (ours_r.ok)
+                        printf("  %-52s %-10s %8.2fx %8.2fx   (PyTorch time / ours: > 1 means ours is faster)\n",
+                               "", "ratio", torch_r.fwd_ms / ours_r.fwd_ms, torch_r.step_ms / ours_r.step_ms);
+                } else {
+                    printf("  %-52s %-10s failed: %s\n", "", who, *torch_r.err ? torch_r.err : "(no output)\n");
+                }
+            }
+        }
+        printf("  PyTorch[A]/[B]/[C]: the OpenBLAS settings of the gemm table (Debian's PyTorch uses OpenBLAS)\n");
+    }
+    return 0;
+}

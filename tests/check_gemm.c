@@ -1,0 +1,250 @@
+/* check_gemm.c - the fast gemm() against the reference triple loop gemm_ref().
+ *
+ * gemm() packs, blocks and tiles (common/gemm.c); every one of those steps
+ * has an edge case: sizes that are not multiples of the register tile (MR x
+ * NR), of the cache blocks (MC, KC, NC), of the thread slabs; transposed
+ * inputs; leading dimensions wider than the matrix. The sweep below hits
+ * sizes on both sides of each boundary (1, 2, 3, 7, 13, 17, 31, 33, 64, 65,
+ * 127, 129, 255, 257, 511) with all four transpose combinations.
+ *
+ * Tolerance: float sums of K products carry a rounding error of at most
+ * about K * eps * sum_k |a_ik b_kj| (Higham, "Accuracy and Stability of
+ * Numerical Algorithms", Sec. 3.1). The test computes that bound for every
+ * element (gemm_ref on |A|, |B|, |C|) and asserts each error is under it, so
+ * the tolerance grows with K as the true error does - and a missing or
+ * doubled k block, which is off by O(1), fails.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "ops.h"
+#include "rng.h"
+#include "testutil.h"
+
+/* A matrix of rows x cols stored with leading dimension ld >= cols; the
+ * padding columns hold NaN so that reading them poisons the result. */
+static float *padded_matrix(Rng *rng, int rows, int cols, int ld) {
+    float *x = malloc(sizeof(float) * ((size_t)rows * ld + 1));
+    ck_assert_ptr_nonnull(x);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < ld; j++)
+            x[(size_t)i * ld + j] = j < cols ? rng_uniform(rng) * 2.0f - 1.0f : NAN;
+    return x;
+}
+
+static float *abs_copy(const float *x, size_t n) {
+    float *y = malloc(sizeof(float) * (n + 1));
+    ck_assert_ptr_nonnull(y);
+    for (size_t i = 0; i < n; i++) y[i] = isnan(x[i]) ? 0.0f : fabsf(x[i]);
+    return y;
+}
+
+/* Runs gemm and gemm_ref on one case and checks: every element within the
+ * per-element rounding bound, padding columns of C untouched. pad adds that
+ * many columns to every leading dimension. */
+static void check_case(Rng *rng, int tA, int tB, int M, int N, int K, float alpha, float beta, int pad) {
+    int ar = tA ? K : M, ac = tA ? M : K;     /* A as stored */
+    int br = tB ? N : K, bc = tB ? K : N;     /* B as stored */
+    int lda = ac + pad, ldb = bc + pad, ldc = N + pad;
+    float *A = padded_matrix(rng, ar, ac, lda);
+    float *B = padded_matrix(rng, br, bc, ldb);
+    float *C = padded_matrix(rng, M, N, ldc);
+    float *want = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+    memcpy(want, C, sizeof(float) * (size_t)M * ldc);
+    float *Aa = abs_copy(A, (size_t)ar * lda), *Ba = abs_copy(B, (size_t)br * ldb);
+    float *bound = abs_copy(C, (size_t)M * ldc);
+
+    gemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_ref(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, want, ldc);
+    gemm_ref(tA, tB, M, N, K, fabsf(alpha), Aa, lda, Ba, ldb, fabsf(beta), bound, ldc);
+
+    double slack = (K + 4) * (double)FLT_EPSILON;
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            /* plain ifs, ck_abort_msg only on failure: every ck_assert call
+             * logs its location, which costs a write per element */
+            if (j >= N) {   /* padding: must still be the NaN we put there */
+                if (!isnan(C[at]))
+                    ck_abort_msg("tA=%d tB=%d M=%d N=%d K=%d: C padding (%d,%d) was written",
+                                 tA, tB, M, N, K, i, j);
+                continue;
+            }
+            double err = fabs((double)C[at] - (double)want[at]);
+            double tol = slack * bound[at] + 1e-30;
+            if (!(err <= tol))
+                ck_abort_msg("tA=%d tB=%d M=%d N=%d K=%d alpha=%g beta=%g ld pad %d: C[%d][%d] = %.9g, "
+                             "reference %.9g, |diff| %.3g > bound %.3g",
+                             tA, tB, M, N, K, alpha, beta, pad, i, j, C[at], want[at], err, tol);
+        }
+    }
+    free(A); free(B); free(C); free(want); free(Aa); free(Ba); free(bound);
+}
+
+/* ---- Core: a product small enough to check by hand ------------------------ */
+START_TEST(test_hand_checked) {
+    /* [1 2 3; 4 5 6] @ [1 0; 0 1; 1 1] = [4 5; 10 11] */
+    float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 0, 0, 1, 1, 1};
+    float At[6] = {1, 4, 2, 5, 3, 6}, Bt[6] = {1, 0, 1, 0, 1, 1};
+    float want[4] = {4, 5, 10, 11};
+    float C[4];
+    gemm(0, 0, 2, 2, 3, 1.0f, A, 3, B, 2, 0.0f, C, 2);
+    ck_assert_close_arrays(C, want, 4, 0.0);
+    gemm(1, 0, 2, 2, 3, 1.0f, At, 2, B, 2, 0.0f, C, 2);
+    ck_assert_close_arrays(C, want, 4, 0.0);
+    gemm(0, 1, 2, 2, 3, 1.0f, A, 3, Bt, 3, 0.0f, C, 2);
+    ck_assert_close_arrays(C, want, 4, 0.0);
+    gemm(1, 1, 2, 2, 3, 1.0f, At, 2, Bt, 3, 0.0f, C, 2);
+    ck_assert_close_arrays(C, want, 4, 0.0);
+    /* alpha and beta: C = 2 * A B + 0.5 * C  = [8+2 10+2.5; 20+5 22+5.5] */
+    float C2[4] = {4, 5, 10, 11}, want2[4] = {10, 12.5f, 25, 27.5f};
+    gemm(0, 0, 2, 2, 3, 2.0f, A, 3, B, 2, 0.5f, C2, 2);
+    ck_assert_close_arrays(C2, want2, 4, 0.0);
+}
+END_TEST
+
+/* ---- Loop: the size sweep -------------------------------------------------- */
+static const int sizes[] = {1, 2, 3, 7, 13, 17, 31, 33, 64, 65, 127, 129, 255, 257, 511};
+#define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
+
+/* Loop index i picks M = sizes[i] and pairs it with N and K further along
+ * the list, so each size meets small and large partners; the 4 transposes
+ * and a few alpha/beta/padding settings rotate with it. */
+START_TEST(test_sweep) {
+    Rng rng;
+    rng_seed(&rng, 1000 + _i);
+    static const float alphas[] = {1.0f, -0.5f, 2.0f}, betas[] = {0.0f, 1.0f, -1.5f};
+    for (int step = 0; step < 3; step++) {
+        int M = sizes[_i];
+        int N = sizes[(_i * 7 + 4 * step + 3) % NSIZES];
+        int K = sizes[(_i * 11 + 5 * step + 8) % NSIZES];
+        /* keep the reference loop affordable (it also runs under valgrind) */
+        while ((long)M * N * K > 2000000L) K = K / 2 + 1;
+        for (int t = 0; t < 4; t++)
+            check_case(&rng, t & 1, t >> 1, M, N, K, alphas[step], betas[(step + t) % 3], (_i + t) % 3 == 0 ? 0 : 3);
+    }
+}
+END_TEST
+
+/* Every size for one of M, N, K with the others fixed at awkward values, so
+ * each of the three dimensions crosses every block boundary on its own. */
+START_TEST(test_each_dimension) {
+    Rng rng;
+    rng_seed(&rng, 77 + _i);
+    int s = sizes[_i];
+    check_case(&rng, 0, 0, s, 33, 17, 1.0f, 0.0f, 1);
+    check_case(&rng, 1, 1, 13, s, 65, 1.0f, 1.0f, 0);
+    check_case(&rng, 0, 1, 31, 7, s, -1.0f, 0.5f, 2);
+    check_case(&rng, 1, 0, 17, 129, s, 1.0f, 0.0f, 0);
+}
+END_TEST
+
+/* Cache blocks crossed, threaded: M past MC (168 with AVX-512) with K past
+ * KC (256) twice; N past NC (1024). */
+START_TEST(test_big_blocks) {
+    Rng rng;
+    rng_seed(&rng, 5);
+    check_case(&rng, 0, 0, 181, 97, 523, 1.0f, 0.0f, 0);
+    check_case(&rng, 0, 1, 15, 1061, 300, 1.0f, 0.0f, 1);
+    check_case(&rng, 1, 1, 350, 97, 300, 0.5f, 1.0f, 5);   /* M > N: threads split rows */
+}
+END_TEST
+
+/* ---- Limits ------------------------------------------------------------------ */
+START_TEST(test_beta_zero_ignores_garbage) {
+    /* beta == 0: C is output only; NaN and inf already there must vanish. */
+    Rng rng;
+    rng_seed(&rng, 9);
+    int M = 37, N = 45, K = 29;
+    float *A = padded_matrix(&rng, M, K, K), *B = padded_matrix(&rng, K, N, N);
+    float *C = malloc(sizeof(float) * M * N), *want = malloc(sizeof(float) * M * N);
+    for (int i = 0; i < M * N; i++) C[i] = i % 2 ? NAN : INFINITY;
+    gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    gemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, want, N);
+    for (int i = 0; i < M * N; i++)
+        if (!isfinite(C[i])) ck_abort_msg("C[%d] = %g: garbage in C leaked through beta = 0", i, C[i]);
+    ck_assert_close_arrays(C, want, (size_t)M * N, 1e-5);
+    free(A); free(B); free(C); free(want);
+}
+END_TEST
+
+START_TEST(test_k_zero_and_alpha_zero) {
+    /* K == 0: the sum is empty, so C = beta * C; A and B are not read. */
+    float C[6] = {1, 2, 3, 4, 5, 6}, half[6] = {0.5f, 1, 1.5f, 2, 2.5f, 3}, zero[6] = {0};
+    gemm(0, 0, 2, 3, 0, 1.0f, NULL, 1, NULL, 3, 0.5f, C, 3);
+    ck_assert_close_arrays(C, half, 6, 0.0);
+    float G[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    gemm(1, 1, 2, 3, 0, 1.0f, NULL, 2, NULL, 1, 0.0f, G, 3);
+    ck_assert_close_arrays(G, zero, 6, 0.0);
+    /* alpha == 0 with beta == 1 leaves C as it was (A, B not read) */
+    gemm(0, 0, 2, 3, 4, 0.0f, NULL, 4, NULL, 3, 1.0f, C, 3);
+    ck_assert_close_arrays(C, half, 6, 0.0);
+    /* M == 0 or N == 0: nothing to do, nothing touched */
+    gemm(0, 0, 0, 3, 4, 1.0f, NULL, 4, NULL, 3, 0.0f, NULL, 3);
+    gemm(0, 0, 2, 0, 4, 1.0f, NULL, 4, NULL, 1, 0.0f, NULL, 1);
+}
+END_TEST
+
+START_TEST(test_vectors) {
+    /* M = 1 (a row vector times a matrix) and N = 1 (matrix times a column) */
+    Rng rng;
+    rng_seed(&rng, 3);
+    check_case(&rng, 0, 0, 1, 300, 200, 1.0f, 0.0f, 0);
+    check_case(&rng, 0, 1, 300, 1, 200, 1.0f, 1.0f, 2);
+    check_case(&rng, 1, 0, 1, 1, 1000, 1.0f, 0.0f, 1);
+}
+END_TEST
+
+/* ---- Determinism ----------------------------------------------------------------
+ * Same inputs, same bits: twice in a row, and with 1 thread versus all. */
+START_TEST(test_deterministic) {
+    Rng rng;
+    rng_seed(&rng, 11);
+    int M = 150, N = 301, K = 300;   /* 13.5M multiply-adds: above the threading threshold */
+    float *A = padded_matrix(&rng, K, M, M), *B = padded_matrix(&rng, N, K, K);
+    float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+    gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C1, N);
+    gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C2, N);
+    ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "two identical calls differ");
+#ifdef _OPENMP
+    /* 1 thread versus all (when more than one is allowed: under valgrind
+     * the suite runs with OMP_NUM_THREADS=1, see the Makefile) */
+    int threads = omp_get_max_threads();
+    if (threads > 1) {
+        omp_set_num_threads(1);
+        gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C2, N);
+        omp_set_num_threads(threads);
+        ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "1 thread differs from %d", threads);
+    }
+#endif
+    free(A); free(B); free(C1); free(C2);
+}
+END_TEST
+
+Suite *gemm_suite(void) {
+    Suite *s = suite_create("gemm");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_hand_checked);
+    suite_add_tcase(s, core);
+    TCase *loop = tcase_create("Loop");
+    tcase_add_loop_test(loop, test_sweep, 0, NSIZES);
+    tcase_add_loop_test(loop, test_each_dimension, 0, NSIZES);
+    tcase_add_test(loop, test_big_blocks);
+    tcase_set_timeout(loop, 120);
+    suite_add_tcase(s, loop);
+    TCase *lim = tcase_create("Limits");
+    tcase_add_test(lim, test_beta_zero_ignores_garbage);
+    tcase_add_test(lim, test_k_zero_and_alpha_zero);
+    tcase_add_test(lim, test_vectors);
+    suite_add_tcase(s, lim);
+    TCase *det = tcase_create("Determinism");
+    tcase_add_test(det, test_deterministic);
+    tcase_set_timeout(det, 60);
+    suite_add_tcase(s, det);
+    return s;
+}
