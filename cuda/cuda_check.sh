@@ -7,12 +7,18 @@
 #      shapes, plain vs fused attention at lengths 64..1024, GB/s of the rest)
 #   3. runs chapters 03-08 with --device cpu and with --device cuda and
 #      compares every number they print (timings left out); chapters 03, 04,
-#      06 and 07 compute on the GPU with --device cuda and print
-#      "GPU vs CPU: max |diff| = ...": each such number must be <= GPU_TOL
-#   4. times one training step of the copy-task Transformer (N=2, d_model
+#      05, 06 and 07 compute on the GPU with --device cuda and print
+#      "GPU vs CPU: max |diff| = ...": each such number must be <= GPU_TOL.
+#      Chapter 08 trains on the GPU with --device cuda; its dropout masks
+#      differ from the CPU's by design, so it runs at --dropout 0 and its
+#      loss curves (loss.dat, every step) must agree within LOSS_TOL
+#   4. trains chapter 08 at its defaults (500 steps) on the CPU and on the
+#      GPU: time and exact-match accuracy of each; the GPU run must reach
+#      TRAIN_MIN_ACC percent
+#   5. times one training step of the copy-task Transformer (N=2, d_model
 #      512, d_ff 2048, h 8, batch 80 x 10 tokens, vocab 11) on the CPU and
 #      on the GPU (build/.../gpu-train-bench; the target: >= 20x faster)
-#   5. writes one report, $OUT/cuda-check/report.txt, and prints it
+#   6. writes one report, $OUT/cuda-check/report.txt, and prints it
 #
 # Without nvcc it says so and stops (exit 0); without a GPU it stops after the
 # build (exit 0). Exit 1 when the build fails, a kernel disagrees with the CPU,
@@ -24,8 +30,13 @@
 #   CHAPTER_TIMEOUT  seconds per chapter run [60]
 #   GPU_TOL  largest "GPU vs CPU" difference a chapter may print [1e-3]
 #   BENCH_ARGS  flags for gpu-train-bench [--cpu-steps 3 --gpu-steps 50]
-#   CHAPTER_ARGS_08  flags for chapter 08 (training) [--steps 50 --eval 100]: a
-#                    short run, so the whole check stays within 5 minutes
+#   CHAPTER_ARGS_08  flags for chapter 08 in step 3 [--steps 30 --eval 100], plus
+#                    --dropout 0: short, because Adam amplifies rounding differences
+#                    step by step (on the host shim: 0 up to step 30, 1e-4 by step 50)
+#   LOSS_TOL  largest relative difference of chapter 08's per-step losses [1e-3]
+#   TRAIN_ARGS_08  flags for chapter 08 in step 4 [none: its defaults]
+#   TRAIN_TIMEOUT  seconds per run of step 4 [120]
+#   TRAIN_MIN_ACC  exact-match percent the GPU run of step 4 must reach [90]
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
@@ -35,6 +46,11 @@ REPS=${REPS:-10}
 CHAPTER_TIMEOUT=${CHAPTER_TIMEOUT:-60}
 GPU_TOL=${GPU_TOL:-1e-3}
 BENCH_ARGS=${BENCH_ARGS:---cpu-steps 3 --gpu-steps 50}
+CHAPTER_ARGS_08=${CHAPTER_ARGS_08:---steps 30 --eval 100}
+LOSS_TOL=${LOSS_TOL:-1e-3}
+TRAIN_ARGS_08=${TRAIN_ARGS_08:-}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-120}
+TRAIN_MIN_ACC=${TRAIN_MIN_ACC:-90}
 DIR=$OUT/cuda-check
 REPORT=$DIR/report.txt
 JOBS=$(nproc 2>/dev/null || echo 2)
@@ -105,9 +121,37 @@ numbers() {
         sed 's/\x1b\[[0-9;]*m//g' |
         grep -oE '[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?(nan|inf)' || true
 }
+# Chapter 08 trains on the GPU, where dropout draws other masks: at --dropout 0
+# the two runs see the same batches and rates, so their losses must agree step
+# for step (loss.dat: "step loss floor" per line) to float rounding.
+compare_losses() {   # name -> one report line; returns 1 on a difference
+    local name=$1 a=$DIR/chapters/cpu/$1/loss.dat b=$DIR/chapters/cuda/$1/loss.dat
+    if ! grep -q '^device: cuda' "$DIR/chapters/$name.cuda.txt"; then
+        printf '%-26s did NOT train on the GPU with --device cuda (no "device: cuda" line)\n' "$name"
+        return 1
+    fi
+    if [ ! -f "$a" ] || [ ! -f "$b" ]; then
+        printf '%-26s no loss.dat from one of the runs (%s, %s)\n' "$name" "$a" "$b"
+        return 1
+    fi
+    paste "$a" "$b" | awk -v name="$name" -v tol="$LOSS_TOL" '
+        /^#/ { next }
+        NF == 6 && $1 == $4 { n++; d = $2 - $5; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (s < 1e-30) s = 1e-30
+                              if (d / s > worst) { worst = d / s; at = $1 }
+                              if ($2 !~ /^[-+0-9.eE]+$/ || $5 !~ /^[-+0-9.eE]+$/) bad = 1; next }
+        { mismatch = 1 }
+        END {
+            if (mismatch || n == 0) { printf "%-26s DIFFERENT: the loss curves have different steps\n", name; exit 1 }
+            if (bad) { printf "%-26s NaN/inf in a loss curve\n", name; exit 1 }
+            ok = worst <= tol
+            printf "%-26s %-9s loss at every one of %d steps (--dropout 0), max relative difference %.3g (step %d)%s\n",
+                   name, ok ? "same" : "DIFFERENT", n, worst, at, ok ? "" : " > " tol
+            exit ok ? 0 : 1
+        }'
+}
 compare_chapter() {   # name -> one report line; returns 1 on a difference
     local name=$1 bin=$BUILD/$1 extra="" rc_cpu rc_gpu
-    [ "$name" != "${name#08_}" ] && extra=${CHAPTER_ARGS_08:---steps 50 --eval 100}
+    [ "$name" != "${name#08_}" ] && extra="--dropout 0 $CHAPTER_ARGS_08"
     # shellcheck disable=SC2086
     NO_COLOR=1 timeout "$CHAPTER_TIMEOUT" "$bin" --device cpu --out "$DIR/chapters/cpu/$name" $extra \
         >"$DIR/chapters/$name.cpu.txt" 2>&1
@@ -131,7 +175,11 @@ compare_chapter() {   # name -> one report line; returns 1 on a difference
     # chapters that compute on the GPU say how far it is from the CPU
     local gpu_note=""
     case $name in
-    03_*|04_*|06_*|07_*)
+    08_*)
+        compare_losses "$name"
+        return $?
+        ;;
+    03_*|04_*|05_*|06_*|07_*)
         local gpu_lines worst_gpu
         gpu_lines=$(sed 's/\x1b\[[0-9;]*m//g' "$DIR/chapters/$name.cuda.txt" | grep 'GPU vs CPU: max |diff| =')
         if [ -z "$gpu_lines" ]; then
@@ -179,14 +227,55 @@ for d in chapters/0[3-8]_*; do
     n_chapters=$((n_chapters + 1))
 done
 
-# ---- 4. training step: CPU vs GPU --------------------------------------------------------
+# ---- 4. chapter 08 at its defaults: training time and accuracy, CPU vs GPU ------------------
+# one summary line per device: "<steps> steps in <s> s (<ms> ms/step), exact match <pct>%"
+train_summary() {   # output file -> the line (or what went wrong)
+    local f=$1 t a
+    t=$(sed -n 's/^trained \([0-9]*\) steps in \([0-9.]*\) s: \([0-9.]*\) ms\/step.*/\1 steps in \2 s (\3 ms\/step)/p' "$f")
+    a=$(sed -n 's/^exact match on [0-9]* held-out sequences[^:]*: \([0-9.]*\)%.*/\1/p' "$f")
+    printf '%s, exact match %s%%' "${t:-no training summary}" "${a:-?}"
+}
+train_lines=""
+if [ -x "$BUILD/08_training" ]; then
+    echo "== cuda-check: chapter 08 at its defaults, cpu vs cuda =="
+    mkdir -p "$DIR/train08"
+    declare -A trc
+    for dev in cpu cuda; do
+        # shellcheck disable=SC2086
+        NO_COLOR=1 timeout "$TRAIN_TIMEOUT" "$BUILD/08_training" --device $dev --out "$DIR/train08/$dev" \
+            $TRAIN_ARGS_08 >"$DIR/train08/$dev.txt" 2>&1
+        trc[$dev]=$?
+    done
+    ts() { sed -n 's/^trained [0-9]* steps in \([0-9.]*\) s.*/\1/p' "$DIR/train08/$1.txt"; }
+    gpu_acc=$(sed -n 's/^exact match on [0-9]* held-out sequences[^:]*: \([0-9.]*\)%.*/\1/p' "$DIR/train08/cuda.txt")
+    train_lines+=$(printf 'cpu:  %s  (exit %d)' "$(train_summary "$DIR/train08/cpu.txt")" "${trc[cpu]}")$'\n'
+    train_lines+=$(printf 'cuda: %s  (exit %d)' "$(train_summary "$DIR/train08/cuda.txt")" "${trc[cuda]}")$'\n'
+    cs=$(ts cpu); gs=$(ts cuda)
+    if [ -n "$cs" ] && [ -n "$gs" ]; then
+        train_lines+=$(awk -v c="$cs" -v g="$gs" 'BEGIN { printf "training on the GPU: %.1fx the CPU'"'"'s speed", (g > 0 ? c / g : 0) }')$'\n'
+    fi
+    if [ "${trc[cpu]}" -ne 0 ] || [ "${trc[cuda]}" -ne 0 ]; then
+        train_lines+="FAIL: a run exited non-zero (124: timed out after ${TRAIN_TIMEOUT}s; 1: NaN stop)"$'\n'
+        status=1
+    elif ! grep -q '^device: cuda' "$DIR/train08/cuda.txt"; then
+        train_lines+="FAIL: the --device cuda run did not train on the GPU"$'\n'
+        status=1
+    elif [ -n "$gpu_acc" ] && ! awk -v a="$gpu_acc" -v m="$TRAIN_MIN_ACC" 'BEGIN { exit !(a >= m) }'; then
+        train_lines+="FAIL: the GPU run reached $gpu_acc% exact match, below $TRAIN_MIN_ACC%"$'\n'
+        status=1
+    fi
+else
+    train_lines="08_training not built"$'\n'
+fi
+
+# ---- 5. training step: CPU vs GPU --------------------------------------------------------
 echo "== cuda-check: one training step, CPU vs GPU =="
 # shellcheck disable=SC2086
 timeout 150 "$BENCH" $BENCH_ARGS >"$DIR/train_bench.txt" 2>&1
 brc=$?
 [ $brc -ne 0 ] && status=1
 
-# ---- 5. the report -------------------------------------------------------------------
+# ---- 6. the report -------------------------------------------------------------------
 {
     echo "attention-in-c: CUDA check, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
@@ -203,18 +292,25 @@ brc=$?
     echo
     echo "== chapters 03-08: every printed number, --device cpu vs --device cuda =="
     echo "What is compared: each chapter runs twice, once with --device cpu and once with"
-    echo "--device cuda, at its defaults (08: ${CHAPTER_ARGS_08:---steps 50 --eval 100}), and every number it"
-    echo "prints is compared in order (lines about time, speed or the device are left out;"
-    echo "'same' = relative difference <= 1e-3: printed numbers are rounded, and the GPU adds in"
-    echo "another order). Chapters 03, 04, 06, 07 compute on the GPU with --device cuda (the"
-    echo "library op or, in 07, the whole model: cuda/model_gpu.c) and print 'GPU vs CPU: max"
-    echo "|diff| = ...' lines, which must all be <= $GPU_TOL; 08 runs on the CPU either way."
+    echo "--device cuda, at its defaults, and every number it prints is compared in order"
+    echo "(lines about time, speed or the device are left out; 'same' = relative difference"
+    echo "<= 1e-3: printed numbers are rounded, and the GPU adds in another order). Chapters"
+    echo "03, 04, 05, 06, 07 compute on the GPU with --device cuda (the library op or, in 07,"
+    echo "the whole model: cuda/model_gpu.c) and print 'GPU vs CPU: max |diff| = ...' lines,"
+    echo "which must all be <= $GPU_TOL. 08 trains on the GPU, where dropout masks are drawn"
+    echo "differently, so it runs with --dropout 0 $CHAPTER_ARGS_08 and the loss of every"
+    echo "step must agree within a relative $LOSS_TOL."
     if [ $n_chapters -eq 0 ] && [ -z "$chapter_lines" ]; then
         echo "(no chapters 03-08 found)"
     else
         printf '%s' "$chapter_lines"
     fi
     echo "(outputs of both runs: $DIR/chapters/)"
+    echo
+    echo "== chapter 08 at its defaults${TRAIN_ARGS_08:+ ($TRAIN_ARGS_08)}: train, then exact match on held-out sequences =="
+    echo "(the GPU run draws other dropout masks, so its curve is another valid run, not the CPU's;"
+    echo " it must reach $TRAIN_MIN_ACC% exact match; outputs in $DIR/train08/)"
+    printf '%s' "$train_lines"
     echo
     echo "== one training step of the copy task, CPU vs GPU (Annotated Transformer's config) =="
     cat "$DIR/train_bench.txt"

@@ -22,7 +22,11 @@
  *   5. goes past a pretend training length: a learned position table has no
  *      row there, the formula keeps its structure.
  *
- * Run:  make && ./build/05_positional_encoding [--d-model 32] [--max-len 128]
+ * With --device cuda, every self-attention of part 4 also runs on the GPU
+ * (cuda/model_gpu.c: gpu_mha_forward_host) and the program prints
+ * "GPU vs CPU: max |diff| = ..." for the outputs and weights.
+ *
+ * Run:  make && ./build/05_positional_encoding [--d-model 32] [--max-len 128] [--device cuda]
  * Output: tables and heatmaps on the terminal; PNGs (with gnuplot) in --out.
  */
 #include <math.h>
@@ -34,6 +38,7 @@
 #include "attention.h"
 #include "cli.h"
 #include "device.h"
+#include "model_gpu.h"
 #include "nn.h"
 #include "ops.h"
 #include "rng.h"
@@ -252,9 +257,14 @@ typedef struct {
     float *params;     /* the one allocation the four point into */
     float *acts_buf;   /* mha_acts_size() floats */
     MhaActs acts;
+    Device dev;        /* DEVICE_CUDA: every run is repeated on the GPU     */
+    int gpu_runs;      /* how many runs were compared                        */
+    double gpu_out_diff, gpu_w_diff;   /* worst |GPU - CPU| over those runs  */
 } SelfAttn;
 
-static void selfattn_build(SelfAttn *s, int d_model, int h, Rng *rng) {
+static void selfattn_build(SelfAttn *s, int d_model, int h, Device dev, Rng *rng) {
+    memset(s, 0, sizeof *s);
+    s->dev = dev;
     s->d_model = d_model;
     s->h = h;
     s->d_k = d_model / h;
@@ -275,9 +285,24 @@ static void selfattn_free(SelfAttn *s) {
     free(s->acts_buf);
 }
 
-/* out (1,T,d_model) = MultiHead(x, x, x) with no mask: pure self-attention */
+/* out (1,T,d_model) = MultiHead(x, x, x) with no mask: pure self-attention.
+ * On --device cuda the same layer also runs on the GPU (upload, projections,
+ * cuda_sdpa_forward, W^O, download) and the worst difference is kept. */
 static void selfattn_run(SelfAttn *s, float *out, const float *x) {
     mha_forward(out, &s->acts, &s->p, x, x, NULL, 1, N_TOKENS, N_TOKENS, s->d_model, s->h, s->d_k, s->d_k);
+    if (s->dev != DEVICE_CUDA) return;
+    size_t n_out = (size_t)N_TOKENS * s->d_model, n_w = (size_t)s->h * N_TOKENS * N_TOKENS;
+    float *out_gpu = xalloc(n_out), *w_gpu = xalloc(n_w);   /* (1,T,d_model), (1,h,T,T) */
+    char err[256];
+    if (gpu_mha_forward_host(out_gpu, w_gpu, &s->p, x, x, NULL, 1, N_TOKENS, N_TOKENS, s->d_model, s->h,
+                             s->d_k, s->d_k, err, sizeof err))
+        cli_fail(PROG, "--device cuda: %s", err);
+    Diff d_out = diff_arrays(out_gpu, out, n_out), d_w = diff_arrays(w_gpu, s->acts.weights, n_w);
+    if (d_out.max_abs > s->gpu_out_diff) s->gpu_out_diff = d_out.max_abs;   /* NaN counts as inf */
+    if (d_w.max_abs > s->gpu_w_diff) s->gpu_w_diff = d_w.max_abs;
+    s->gpu_runs++;
+    free(out_gpu);
+    free(w_gpu);
 }
 
 /* max over rows i of |out_perm[i] - out[perm[i]]|: 0 when attention only
@@ -291,7 +316,7 @@ static double perm_diff(const float *out, const float *out_perm, const int *perm
     return m;
 }
 
-static void show_permutation(const float *pe, int d_model, int h, uint64_t seed, const char *out) {
+static void show_permutation(const float *pe, int d_model, int h, uint64_t seed, Device dev, const char *out) {
     show_section("4. Without PE, self-attention cannot see word order (Sec. 3.5)");
     const char *vocab[4] = {"the", "cat", "eats", "fish"};
     int ids[N_TOKENS] = {0, 1, 2, 0, 3};               /* the cat eats the fish */
@@ -303,7 +328,7 @@ static void show_permutation(const float *pe, int d_model, int h, uint64_t seed,
     float *table = xalloc((size_t)4 * d_model);
     rng_fill_normal(&rng, table, (size_t)4 * d_model, 0.0f, 1.0f / sqrtf((float)d_model));
     SelfAttn sa;
-    selfattn_build(&sa, d_model, h, &rng);
+    selfattn_build(&sa, d_model, h, dev, &rng);
     float *zero_pe = xalloc((size_t)N_TOKENS * d_model);
 
     /* two reorderings: the note's "cat eats fish" -> "fish eats cat" (swap
@@ -373,6 +398,9 @@ static void show_permutation(const float *pe, int d_model, int h, uint64_t seed,
     printf("\n  Without PE the reordered output is the old output, rows reordered (up to\n"
            "  float rounding): \"cat\" gets the same vector whether it eats or is eaten.\n"
            "  Adding PE makes the result depend on where each word stands.\n");
+    if (sa.gpu_runs > 0)
+        printf("\n  GPU vs CPU: max |diff| = %.3g (output), %.3g (weights)  [all %d self-attention runs above,"
+               " cuda/model_gpu.c]\n", sa.gpu_out_diff, sa.gpu_w_diff, sa.gpu_runs);
 
     printf("\n");
     show_heatmap("  head 1 weights, no PE (rows: queries, columns: keys; both \"the\" rows match):",
@@ -461,7 +489,7 @@ int main(int argc, char **argv) {
         {"--heads", CLI_INT, &h, "attention heads h (part 4)", 1, 64},
         {"--seed", CLI_U64, &seed, "random seed (embeddings, weights, shuffle)", 0, 0},
         {"--out", CLI_STRING, &out, "output folder for .dat/.gp/.png", 0, 0},
-        {"--device", CLI_STRING, &device, "cpu or cuda (this chapter runs on the CPU)", 0, 0},
+        {"--device", CLI_STRING, &device, "cpu or cuda (cuda: part 4's attention also runs on the GPU)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "sinusoidal positional encoding (Sec. 3.5) and why attention needs it",
               opts, CLI_COUNT(opts));
@@ -479,9 +507,7 @@ int main(int argc, char **argv) {
         cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
     cli_check_floats(PROG, "the PE table (--max-len x --d-model)", 2, (size_t)max_len, (size_t)d_model);
     if (plot_mkdir(out) != 0) cli_fail(PROG, "cannot create the output folder --out %s", out);
-    printf("%s: d_model = %d, max_len = %d, device = cpu\n", PROG, d_model, max_len);
-    if (dev == DEVICE_CUDA)
-        printf("note: a GPU is here, but this chapter's arrays are tiny; it runs on the CPU.\n");
+    printf("%s: d_model = %d, max_len = %d, device = %s\n", PROG, d_model, max_len, device_name(dev));
 
     float *pe = xalloc((size_t)max_len * d_model);
     posenc_fill(pe, max_len, d_model);
@@ -489,7 +515,7 @@ int main(int argc, char **argv) {
     show_pe(pe, max_len, d_model, seq, out);
     show_rotation(pe, max_len, d_model);
     show_dot_products(pe, max_len, d_model, seq, out);
-    show_permutation(pe, d_model, h, seed, out);
+    show_permutation(pe, d_model, h, seed, dev, out);
     show_extrapolation(pe, max_len, d_model, train_len, out);
 
     free(pe);

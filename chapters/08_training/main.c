@@ -17,11 +17,19 @@
  * after training; PNGs go to --out. Checkpoints (with optimizer state) can
  * be resumed and land on the same weights, bit for bit.
  *
+ * --device cuda trains on the GPU (cuda/model_gpu.h: a GpuModel mirrors the
+ * Model, gpu_train_step is train_step's twin) on the same batches from the
+ * same data RNG, at the same Sec. 5.3 rate. Only the dropout masks differ
+ * (the GPU draws them from a hash of its own), so at --dropout 0 the loss
+ * curve is the CPU's to float rounding. The weights and Adam's m, v come
+ * back to the CPU Model for checkpoints, decoding and the evaluation.
+ *
  *   build/08_training                       small model, solves the task in ~20-25 s
  *   build/08_training --layers 2 --d-model 512 --d-ff 2048 --heads 8 \
  *                     --batch 80 --warmup 400     The Annotated Transformer's setup
  *   build/08_training --steps 300 --checkpoint-every 100
  *   build/08_training --resume out/08_training/copy.ckpt --steps 500
+ *   build/08_training --device cuda          the same on the GPU
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +41,7 @@
 #include "cli.h"
 #include "device.h"
 #include "model.h"
+#include "model_gpu.h"
 #include "nn.h"
 #include "optim.h"
 #include "show.h"
@@ -287,6 +296,76 @@ static void section_schedule(const char *out, int d_model, int warmup, float fac
     }
 }
 
+/* ---- where the steps run: the CPU or the GPU -------------------------------------------
+ * The Trainer keeps what both devices share: the data RNG and the batch
+ * buffers, the step count, the hyperparameters, and Adam's m and v on the
+ * host. On the GPU the weights and Adam's moments live in a GpuModel and
+ * are copied back (runner_to_host) before anything on the CPU reads them:
+ * a checkpoint, decoding, the evaluation.
+ *
+ * Dropout on the GPU draws its masks from a stream seeded when the GpuModel
+ * is built (from the Model's dropout RNG). So that a resumed run draws the
+ * same masks as one that never stopped, a checkpoint moves the Model's
+ * dropout RNG on by one draw, saves that state, and the GpuModel is rebuilt
+ * from it (at the next step) - exactly what --resume does. */
+typedef struct {
+    Trainer *tr;
+    Device dev;
+    GpuModel *gpu;   /* DEVICE_CUDA: the model being trained; NULL until built */
+} Runner;
+
+/* Uploads the Model's weights and the Trainer's Adam moments to a new GpuModel. */
+static void runner_gpu_build(Runner *r) {
+    char err[256];
+    if (gpu_model_build(&r->gpu, r->tr->model, err, sizeof err)) {
+        fprintf(stderr, "%s: --device cuda: %s\n", PROG, err);
+        exit(2);
+    }
+    gpu_model_upload_adam(r->gpu, r->tr->adam_m, r->tr->adam_v);
+}
+
+/* One optimizer step on a fresh batch: train_step on the CPU; on the GPU the
+ * same batch from the same data RNG and the Sec. 5.3 rate for the same step. */
+static TrainStatus runner_step(Runner *r, StepStats *st) {
+    if (r->dev == DEVICE_CPU) return train_step(r->tr, st);
+    Trainer *t = r->tr;
+    if (!r->gpu) runner_gpu_build(r);
+    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->model->cfg.vocab, &t->data_rng);
+    int step = (int)t->step + 1;
+    float lr = lr_schedule(step, t->model->cfg.d_model, t->hp.warmup, t->hp.factor);
+    TrainStatus ts = gpu_train_step(r->gpu, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1,
+                                    &t->hp, lr, step, st);
+    if (ts == TRAIN_OK) t->step = (uint64_t)step;   /* on NaN/inf nothing changed, as on the CPU */
+    return ts;
+}
+
+/* GPU -> CPU: the weights into the Model, Adam's m, v into the Trainer. */
+static void runner_to_host(Runner *r) {
+    if (!r->gpu) return;
+    gpu_model_download_params(r->gpu, r->tr->model);
+    gpu_model_download_adam(r->gpu, r->tr->adam_m, r->tr->adam_v);
+}
+
+/* trainer_save, with the GPU's state brought home first (see above for the
+ * dropout stream). Returns 0 or non-zero with err set. */
+static int runner_save(Runner *r, const char *path, char *err, size_t errlen) {
+    if (r->dev == DEVICE_CUDA) {
+        runner_to_host(r);
+        rng_u32(&r->tr->model->dropout_rng);
+        gpu_model_free(r->gpu);
+        r->gpu = NULL;
+    }
+    return trainer_save(r->tr, path, err, errlen);
+}
+
+/* --nan-at: one weight set to NaN on the device that trains */
+static void runner_poison(Runner *r) {
+    Model *m = r->tr->model;
+    if (r->gpu) gpu_model_download_params(r->gpu, m);
+    m->params.mem[0] = NAN;
+    if (r->gpu) gpu_model_upload_params(r->gpu, m);
+}
+
 /* ---- section 6: the training loop ---------------------------------------------------- */
 typedef struct {
     int steps;              /* train until this many steps in total            */
@@ -315,11 +394,13 @@ static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first,
     p->last_draw = now_s();
 }
 
-/* Trains from tr->step up to o->steps, printing ~12 progress lines, saving
- * every o->ckpt_every steps, then plots the loss and learning-rate curves.
+/* Trains from tr->step up to o->steps on r's device, printing ~12 progress
+ * lines, saving every o->ckpt_every steps, then plots the loss and
+ * learning-rate curves; the CPU Model holds the trained weights after.
  * Returns 0; 1 when a step met a NaN/inf (nothing updated, the last
  * checkpoint on disk untouched); 2 when a checkpoint could not be written. */
-static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
+static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
+    Trainer *tr = r->tr;
     char err[512];
     const char *good = o->good_path;
     uint64_t first = tr->step, good_step = tr->step;
@@ -343,9 +424,9 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
             if (pg.tty) printf("\n");
             printf("  --nan-at %d: setting %s[0] to NaN before this step\n", o->nan_at,
                    tr->model->params.tensors[0].name);
-            tr->model->params.mem[0] = NAN;
+            runner_poison(r);
         }
-        TrainStatus ts = train_step(tr, &st);
+        TrainStatus ts = runner_step(r, &st);
         if (ts != TRAIN_OK) {
             if (pg.tty) printf("\n");
             fflush(stdout);
@@ -369,7 +450,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
         if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
-            if (trainer_save(tr, o->ckpt_path, err, sizeof err)) {
+            if (runner_save(r, o->ckpt_path, err, sizeof err)) {
                 fprintf(stderr, "%s: %s\n", PROG, err);
                 rc = 2;
                 break;
@@ -381,6 +462,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
         }
     }
     double train_s = now_s() - pg.t0;
+    runner_to_host(r);
     double fl = smoothed_loss_floor(tr->model->cfg.vocab, eps_ls, tr->model->cfg.pad_id);
     if (rc == 0 && done > 0) {
         printf("trained %d steps in %.1f s: %.1f ms/step, %.0f target tokens/s; final loss %.4f (floor %.4f)\n",
@@ -442,7 +524,7 @@ int main(int argc, char **argv) {
         {"--checkpoint", CLI_STRING, &ckpt_path, "checkpoint file (default: OUT/copy.ckpt)", 0, 0},
         {"--resume", CLI_STRING, &resume, "continue the run saved in this checkpoint", 0, 0},
         {"--nan-at", CLI_INT, &nan_at, "poison one weight with NaN before this step, to watch the guard (0: never)", 0, 10000000},
-        {"--device", CLI_STRING, &device, "cpu or cuda (this chapter trains on the CPU)", 0, 0},
+        {"--device", CLI_STRING, &device, "cpu or cuda (cuda: train on the GPU; decode and evaluate on the CPU)", 0, 0},
         {"--out", CLI_STRING, &out, "output folder for plots and the checkpoint", 0, 0},
     };
     cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
@@ -450,7 +532,6 @@ int main(int argc, char **argv) {
     if (no_reg) dropout = 0, eps_ls = 0;
     Device dev;
     if (device_select(device, &dev) < 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
-    if (dev == DEVICE_CUDA) printf("note: chapter 08 trains with the CPU reference code; --device cuda is not used here.\n");
     if (!resume && d_model % heads)
         cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d): d_k = d_model / h (Sec. 3.2.2)", d_model, heads);
     char ckpt_buf[1024];
@@ -517,6 +598,16 @@ int main(int argc, char **argv) {
     printf("Adam (beta1 %.2f, beta2 %.2f, eps %.0e), batch %d, label smoothing %.2f\n",
            hp.beta1, hp.beta2, hp.adam_eps, batch, eps_ls);
     if (resume) printf("resumed from %s at step %llu (architecture from the file)\n", resume, (unsigned long long)tr.step);
+    Runner run = {.tr = &tr, .dev = dev};
+    if (dev == DEVICE_CUDA) {
+        runner_gpu_build(&run);
+        printf("device: cuda - training runs on the GPU (cuda/model_gpu.c), on the same batches and learning\n"
+               "rates as on the CPU; its dropout masks are drawn on the GPU, so with P_drop > 0 the loss\n"
+               "curve differs from a --device cpu run (at --dropout 0 the two agree to float rounding).\n"
+               "Decoding, the evaluation and checkpoints use the CPU copy of the weights.\n");
+    } else {
+        printf("device: cpu\n");
+    }
 
     /* one example to watch before and after: the user's, or a fresh one */
     Rng ex_rng;
@@ -533,8 +624,9 @@ int main(int argc, char **argv) {
     show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
     LoopOpts lo = {.steps = steps, .ckpt_every = ckpt_every, .nan_at = nan_at,
                    .ckpt_path = ckpt_path, .good_path = resume, .out = out};
-    int rc = train_loop(&tr, &lo, eps_ls);
+    int rc = train_loop(&run, &lo, eps_ls);
     if (rc) {
+        gpu_model_free(run.gpu);
         trainer_free(&tr);
         model_free(&m);
         return rc;
@@ -563,15 +655,18 @@ int main(int argc, char **argv) {
            "Compare with the maps before training in section 5 (and attn_*_layer*.png in %s).\n", out);
 
     show_section("9. Checkpoint");
-    if (trainer_save(&tr, ckpt_path, err, sizeof err)) {
+    int save_rc = runner_save(&run, ckpt_path, err, sizeof err);
+    gpu_model_free(run.gpu);
+    if (save_rc) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         trainer_free(&tr);
         model_free(&m);
         return 2;
     }
-    printf("saved %s at step %llu (weights + Adam m, v + both RNG states; written to .tmp, then renamed)\n",
-           ckpt_path, (unsigned long long)tr.step);
-    printf("continue with: build/%s --resume %s --steps %d\n", PROG, ckpt_path, steps * 2);
+    printf("saved %s at step %llu (weights + Adam m, v + both RNG states%s; written to .tmp, then renamed)\n",
+           ckpt_path, (unsigned long long)tr.step, dev == DEVICE_CUDA ? ", downloaded from the GPU" : "");
+    printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, ckpt_path, steps * 2,
+           dev == DEVICE_CUDA ? " --device cuda" : "");
 
     trainer_free(&tr);
     model_free(&m);
