@@ -349,9 +349,9 @@ static Config config_of(int N, int d_model, int d_ff, int h, int vocab, int max_
 static ModelCase model_cases[2];
 
 static void model_cases_init(void) {
-    /* chapter 08's defaults: --layers 2 --d-model 64 --d-ff 128 --heads 4 --batch 64 */
-    model_cases[0] = (ModelCase){"ch08", "ch08 default: N=2 d_model=64 d_ff=128 h=4, B=64",
-                                 config_of(2, 64, 128, 4, 11, 10), 64, 10, 9, 21};
+    /* chapter 08's defaults: --layers 2 --d-model 64 --d-ff 128 --heads 4 --batch 128 */
+    model_cases[0] = (ModelCase){"ch08", "ch08 default: N=2 d_model=64 d_ff=128 h=4, B=128",
+                                 config_of(2, 64, 128, 4, 11, 10), 128, 10, 9, 21};
     model_cases[1] = (ModelCase){"annotated", "Annotated: N=2 d_model=512 d_ff=2048 h=8, B=80",
                                  config_of(2, 512, 2048, 8, 11, 10), 80, 10, 9, 7};
 }

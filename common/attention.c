@@ -1,10 +1,12 @@
 /* attention.c - scaled dot-product attention (Eq. 1) and multi-head
  * attention (Sec. 3.2.2), forward and backward side by side.
  *
- * Every matrix product goes through gemm() / matmul_forward() from ops.h,
- * so the fast kernel (or OpenBLAS) does the heavy lifting while the loops
- * here stay the shape of the math. Nothing in this file allocates: the
- * caller hands in every buffer (see mha_acts_size, mha_scratch_size).
+ * The projections (x W_Q, ..., concat W_O) go through gemm() from ops.h,
+ * the fast kernel (or OpenBLAS). The per-head products are small (T x d_k
+ * with d_k = d_model / h), so they are plain loops over each head, written
+ * for the cache and the vector unit (see "scaled dot-product attention").
+ * Nothing in this file allocates: the caller hands in every buffer (see
+ * mha_acts_size, mha_scratch_size).
  */
 #include "attention.h"
 #include "ops.h"
@@ -12,6 +14,10 @@
 #include <assert.h>
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 /* ---- masks ---------------------------------------------------------------
  * A mask is one byte per (query, key) pair: 1 = may attend, 0 = blocked.
@@ -52,42 +58,237 @@ void mask_and(uint8_t *out, const uint8_t *other, int n) {
     for (int i = 0; i < n; i++) out[i] = (uint8_t)(out[i] && other[i]);
 }
 
-/* ---- scaled dot-product attention (Eq. 1) --------------------------------- */
+/* ---- scaled dot-product attention (Eq. 1) ---------------------------------
+ *
+ * One head's products are tiny in a small model: (10 x 16) @ (16 x 10) for
+ * the scores of chapter 08's model. A general gemm() would spend most of its
+ * time packing those 160 numbers into its 14x32 tile order and computing a
+ * tile that is 80% padding. So each head is done here with plain loops that
+ * walk contiguous rows (the compiler turns each into a few vector
+ * instructions: `SIMD` below), in one pass per query row:
+ *   scores (scaled, masked) -> row max -> exp and sum -> normalise -> w @ v
+ * while the row of scores is still in L1, instead of one pass over the whole
+ * (Tq,Tk) block per step.
+ *
+ * Heads are independent, so with a big enough batch they are shared among
+ * threads (one head is always done start to finish by one thread, summing in
+ * the same order, so the result does not depend on the thread count).
+ *
+ * The loops read each head where it lies in memory: element (t, c) of head
+ * hh of sequence b is at base[b*bs + hh*hs + t*rs + c]. That lets
+ * mha_backward work on the (B,T,h*d) projections directly, without copying
+ * them into per-head blocks and back. */
+
+#ifdef _OPENMP
+#define ATTN_PRAGMA(x) _Pragma(#x)
+#define PARALLEL_FOR_IF(cond) ATTN_PRAGMA(omp parallel for schedule(static) if (cond))
+#else
+#define PARALLEL_FOR_IF(cond)
+#endif
+
+/* Below this many multiply-adds (about half a millisecond of one core) the
+ * heads run on one thread: waking a second thread costs microseconds on an
+ * idle machine and up to a scheduler time slice on a busy one. */
+#define ATTN_PARALLEL_MIN (1L << 22)
+
+typedef struct {
+    size_t bs, hs, rs;   /* strides of sequence, head and row, in floats */
+} HeadLayout;
+
+/* (B,h,T,d): each head's (T,d) block is contiguous */
+static HeadLayout layout_split(int h, int T, int d) {
+    HeadLayout l = {(size_t)h * T * d, (size_t)T * d, (size_t)d};
+    return l;
+}
+/* (B,T,h*d): head hh is columns hh*d .. hh*d+d-1 of every row */
+static HeadLayout layout_merged(int h, int T, int d) {
+    HeadLayout l = {(size_t)T * h * d, (size_t)d, (size_t)h * d};
+    return l;
+}
+static size_t head_at(HeadLayout l, int b, int hh) { return (size_t)b * l.bs + (size_t)hh * l.hs; }
+
+/* The two inner loops every per-head product reduces to:
+ *   dot_n:    sum_c a[c] b[c]                       (a score: q_i . k_j)
+ *   mix_rows: y[c] (+)= sum_t coef[t*cs] x_t[c]     (a weighted sum of rows:
+ *             weights @ v, and the backward's ds @ k, ds^T @ q, w^T @ dO)
+ * With AVX-512 each is written with 16-float vectors (a masked load covers
+ * a ragged end, e.g. d_k = 10). mix_rows keeps y's 16 columns in a register
+ * across all n rows instead of loading and storing y once per row, and skips
+ * rows whose coefficient is exactly 0 (blocked pairs: half of the work under
+ * a causal mask). Both sum in a fixed order, the same on every thread. */
+#if defined(__AVX512F__)
+static inline __mmask16 tail_mask(int left) {
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+}
+
+static inline float dot_n(const float *a, const float *b, int n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < n; c += 16) {
+        __mmask16 m = tail_mask(n - c);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + c), _mm512_maskz_loadu_ps(m, b + c), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static inline void mix_rows(float *y, const float *coef, size_t cs, const float *x, size_t rx,
+                            int n, int d, int accumulate) {
+    for (int c = 0; c < d; c += 16) {
+        __mmask16 m = tail_mask(d - c);
+        __m512 s = accumulate ? _mm512_maskz_loadu_ps(m, y + c) : _mm512_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            float a = coef[t * cs];
+            if (a != 0.0f) s = _mm512_fmadd_ps(_mm512_set1_ps(a), _mm512_maskz_loadu_ps(m, x + t * rx + c), s);
+        }
+        _mm512_mask_storeu_ps(y + c, m, s);
+    }
+}
+#else
+static inline float dot_n(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+static inline void mix_rows(float *y, const float *coef, size_t cs, const float *x, size_t rx,
+                            int n, int d, int accumulate) {
+    if (!accumulate)
+        for (int c = 0; c < d; c++) y[c] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        float a = coef[t * cs];
+        if (a == 0.0f) continue;
+        const float *xt = x + t * rx;
+        for (int c = 0; c < d; c++) y[c] += a * xt[c];
+    }
+}
+#endif
+
+/* One head, forward. o (Tq,d_v) rows ro apart; w (Tq,Tk) contiguous;
+ * q (Tq,d_k), k (Tk,d_k), v (Tk,d_v) rows rq/rk/rv apart; m (Tq,Tk) or NULL.
+ * One pass per query row: its scores stay in L1 from the dot products to
+ * the weighted sum of v. */
+static void head_forward(float *o, size_t ro, float *w, const float *q, size_t rq,
+                         const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
+                         int Tq, int Tk, int d_k, int d_v, float scale) {
+    for (int i = 0; i < Tq; i++) {
+        const float *qi = q + i * rq;
+        const uint8_t *mi = m ? m + (size_t)i * Tk : NULL;
+        float *wi = w + (size_t)i * Tk;
+        /* scores = q k^T / sqrt(d_k); Sec. 3.2.3: a blocked pair gets -inf,
+         * so exp() makes its weight exactly 0 (not just small) */
+        float max = -INFINITY;
+        for (int j = 0; j < Tk; j++) {
+            float s = (mi && !mi[j]) ? -INFINITY : scale * dot_n(qi, k + j * rk, d_k);
+            wi[j] = s;
+            max = s > max ? s : max;
+        }
+        if (max == -INFINITY) {
+            /* every key blocked: nothing to attend to. All-zero weights (and
+             * so a zero output) rather than 0/0 = NaN */
+            for (int j = 0; j < Tk; j++) wi[j] = 0.0f;
+        } else {
+            /* stable softmax (as softmax_forward): subtract the row max, so
+             * every exponent is <= 0 and the sum is >= 1 */
+            float sum = 0.0f;
+            for (int j = 0; j < Tk; j++) {
+                wi[j] = expf(wi[j] - max);
+                sum += wi[j];
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j < Tk; j++) wi[j] *= inv;
+        }
+        /* out_i = sum_j w_ij v_j: a weighted mix of v's rows */
+        mix_rows(o + i * ro, wi, 1, v, rv, Tk, d_v, 0);
+    }
+}
+
+/* One head, backward. dq (Tq,d_k), dk (Tk,d_k), dv (Tk,d_v): += when
+ * accumulate, else overwritten; any may be NULL. ds (Tq,Tk) work space;
+ * dO (Tq,d_v); w (Tq,Tk) from forward; q, k, v as in head_forward. r* are
+ * row strides. */
+static void head_backward(float *dq, size_t rdq, float *dk, size_t rdk, float *dv, size_t rdv,
+                          float *ds, const float *dO, size_t rdo, const float *w,
+                          const float *q, size_t rq, const float *k, size_t rk, const float *v, size_t rv,
+                          int Tq, int Tk, int d_k, int d_v, float scale, int accumulate) {
+    for (int i = 0; i < Tq; i++) {
+        const float *wi = w + (size_t)i * Tk, *dOi = dO + i * rdo;
+        float *dsi = ds + (size_t)i * Tk;
+        /* forward: o_i = sum_j w_ij v_j   ->   dw_ij = dO_i . v_j
+         * A blocked pair has w_ij = 0 exactly: it gets no gradient (its ds
+         * below is 0 whatever dw is), so its dot product is skipped. */
+        float s = 0.0f;
+        for (int j = 0; j < Tk; j++) {
+            dsi[j] = wi[j] == 0.0f ? 0.0f : dot_n(dOi, v + j * rv, d_v);
+            s += dsi[j] * wi[j];
+        }
+        /* forward: w_i = softmax(scores_i)
+         *   ds_ij = w_ij (dw_ij - sum_l dw_il w_il)
+         * and the 1/sqrt(d_k) of the scores, folded in here once */
+        for (int j = 0; j < Tk; j++) dsi[j] = scale * (wi[j] * (dsi[j] - s));
+    }
+    /* forward: scores_ij = scale * q_i . k_j   (the scale is already in ds;
+     * masking only replaced some scores by -inf constants, whose ds is 0)
+     *   dq_i += sum_j ds_ij k_j,   dk_j += sum_i ds_ij q_i
+     * forward: o_i = sum_j w_ij v_j
+     *   dv_j += sum_i w_ij dO_i */
+    if (dq)
+        for (int i = 0; i < Tq; i++) mix_rows(dq + i * rdq, ds + (size_t)i * Tk, 1, k, rk, Tk, d_k, accumulate);
+    if (dk)
+        for (int j = 0; j < Tk; j++) mix_rows(dk + j * rdk, ds + j, (size_t)Tk, q, rq, Tq, d_k, accumulate);
+    if (dv)
+        for (int j = 0; j < Tk; j++) mix_rows(dv + j * rdv, w + j, (size_t)Tk, dO, rdo, Tq, d_v, accumulate);
+}
+
+/* Every (sequence, head) pair through head_forward; each layout says where
+ * the heads of one tensor lie. */
+static void sdpa_forward_laid(float *out, HeadLayout lo, float *weights,
+                              const float *Q, HeadLayout lq, const float *K, HeadLayout lk,
+                              const float *V, HeadLayout lv, const uint8_t *mask,
+                              int B, int h, int Tq, int Tk, int d_k, int d_v) {
+    assert(B > 0 && h > 0 && Tq > 0 && Tk > 0 && d_k > 0 && d_v > 0);
+    /* Why 1/sqrt(d_k) (Sec. 3.2.1): with unit-variance q and k, q.k has
+     * variance d_k; large scores push softmax into a corner where its
+     * gradient vanishes. Dividing by sqrt(d_k) brings the variance back to 1. */
+    const float scale = 1.0f / sqrtf((float)d_k);
+    long work = (long)B * h * Tq * Tk * (d_k + d_v);
+    PARALLEL_FOR_IF(work >= ATTN_PARALLEL_MIN)
+    for (int bh = 0; bh < B * h; bh++) {
+        int b = bh / h, hh = bh % h;
+        const uint8_t *m = mask ? mask + (size_t)b * Tq * Tk : NULL;   /* m (Tq,Tk) */
+        head_forward(out + head_at(lo, b, hh), lo.rs, weights + (size_t)bh * Tq * Tk,
+                     Q + head_at(lq, b, hh), lq.rs, K + head_at(lk, b, hh), lk.rs,
+                     V + head_at(lv, b, hh), lv.rs, m, Tq, Tk, d_k, d_v, scale);
+    }
+}
+
+static void sdpa_backward_laid(float *dQ, HeadLayout ldq, float *dK, HeadLayout ldk,
+                               float *dV, HeadLayout ldv, float *scratch,
+                               const float *dout, HeadLayout ldo, const float *weights,
+                               const float *Q, HeadLayout lq, const float *K, HeadLayout lk,
+                               const float *V, HeadLayout lv,
+                               int B, int h, int Tq, int Tk, int d_k, int d_v, int accumulate) {
+    const float scale = 1.0f / sqrtf((float)d_k);
+    long work = 2L * B * h * Tq * Tk * (d_k + d_v);
+    PARALLEL_FOR_IF(work >= ATTN_PARALLEL_MIN)
+    for (int bh = 0; bh < B * h; bh++) {
+        int b = bh / h, hh = bh % h;
+        size_t wo = (size_t)bh * Tq * Tk;
+        head_backward(dQ ? dQ + head_at(ldq, b, hh) : NULL, ldq.rs,
+                      dK ? dK + head_at(ldk, b, hh) : NULL, ldk.rs,
+                      dV ? dV + head_at(ldv, b, hh) : NULL, ldv.rs,
+                      scratch + wo, dout + head_at(ldo, b, hh), ldo.rs, weights + wo,
+                      Q + head_at(lq, b, hh), lq.rs, K + head_at(lk, b, hh), lk.rs,
+                      V + head_at(lv, b, hh), lv.rs, Tq, Tk, d_k, d_v, scale, accumulate);
+    }
+}
 
 void sdpa_forward(float *out, float *weights,
                   const float *Q, const float *K, const float *V, const uint8_t *mask,
                   int B, int h, int Tq, int Tk, int d_k, int d_v) {
     /* out (B,h,Tq,d_v), weights (B,h,Tq,Tk),
      * Q (B,h,Tq,d_k), K (B,h,Tk,d_k), V (B,h,Tk,d_v), mask (B,Tq,Tk) or NULL */
-    assert(B > 0 && h > 0 && Tq > 0 && Tk > 0 && d_k > 0 && d_v > 0);
-    /* Why 1/sqrt(d_k) (Sec. 3.2.1): with unit-variance q and k, q.k has
-     * variance d_k; large scores push softmax into a corner where its
-     * gradient vanishes. Dividing by sqrt(d_k) brings the variance back to 1. */
-    const float scale = 1.0f / sqrtf((float)d_k);
-    for (int b = 0; b < B; b++) {
-        for (int hh = 0; hh < h; hh++) {
-            size_t bh = (size_t)b * h + hh;
-            const float *q = Q + bh * Tq * d_k;        /* q (Tq,d_k)  */
-            const float *k = K + bh * Tk * d_k;        /* k (Tk,d_k)  */
-            const float *v = V + bh * Tk * d_v;        /* v (Tk,d_v)  */
-            float *w = weights + bh * Tq * Tk;         /* w (Tq,Tk)   */
-            float *o = out + bh * Tq * d_v;            /* o (Tq,d_v)  */
-            const uint8_t *m = mask ? mask + (size_t)b * Tq * Tk : NULL;   /* m (Tq,Tk) */
-
-            /* scores = q k^T / sqrt(d_k), written straight into w */
-            gemm(0, 1, Tq, Tk, d_k, scale, q, d_k, k, d_k, 0.0f, w, Tk);
-            /* Sec. 3.2.3: blocked pairs get -inf, so exp() makes their weight
-             * exactly 0 (not just small) */
-            if (m)
-                for (int i = 0; i < Tq * Tk; i++)
-                    if (!m[i]) w[i] = -INFINITY;
-            /* weights = softmax(scores) row by row, in place; a row with
-             * every key blocked comes out all zeros (see ops.h) */
-            softmax_forward(w, w, Tq, Tk);
-            /* out = weights v: each output row is a weighted mix of v's rows */
-            gemm(0, 0, Tq, d_v, Tk, 1.0f, w, Tk, v, d_v, 0.0f, o, d_v);
-        }
-    }
+    sdpa_forward_laid(out, layout_split(h, Tq, d_v), weights, Q, layout_split(h, Tq, d_k),
+                      K, layout_split(h, Tk, d_k), V, layout_split(h, Tk, d_v), mask,
+                      B, h, Tq, Tk, d_k, d_v);
 }
 
 void sdpa_backward(float *dQ, float *dK, float *dV, float *scratch,
@@ -99,40 +300,10 @@ void sdpa_backward(float *dQ, float *dK, float *dV, float *scratch,
      * Q, K, V as in sdpa_forward.
      * The mask is not needed: it lives on in weights, which are exactly 0 on
      * every blocked pair, so no gradient reaches a blocked key or value. */
-    const float scale = 1.0f / sqrtf((float)d_k);
-    for (int b = 0; b < B; b++) {
-        for (int hh = 0; hh < h; hh++) {
-            size_t bh = (size_t)b * h + hh;
-            const float *q = Q + bh * Tq * d_k;        /* q (Tq,d_k)   */
-            const float *k = K + bh * Tk * d_k;        /* k (Tk,d_k)   */
-            const float *v = V + bh * Tk * d_v;        /* v (Tk,d_v)   */
-            const float *w = weights + bh * Tq * Tk;   /* w (Tq,Tk)    */
-            const float *dO = dout + bh * Tq * d_v;    /* dO (Tq,d_v)  */
-            float *ds = scratch + bh * Tq * Tk;        /* ds (Tq,Tk)   */
-
-            /* forward: o = w v
-             *   dw = dO v^T  (into ds),   dv += w^T dO */
-            gemm(0, 1, Tq, Tk, d_v, 1.0f, dO, d_v, v, d_v, 0.0f, ds, Tk);
-            if (dV) gemm(1, 0, Tk, d_v, Tq, 1.0f, w, Tk, dO, d_v, 1.0f, dV + bh * Tk * d_v, d_v);
-
-            /* forward: w = softmax(scores), row by row
-             *   ds_ij = w_ij (dw_ij - sum_l dw_il w_il)
-             * done in place over dw; where w_ij = 0 (blocked) ds_ij = 0. */
-            for (int i = 0; i < Tq; i++) {
-                const float *wi = w + (size_t)i * Tk;
-                float *dsi = ds + (size_t)i * Tk;
-                float s = 0.0f;
-                for (int j = 0; j < Tk; j++) s += dsi[j] * wi[j];
-                for (int j = 0; j < Tk; j++) dsi[j] = wi[j] * (dsi[j] - s);
-            }
-
-            /* forward: scores = scale * q k^T   (masking only replaced some
-             * scores by -inf constants, whose ds is already 0)
-             *   dq += scale * ds k,   dk += scale * ds^T q */
-            if (dQ) gemm(0, 0, Tq, d_k, Tk, scale, ds, Tk, k, d_k, 1.0f, dQ + bh * Tq * d_k, d_k);
-            if (dK) gemm(1, 0, Tk, d_k, Tq, scale, ds, Tk, q, d_k, 1.0f, dK + bh * Tk * d_k, d_k);
-        }
-    }
+    HeadLayout lq = layout_split(h, Tq, d_k), lk = layout_split(h, Tk, d_k);
+    HeadLayout lv = layout_split(h, Tk, d_v), lo = layout_split(h, Tq, d_v);
+    sdpa_backward_laid(dQ, lq, dK, lk, dV, lv, scratch, dout, lo, weights, Q, lq, K, lk, V, lv,
+                       B, h, Tq, Tk, d_k, d_v, 1);
 }
 
 /* ---- heads: split and merge ------------------------------------------------
@@ -141,12 +312,13 @@ void sdpa_backward(float *dQ, float *dK, float *dV, float *scratch,
  * position axis so each head's (T,d) block is contiguous for gemm. */
 
 void heads_split(float *out, const float *inp, int B, int T, int h, int d) {
-    /* out (B,h,T,d) <- inp (B,T,h*d) */
+    /* out (B,h,T,d) <- inp (B,T,h*d): one contiguous run of d floats per
+     * (b, t, head), moved whole */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int hh = 0; hh < h; hh++)
-                for (int i = 0; i < d; i++)
-                    out[(((size_t)b * h + hh) * T + t) * d + i] = inp[(((size_t)b * T + t) * h + hh) * d + i];
+                memcpy(out + (((size_t)b * h + hh) * T + t) * d, inp + (((size_t)b * T + t) * h + hh) * d,
+                       (size_t)d * sizeof(float));
 }
 
 void heads_merge(float *out, const float *inp, int B, int T, int h, int d) {
@@ -154,8 +326,8 @@ void heads_merge(float *out, const float *inp, int B, int T, int h, int d) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int hh = 0; hh < h; hh++)
-                for (int i = 0; i < d; i++)
-                    out[(((size_t)b * T + t) * h + hh) * d + i] = inp[(((size_t)b * h + hh) * T + t) * d + i];
+                memcpy(out + (((size_t)b * T + t) * h + hh) * d, inp + (((size_t)b * h + hh) * T + t) * d,
+                       (size_t)d * sizeof(float));
 }
 
 /* ---- multi-head attention (Sec. 3.2.2) ------------------------------------ */
@@ -186,8 +358,8 @@ void mha_acts_layout(MhaActs *a, float *buf, int B, int Tq, int Tk, int h, int d
 size_t mha_scratch_size(int B, int Tq, int Tk, int h, int d_k, int d_v) {
     size_t q = (size_t)B * Tq * h * d_k, k = (size_t)B * Tk * h * d_k, v = (size_t)B * Tk * h * d_v;
     size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * h * Tq * d_v;
-    /* dconcat, doh, dscores, dqh, dkh, dvh, dq, dk, dv (see mha_backward) */
-    return 2 * o + w + 2 * (q + k + v);
+    /* dconcat, dscores, dq, dk, dv (see mha_backward) */
+    return o + w + q + k + v;
 }
 
 void mha_forward(float *out, MhaActs *a, const MhaParams *p,
@@ -222,30 +394,26 @@ void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
     size_t nq = (size_t)B * Tq * h * d_k, nk = (size_t)B * Tk * h * d_k, nv = (size_t)B * Tk * h * d_v;
     size_t nw = (size_t)B * h * Tq * Tk, no = (size_t)B * h * Tq * d_v;
     float *dconcat = scratch;          /* (B,Tq,h*d_v) */
-    float *doh = dconcat + no;         /* (B,h,Tq,d_v) */
-    float *dscores = doh + no;         /* (B,h,Tq,Tk)  */
-    float *dqh = dscores + nw;         /* (B,h,Tq,d_k) */
-    float *dkh = dqh + nq;             /* (B,h,Tk,d_k) */
-    float *dvh = dkh + nk;             /* (B,h,Tk,d_v) */
-    float *dq = dvh + nv;              /* (B,Tq,h*d_k) */
+    float *dscores = dconcat + no;     /* (B,h,Tq,Tk)  */
+    float *dq = dscores + nw;          /* (B,Tq,h*d_k) */
     float *dk = dq + nq;               /* (B,Tk,h*d_k) */
     float *dv = dk + nk;               /* (B,Tk,h*d_v) */
+    assert((size_t)(dv + nv - scratch) <= mha_scratch_size(B, Tq, Tk, h, d_k, d_v));
 
-    /* forward: out = concat W_O */
-    fill(dconcat, 0.0f, no);
-    matmul_backward(dconcat, g->w_o, dout, a->concat, p->w_o, B * Tq, h * d_v, d_model);
-    /* forward: concat = merge(oh); the backward of a merge is a split */
-    heads_split(doh, dconcat, B, Tq, h, d_v);
-    /* forward: oh = sdpa(qh, kh, vh) */
-    fill(dqh, 0.0f, nq);
-    fill(dkh, 0.0f, nk);
-    fill(dvh, 0.0f, nv);
-    sdpa_backward(dqh, dkh, dvh, dscores, doh, a->weights, a->qh, a->kh, a->vh,
-                  B, h, Tq, Tk, d_k, d_v);
-    /* forward: qh = split(q) etc.; the backward of a split is a merge */
-    heads_merge(dq, dqh, B, Tq, h, d_k);
-    heads_merge(dk, dkh, B, Tk, h, d_k);
-    heads_merge(dv, dvh, B, Tk, h, d_v);
+    /* forward: out = concat W_O
+     *   dconcat = dout W_O^T (written, beta = 0: no need to zero it first),
+     *   dW_O += concat^T dout */
+    gemm(0, 1, B * Tq, h * d_v, d_model, 1.0f, dout, d_model, p->w_o, d_model, 0.0f, dconcat, h * d_v);
+    gemm(1, 0, h * d_v, d_model, B * Tq, 1.0f, a->concat, h * d_v, dout, d_model, 1.0f, g->w_o, d_model);
+    /* forward: concat = merge(sdpa(split(q), split(k), split(v))). A split
+     * and a merge only move numbers, so the backward reads each head where it
+     * lies in the (B,T,h*d) arrays and writes dq, dk, dv there too: no
+     * copies. Every element of dq, dk, dv belongs to exactly one head, which
+     * writes it whole (accumulate = 0), so they need no zeroing first. */
+    HeadLayout lq = layout_merged(h, Tq, d_k), lk = layout_merged(h, Tk, d_k);
+    HeadLayout lv = layout_merged(h, Tk, d_v), lo = layout_merged(h, Tq, d_v);
+    sdpa_backward_laid(dq, lq, dk, lk, dv, lv, dscores, dconcat, lo, a->weights,
+                       a->q, lq, a->k, lk, a->v, lv, B, h, Tq, Tk, d_k, d_v, 0);
     /* forward: q = x_q W_Q, k = x_kv W_K, v = x_kv W_V. For self-attention
      * dx_q == dx_kv and all three contributions add up in one buffer. */
     matmul_backward(dx_q, g->w_q, dq, x_q, p->w_q, B * Tq, d_model, h * d_k);

@@ -106,6 +106,12 @@
  * the small model's layers are far below this. */
 #define GEMM_MIN_PARALLEL (1L << 23)
 
+/* Up to this many columns of C, full tiles read A in place instead of
+ * packing it (see gemm_blocked). */
+#ifndef GEMM_DIRECT_A_MAX_N
+#define GEMM_DIRECT_A_MAX_N (4 * NR)
+#endif
+
 /* ---- per-thread packing workspace ------------------------------------------ */
 typedef struct Workspace {
     float *a;                  /* (MC, KC) packed A block, MR-row panels    */
@@ -301,9 +307,13 @@ static void update_tile(float *C, int ldc, const float *tile, int mr, int nr,
 #if defined(__AVX512F__)
 /* 14 x 32: 28 accumulators (14 rows x 2 vectors of 16 floats) + 2 registers
  * for the row of B + 1 for the broadcast A value = 31 of the 32 zmm
- * registers. Edges use AVX-512 masks for the columns and skip rows >= mr. */
-static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
-                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+ * registers. Edges use AVX-512 masks for the columns and skip rows >= mr.
+ * The A value of row r, step k is A[r*rsa + k*csa]: packed panels have
+ * (rsa, csa) = (1, MR); kernel_direct reads A where it lies (see
+ * gemm_blocked). Both are this one body, inlined with their own strides. */
+static inline __attribute__((always_inline))
+void kernel_body(int kc, const float *restrict A, size_t rsa, size_t csa, const float *restrict Bp,
+                 float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
     /* Ask for the C tile now; it is needed only after the k loop, by which
      * time it has arrived. Without this the tile (14 rows, often 8 KiB
      * apart, not in L2 for big C) is fetched row by row at the end of every
@@ -320,7 +330,7 @@ static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
         __m512 b1 = _mm512_load_ps(Bp + k * NR + 16);
 #pragma GCC unroll 14
         for (int r = 0; r < MR; r++) {
-            __m512 a = _mm512_set1_ps(Ap[k * MR + r]);
+            __m512 a = _mm512_set1_ps(A[r * rsa + k * csa]);
             acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
         }
@@ -346,6 +356,25 @@ static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
         }
     }
 }
+
+static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
+                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+    kernel_body(kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+}
+
+/* A read in place: op(A) = A^T, so the MR values of one k are adjacent
+ * (A[k*lda + r]) - no copy needed. */
+static void kernel_direct_t(int kc, const float *restrict A, int lda, const float *restrict Bp,
+                            float *C, int ldc, float alpha, float beta, int first, int nr) {
+    kernel_body(kc, A, 1, (size_t)lda, Bp, C, ldc, alpha, beta, first, MR, nr);
+}
+
+/* A read in place: op(A) = A, row r of the tile is A[r*lda + k]. */
+static void kernel_direct_n(int kc, const float *restrict A, int lda, const float *restrict Bp,
+                            float *C, int ldc, float alpha, float beta, int first, int nr) {
+    kernel_body(kc, A, (size_t)lda, 1, Bp, C, ldc, alpha, beta, first, MR, nr);
+}
+#define HAVE_KERNEL_DIRECT 1
 #elif defined(__AVX2__) && defined(__FMA__)
 /* 6 x 16: 12 accumulators (6 rows x 2 vectors of 8 floats) + 2 for B + 1
  * broadcast = 15 of the 16 ymm registers. */
@@ -414,19 +443,40 @@ static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, in
                          float beta, float *C, int ldc) {
     for (int jc = 0; jc < N; jc += NC) {
         int nc = N - jc < NC ? N - jc : NC;
+        /* Packing A pays off when the packed block is read by many NR-wide
+         * micro-panels of B. For a narrow C (a layer of a small model:
+         * d_model = 64 is 2 micro-panels) the copy costs about as much as
+         * the multiply it serves, so full MR-row tiles read A in place
+         * instead (same products, same order: the same result). */
+        int direct = 0;
+#ifdef HAVE_KERNEL_DIRECT
+        direct = nc <= GEMM_DIRECT_A_MAX_N;
+#endif
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             pack_b(ws->b, B, ldb, transB, pc, jc, kc, nc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                pack_a(ws->a, A, lda, transA, ic, pc, mc, kc);
+                int full = direct ? mc / MR * MR : 0;   /* rows done in place */
+                if (full < mc) pack_a(ws->a + (size_t)full * kc, A, lda, transA, ic + full, pc, mc - full, kc);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
-                        kernel(kc, ws->a + (size_t)ir * kc, ws->b + (size_t)jr * kc,
-                               C + (size_t)(ic + ir) * ldc + jc + jr, ldc,
-                               alpha, beta, pc == 0, mr, nr);
+                        float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
+                        const float *bp = ws->b + (size_t)jr * kc;
+#ifdef HAVE_KERNEL_DIRECT
+                        if (ir < full) {
+                            if (transA)
+                                kernel_direct_t(kc, A + (size_t)pc * lda + ic + ir, lda, bp, c, ldc,
+                                                alpha, beta, pc == 0, nr);
+                            else
+                                kernel_direct_n(kc, A + (size_t)(ic + ir) * lda + pc, lda, bp, c, ldc,
+                                                alpha, beta, pc == 0, nr);
+                            continue;
+                        }
+#endif
+                        kernel(kc, ws->a + (size_t)ir * kc, bp, c, ldc, alpha, beta, pc == 0, mr, nr);
                     }
                 }
             }

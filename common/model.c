@@ -34,6 +34,14 @@
 #include <string.h>
 #include <unistd.h>
 
+/* `SIMD` before an element-wise loop: its iterations are independent, so the
+ * compiler may use vector instructions (see nn.c). Nothing without OpenMP. */
+#ifdef _OPENMP
+#define SIMD _Pragma("omp simd")
+#else
+#define SIMD
+#endif
+
 /* ============================================================================
  * 1. Config
  * ========================================================================== */
@@ -314,7 +322,7 @@ struct ModelActs {
 
     /* backward region: (B,T,D) with T = max(Ts, Tt) unless noted */
     float *d_y, *d_x;           /* gradient at a sub-layer's output / input      */
-    float *d_res, *d_drop, *d_sub;  /* through LayerNorm, residual, dropout      */
+    float *d_res, *d_sub;       /* pre-LN's LayerNorm input; Sublayer output      */
     float *d_mem;               /* (B,Ts,D) memory, summed over cross-attentions */
     float *d_hidden;            /* (B,T,d_ff)                                    */
     float *d_scratch;           /* mha_backward's work space                     */
@@ -406,7 +414,6 @@ static size_t layout_backward(ModelActs *a, const Config *c, float *base, int B,
     a->d_y = take(&b, rows * D);
     a->d_x = take(&b, rows * D);
     a->d_res = take(&b, rows * D);
-    a->d_drop = take(&b, rows * D);
     a->d_sub = take(&b, rows * D);
     a->d_mem = take(&b, (size_t)B * Ts * D);
     a->d_hidden = take(&b, rows * (size_t)c->d_ff);
@@ -666,20 +673,22 @@ const float *model_forward(Model *m, const int *src, const int *tgt, int B, int 
 static float *sub_back_begin(ModelActs *a, const SubActs *s, const float *dy, float *dx,
                              const float *g, float *dg, float *db, int pre_ln, int rows, int D) {
     size_t n = (size_t)rows * D;
-    const float *dres = dy;
+    /* forward: res = x + out, so dres reaches x unchanged (the residual
+     * path) and out too. dx starts as dres: */
     if (!pre_ln) {
-        /* forward: y = LayerNorm(res) */
-        memset(a->d_res, 0, n * sizeof(float));
-        layernorm_backward(a->d_res, dg, db, dy, s->res, s->mean, s->rstd, g, rows, D);
-        dres = a->d_res;
+        /* post-LN forward: y = LayerNorm(res) */
+        memset(dx, 0, n * sizeof(float));
+        layernorm_backward(dx, dg, db, dy, s->res, s->mean, s->rstd, g, rows, D);
+    } else {
+        memcpy(dx, dy, n * sizeof(float));     /* pre-LN: y = res */
     }
-    /* forward: res = x + out  -> both branches get dres */
-    memset(dx, 0, n * sizeof(float));
-    memset(a->d_drop, 0, n * sizeof(float));
-    residual_backward(dx, a->d_drop, dres, n);
-    /* forward: out = Dropout(Sublayer(.)) in place, with scales keep */
-    memset(a->d_sub, 0, n * sizeof(float));
-    dropout_backward(a->d_sub, a->d_drop, s->keep, n);
+    /* forward: out = Dropout(Sublayer(.)) in place, with scales keep:
+     * d_sub = dres * keep, written in the same pass as no separate residual
+     * and dropout buffers are needed */
+    const float *keep = s->keep;
+    float *d_sub = a->d_sub;
+    SIMD
+    for (size_t i = 0; i < n; i++) d_sub[i] = dx[i] * keep[i];
     if (!pre_ln) return dx;            /* the Sublayer read x itself */
     memset(a->d_res, 0, n * sizeof(float));
     return a->d_res;                   /* the Sublayer read LayerNorm(x) */
@@ -740,7 +749,6 @@ void model_backward(Model *m, const float *dlogits) {
         /* forward: x3 = LayerNorm(x2 + Dropout(FFN(x2))) */
         in = pre ? d->sub[2].ln : x2;
         din = sub_back_begin(a, &d->sub[2], dy, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
-        memset(a->d_hidden, 0, (size_t)rt * F * sizeof(float));
         ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
         sub_back_end(a, &d->sub[2], x2, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
@@ -794,7 +802,6 @@ void model_backward(Model *m, const float *dlogits) {
         /* forward: x2 = LayerNorm(x1 + Dropout(FFN(x1))) */
         in = pre ? e->sub[1].ln : x1;
         din = sub_back_begin(a, &e->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
-        memset(a->d_hidden, 0, (size_t)rs * F * sizeof(float));
         ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
         sub_back_end(a, &e->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);

@@ -12,7 +12,7 @@
 #      Chapter 08 trains on the GPU with --device cuda; its dropout masks
 #      differ from the CPU's by design, so it runs at --dropout 0 and its
 #      loss curves (loss.dat, every step) must agree within LOSS_TOL
-#   4. trains chapter 08 at its defaults (500 steps) on the CPU and on the
+#   4. trains chapter 08 at its defaults (600 steps) on the CPU and on the
 #      GPU: time and exact-match accuracy of each; the GPU run must reach
 #      TRAIN_MIN_ACC percent
 #   5. times one training step of the copy-task Transformer (N=2, d_model

@@ -18,6 +18,9 @@
 #include "ops.h"
 #include "rng.h"
 #include "testutil.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- references in double ---------------------------------------------------- */
 
@@ -601,6 +604,73 @@ START_TEST(test_mha_gradient_self) {
 }
 END_TEST
 
+/* ---- Determinism -------------------------------------------------------------------
+ * Heads are shared among threads when the batch is big enough; each head is
+ * done start to finish by one thread, so 1 thread and all threads must give
+ * the same bits, forward and backward (with a padding mask, so the skipped
+ * blocked pairs are covered too). Sizes: B*h*Tq*Tk*(d_k+d_v) = 32*8*16*16*64,
+ * about 4.2M multiply-adds, at the threshold where attention.c goes parallel. */
+enum { DB = 32, DT = 16, DH = 8, DD = 32, DM_DET = DH * DD };
+
+static void mha_run(float *y, float *grads, float *dx, const float *x, const float *w, const float *dy,
+                    const uint8_t *mask, float *acts, float *scr) {
+    size_t nw = (size_t)DM_DET * DM_DET;
+    MhaParams p = {(float *)w, (float *)w + nw, (float *)w + 2 * nw, (float *)w + 3 * nw};
+    MhaParams g = {grads, grads + nw, grads + 2 * nw, grads + 3 * nw};
+    MhaActs a;
+    memset(grads, 0, sizeof(float) * 4 * nw);
+    memset(dx, 0, sizeof(float) * DB * DT * DM_DET);
+    mha_acts_layout(&a, acts, DB, DT, DT, DH, DD, DD);
+    mha_forward(y, &a, &p, x, x, mask, DB, DT, DT, DM_DET, DH, DD, DD);
+    mha_backward(dx, dx, &g, scr, dy, &a, &p, x, x, DB, DT, DT, DM_DET, DH, DD, DD);
+}
+
+START_TEST(test_mha_threads_bit_identical) {
+    size_t nx = (size_t)DB * DT * DM_DET, nw = 4 * (size_t)DM_DET * DM_DET;
+    float *x = malloc(sizeof(float) * nx), *dy = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw);
+    float *y[2], *g[2], *dx[2];
+    for (int r = 0; r < 2; r++) {
+        y[r] = malloc(sizeof(float) * nx);
+        dx[r] = malloc(sizeof(float) * nx);
+        g[r] = malloc(sizeof(float) * nw);
+    }
+    float *acts = malloc(sizeof(float) * mha_acts_size(DB, DT, DT, DH, DD, DD));
+    float *scr = malloc(sizeof(float) * mha_scratch_size(DB, DT, DT, DH, DD, DD));
+    uint8_t *mask = malloc((size_t)DB * DT * DT);
+    int len[DB];
+    for (int b = 0; b < DB; b++) len[b] = 1 + b % DT;
+    mask_padding(mask, len, DB, DT, DT);
+    Rng r;
+    rng_seed(&r, 77);
+    rng_fill_normal(&r, x, nx, 0, 1);
+    rng_fill_normal(&r, dy, nx, 0, 1);
+    rng_fill_normal(&r, w, nw, 0, 0.1f);
+
+    mha_run(y[0], g[0], dx[0], x, w, dy, mask, acts, scr);
+    int threads = 1;
+#ifdef _OPENMP
+    /* 1 thread versus all (under valgrind the suite runs with one thread:
+     * then this compares two identical runs, which must agree too) */
+    threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    mha_run(y[1], g[1], dx[1], x, w, dy, mask, acts, scr);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    ck_assert_msg(memcmp(y[0], y[1], sizeof(float) * nx) == 0, "output: 1 thread differs from %d", threads);
+    ck_assert_msg(memcmp(dx[0], dx[1], sizeof(float) * nx) == 0, "dx: 1 thread differs from %d", threads);
+    ck_assert_msg(memcmp(g[0], g[1], sizeof(float) * nw) == 0, "weight gradients: 1 thread differs from %d",
+                  threads);
+    for (int i = 0; i < 2; i++) {
+        free(y[i]);
+        free(dx[i]);
+        free(g[i]);
+    }
+    free(x); free(dy); free(w); free(acts); free(scr); free(mask);
+}
+END_TEST
+
 Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *core = tcase_create("Core");
@@ -627,5 +697,9 @@ Suite *attention_suite(void) {
     tcase_add_test(grad, test_mha_gradient_cross);
     tcase_add_test(grad, test_mha_gradient_self);
     suite_add_tcase(s, grad);
+
+    TCase *det = tcase_create("Determinism");
+    tcase_add_test(det, test_mha_threads_bit_identical);
+    suite_add_tcase(s, det);
     return s;
 }

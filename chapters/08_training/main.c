@@ -28,7 +28,7 @@
  *   build/08_training --layers 2 --d-model 512 --d-ff 2048 --heads 8 \
  *                     --batch 80 --warmup 400     The Annotated Transformer's setup
  *   build/08_training --steps 300 --checkpoint-every 100
- *   build/08_training --resume out/08_training/copy.ckpt --steps 500
+ *   build/08_training --resume out/08_training/copy.ckpt --steps 1200
  *   build/08_training --device cuda          the same on the GPU
  */
 #include <math.h>
@@ -497,7 +497,7 @@ static void decode_and_print(Model *m, const int *src, int T) {
 int main(int argc, char **argv) {
     /* ---- defaults: small enough to train in seconds on 2 cores ---------- */
     int layers = 2, d_model = 64, d_ff = 128, heads = 4;
-    int batch = 128, steps = 500, warmup = 200;
+    int batch = 128, steps = 600, warmup = 200;
     float factor = 1.0f, eps_ls = 0.1f, dropout = 0.1f;
     int no_reg = 0, ckpt_every = 0, n_eval = 1000, n_examples = 5, nan_at = 0;
     uint64_t seed = 42, eval_seed = 2017;
