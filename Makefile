@@ -78,7 +78,12 @@ TEST_BIN  = $(BUILD)/check_all
 
 BENCH_BIN = $(BUILD)/bench
 
-all: $(LIB) $(PROGRAMS)
+# GPU tools (validator + benchmarks, each with its own main): CUDA builds only
+ifeq ($(CUDA),1)
+CUDA_TOOLS = $(patsubst cuda/tools/%.c,$(BUILD)/%,$(wildcard cuda/tools/*.c))
+endif
+
+all: $(LIB) $(PROGRAMS) $(CUDA_TOOLS)
 
 $(BUILD)/obj/%.o: %.c $(wildcard common/*.h cuda/*.h) | dirs
 	@mkdir -p $(dir $@)
@@ -93,6 +98,9 @@ $(LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/%: chapters/%/main.c $(LIB)
+	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/%: cuda/tools/%.c $(LIB)
 	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) $(LDLIBS) -o $@
 
 dirs:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cuda_check.sh - the one command for a GPU machine (`make cuda-check`).
 #
-#   1. builds the library, the chapters and build/.../cuda-validate with nvcc
-#   2. runs cuda-validate: every kernel against the CPU reference (max |diff|,
+#   1. builds the library, the chapters and build/.../cuda_validate with nvcc
+#   2. runs cuda_validate: every kernel against the CPU reference (max |diff|,
 #      PASS/FAIL), then benchmarks (tiled matmul vs cuBLAS at the model's
 #      shapes, plain vs fused attention at lengths 64..1024, GB/s of the rest)
 #   3. runs chapters 03-08 with --device cpu and with --device cuda and
@@ -17,7 +17,7 @@
 #      TRAIN_MIN_ACC percent
 #   5. times one training step of the copy-task Transformer (N=2, d_model
 #      512, d_ff 2048, h 8, batch 80 x 10 tokens, vocab 11) on the CPU and
-#      on the GPU (build/.../gpu-train-bench; the target: >= 20x faster)
+#      on the GPU (build/.../gpu_train_bench; the target: >= 20x faster)
 #   6. writes one report, $OUT/cuda-check/report.txt, and prints it
 #
 # Without nvcc it says so and stops (exit 0); without a GPU it stops after the
@@ -29,7 +29,7 @@
 #   REPS    timed runs per benchmark [10]
 #   CHAPTER_TIMEOUT  seconds per chapter run [60]
 #   GPU_TOL  largest "GPU vs CPU" difference a chapter may print [1e-3]
-#   BENCH_ARGS  flags for gpu-train-bench [--cpu-steps 3 --gpu-steps 50]
+#   BENCH_ARGS  flags for gpu_train_bench [--cpu-steps 3 --gpu-steps 50]
 #   CHAPTER_ARGS_08  flags for chapter 08 in step 3 [--steps 30 --eval 100], plus
 #                    --dropout 0: short, because Adam amplifies rounding differences
 #                    step by step (on the host shim: 0 up to step 30, 1e-4 by step 50)
@@ -63,7 +63,6 @@ if [ -z "$NVCC" ]; then
     echo "            (install the CUDA toolkit, or put its bin/ folder on PATH)"
     exit 0
 fi
-CUDA_HOME=${NVCC%/bin/nvcc}
 
 # ---- 1. build ------------------------------------------------------------------------
 echo "== cuda-check: building in $BUILD (log: $DIR/build.log) =="
@@ -72,32 +71,10 @@ if ! make -j"$JOBS" BUILD="$BUILD" CUDA=1 all >"$DIR/build.log" 2>&1; then
     echo "cuda-check: the build failed (full log: $DIR/build.log)"
     exit 1
 fi
-# The validator has a main, so it is not in libaiyn.a; built here against it,
-# with the same flags as the Makefile's C code.
-VALIDATE=$BUILD/cuda-validate
-CFLAGS="-std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_DEFAULT_SOURCE -DUSE_CUDA"
-[ "${PORTABLE:-0}" = 1 ] || CFLAGS="$CFLAGS -march=native"
-OMP="-fopenmp"
-[ "${NO_OMP:-0}" = 1 ] && OMP=""
-CFLAGS="$CFLAGS $OMP"
-# shellcheck disable=SC2086
-if ! ${CC:-gcc} $CFLAGS -Icommon -Icuda cuda/tools/cuda_validate.c "$BUILD/libaiyn.a" \
-        -L"$CUDA_HOME/lib64" -lcudart -lcublas -lstdc++ -lm $OMP \
-        -o "$VALIDATE" >>"$DIR/build.log" 2>&1; then
-    tail -n 30 "$DIR/build.log"
-    echo "cuda-check: building cuda-validate failed (log: $DIR/build.log)"
-    exit 1
-fi
-# the training benchmark, built the same way
-BENCH=$BUILD/gpu-train-bench
-# shellcheck disable=SC2086
-if ! ${CC:-gcc} $CFLAGS -Icommon -Icuda cuda/tools/gpu_train_bench.c "$BUILD/libaiyn.a" \
-        -L"$CUDA_HOME/lib64" -lcudart -lcublas -lstdc++ -lm $OMP \
-        -o "$BENCH" >>"$DIR/build.log" 2>&1; then
-    tail -n 30 "$DIR/build.log"
-    echo "cuda-check: building gpu-train-bench failed (log: $DIR/build.log)"
-    exit 1
-fi
+# The validator and the training benchmark have a main each, so they are
+# not in libaiyn.a; a CUDA build of `make all` links them from cuda/tools/.
+VALIDATE=$BUILD/cuda_validate
+BENCH=$BUILD/gpu_train_bench
 echo "built: library, chapters, $VALIDATE, $BENCH"
 
 if ! "$VALIDATE" --probe >/dev/null; then
@@ -280,15 +257,15 @@ brc=$?
     echo "attention-in-c: CUDA check, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
     echo "nvcc:    $("$NVCC" --version | tail -n 1)"
-    echo "build:   $BUILD (make CUDA=1 all + cuda-validate)"
+    echo "build:   $BUILD (make CUDA=1 all + cuda_validate)"
     echo
     if [ -f "$DIR/validate.txt" ]; then
         cat "$DIR/validate.txt"
     else
-        echo "cuda-validate wrote no report (exit status $vrc); its output:"
+        echo "cuda_validate wrote no report (exit status $vrc); its output:"
         tail -n 40 "$DIR/validate.log"
     fi
-    [ $vrc -eq 124 ] && echo "cuda-validate TIMED OUT after 240 s"
+    [ $vrc -eq 124 ] && echo "cuda_validate TIMED OUT after 240 s"
     echo
     echo "== chapters 03-08: every printed number, --device cpu vs --device cuda =="
     echo "What is compared: each chapter runs twice, once with --device cpu and once with"
@@ -314,8 +291,8 @@ brc=$?
     echo
     echo "== one training step of the copy task, CPU vs GPU (Annotated Transformer's config) =="
     cat "$DIR/train_bench.txt"
-    [ $brc -eq 124 ] && echo "gpu-train-bench TIMED OUT after 150 s"
-    [ $brc -ne 0 ] && [ $brc -ne 124 ] && echo "gpu-train-bench: exit status $brc (1: below the target or a NaN step)"
+    [ $brc -eq 124 ] && echo "gpu_train_bench TIMED OUT after 150 s"
+    [ $brc -ne 0 ] && [ $brc -ne 124 ] && echo "gpu_train_bench: exit status $brc (1: below the target or a NaN step)"
     echo
     echo "total: $(( $(date +%s) - t0 )) s; result: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
 } >"$REPORT"

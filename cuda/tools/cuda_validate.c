@@ -19,8 +19,8 @@
  * Not part of libaiyn.a (a library linked into every chapter must not hold
  * a main): cuda_check.sh builds it with gcc against the library.
  *
- *   build/cuda-validate [--out DIR] [--reps N]   validate + bench
- *   build/cuda-validate --probe                  exit 0 if a GPU is there, 1 if not
+ *   build/cuda_validate [--out DIR] [--reps N]   validate + bench
+ *   build/cuda_validate --probe                  exit 0 if a GPU is there, 1 if not
  *
  * Exit status: 0 when everything passed (or there is no GPU: nothing to do),
  * 1 when a kernel disagreed with the CPU, 2 for a bad flag.
@@ -62,7 +62,7 @@ static float *dev_random(size_t n, float lo, float hi, Rng *rng) {
     float *d = cuda_alloc(n * sizeof(float));
     size_t block = n < ((size_t)1 << 20) ? n : (size_t)1 << 20;
     float *h = malloc(block * sizeof(float));
-    if (!h) cli_fail("cuda-validate", "out of host memory");
+    if (!h) cli_fail("cuda_validate", "out of host memory");
     rng_fill_uniform(rng, h, block, lo, hi);
     for (size_t i = 0; i < n; i += block)
         cuda_upload(d + i, h, (n - i < block ? n - i : block) * sizeof(float));
@@ -72,7 +72,7 @@ static float *dev_random(size_t n, float lo, float hi, Rng *rng) {
 
 static int *dev_random_ids(size_t n, int vocab, Rng *rng) {
     int *h = malloc(n * sizeof(int));
-    if (!h) cli_fail("cuda-validate", "out of host memory");
+    if (!h) cli_fail("cuda_validate", "out of host memory");
     for (size_t i = 0; i < n; i++) h[i] = rng_int(rng, vocab);
     int *d = cuda_alloc(n * sizeof(int));
     cuda_upload(d, h, n * sizeof(int));
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
         {"--no-bench", CLI_FLAG, &no_bench, "validate only", 0, 0},
         {"--probe", CLI_FLAG, &probe, "only say whether a CUDA GPU is there (exit 0 yes, 1 no)", 0, 0},
     };
-    cli_parse(argc, argv, "cuda-validate",
+    cli_parse(argc, argv, "cuda_validate",
               "every CUDA kernel against the CPU reference, then timed", opts, CLI_COUNT(opts));
 
     if (!device_cuda_available()) {
@@ -327,7 +327,7 @@ int main(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/validate.txt", out);
     report = fopen(path, "w");
-    if (!report) cli_fail("cuda-validate", "cannot write the report '%s'", path);
+    if (!report) cli_fail("cuda_validate", "cannot write the report '%s'", path);
 
     char dev[256];
     say("cuda-validate: %s\n", cuda_describe(dev, sizeof dev));

@@ -11,7 +11,7 @@
  *
  * Not part of libaiyn.a (it has a main): cuda/cuda_check.sh builds it.
  *
- *   build/gpu-train-bench [--cpu-steps N] [--gpu-steps N] [--target X]
+ *   build/gpu_train_bench [--cpu-steps N] [--gpu-steps N] [--target X]
  *
  * Exit status: 0 target met (or no GPU: nothing to do), 1 below the
  * target or a step failed, 2 for a bad flag.
@@ -28,7 +28,7 @@
 #include "optim.h"
 #include "train.h"
 
-#define PROG "gpu-train-bench"
+#define PROG "gpu_train_bench"
 
 static double now_s(void) {
     struct timespec t;
