@@ -145,13 +145,14 @@ START_TEST(test_each_dimension) {
 END_TEST
 
 /* Cache blocks crossed, threaded: M past MC (168 with AVX-512) with K past
- * KC (256) twice; N past NC (1024). */
+ * KC (256) twice, and five times; N past NC (1024). */
 START_TEST(test_big_blocks) {
     Rng rng;
     rng_seed(&rng, 5);
     check_case(&rng, 0, 0, 181, 97, 523, 1.0f, 0.0f, 0);
     check_case(&rng, 0, 1, 15, 1061, 300, 1.0f, 0.0f, 1);
     check_case(&rng, 1, 1, 350, 97, 300, 0.5f, 1.0f, 5);   /* M > N: threads split rows */
+    check_case(&rng, 1, 0, 20, 45, 1100, 1.0f, -1.5f, 3);  /* five KC blocks */
 }
 END_TEST
 
