@@ -10,6 +10,7 @@
  */
 #include "attention.h"
 #include "ops.h"
+#include "parallel.h"
 
 #include <assert.h>
 #include <math.h>
@@ -79,12 +80,6 @@ void mask_and(uint8_t *out, const uint8_t *other, int n) {
  * mha_backward work on the (B,T,h*d) projections directly, without copying
  * them into per-head blocks and back. */
 
-#ifdef _OPENMP
-#define ATTN_PRAGMA(x) _Pragma(#x)
-#define PARALLEL_FOR_IF(cond) ATTN_PRAGMA(omp parallel for schedule(static) if (cond))
-#else
-#define PARALLEL_FOR_IF(cond)
-#endif
 
 /* Below this many multiply-adds (about half a millisecond of one core) the
  * heads run on one thread: waking a second thread costs microseconds on an

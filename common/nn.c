@@ -15,25 +15,12 @@
  */
 #include "nn.h"
 #include "ops.h"
+#include "parallel.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
 
-/* `PARALLEL_FOR_IF(cond)` before a for loop: split its iterations over threads
- * when cond holds. `SIMD` before an element-wise loop: tell the compiler the
- * iterations are independent, so it may use vector instructions (at -O2 GCC
- * only vectorises loops whose trip count it knows; these rows are d_model
- * or d_ff long, known only at run time). Without OpenMP (make NO_OMP=1) both
- * expand to nothing, so no "unknown pragma" warning. */
-#ifdef _OPENMP
-#define NN_PRAGMA(x) _Pragma(#x)
-#define PARALLEL_FOR_IF(cond) NN_PRAGMA(omp parallel for schedule(static) if (cond))
-#define SIMD NN_PRAGMA(omp simd)
-#else
-#define PARALLEL_FOR_IF(cond)
-#define SIMD
-#endif
 
 /* Below this many floats of work a loop runs on one thread. Starting a team
  * of threads costs a few microseconds on an idle machine, and on a busy one

@@ -7,6 +7,7 @@
  * peak is factor * (d_model * warmup)^-0.5, reached exactly at step == warmup.
  */
 #include "optim.h"
+#include "parallel.h"
 
 #include <assert.h>
 #include <math.h>
@@ -36,7 +37,7 @@ void adam_update(float *param, const float *grad, float *m, float *v, size_t n,
      * Each element is independent, hence the parallel loop (the result does
      * not depend on the thread count). */
     float a1 = (float)(1.0 / bc1), a2 = (float)(1.0 / bc2);
-#pragma omp parallel for schedule(static) if (n > 65536)
+    PARALLEL_FOR_IF(n > 65536)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i];
         m[i] = beta1 * m[i] + (1.0f - beta1) * g;
