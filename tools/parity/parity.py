@@ -110,7 +110,7 @@ class Table:
 
     def print(self, title):
         print(f"\n== {title}")
-        print(f"{"tensor":44s} {'max abs diff':>13s} {'max rel diff':>13s}  verdict")
+        print(f"{'tensor':44s} {'max abs diff':>13s} {'max rel diff':>13s}  verdict")
         for name, d, r, v in self.rows:
             if self.quiet and v.startswith("ok") and not name.startswith(("loss", "logits", "adam")):
                 continue
@@ -131,6 +131,14 @@ def check_config(title, flags, exe, out, seed, quiet):
          "--warmup", str(WARMUP), "--label-smoothing", str(EPS_LS), "--no-color", "--out", f"{out}/plots"])
     G, gmeta = ck.read_safetensors(gdump)
     A, ameta = ck.read_safetensors(adump)
+    try:                          # the dumps load with Hugging Face's own loader too
+        from safetensors.numpy import load_file
+        for path, ours in ((gdump, G), (adump, A)):
+            theirs = load_file(path)
+            if sorted(theirs) != sorted(ours) or any(not np.array_equal(theirs[k], ours[k]) for k in ours):
+                sys.exit(f"parity: {path}: the safetensors package reads something else than read_safetensors")
+    except ImportError:
+        pass
 
     # ---- PyTorch: forward, loss, backward in float64 ----
     W = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in P.items()}
