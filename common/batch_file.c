@@ -174,6 +174,9 @@ int batch_pad(const BatchFile *bf, const Config *c, Batch *b, char *err, size_t 
             const int *ids = bf->ids + (side ? bf->tgt_off[e] : bf->src_off[e]);
             int len = side ? bf->tgt_len[e] : bf->src_len[e];
             const char *what = side ? "target" : "source";
+            if (ids[0] == c->pad_id)
+                return fail(2, err, errlen, "%s: example %d: the %s starts with the pad id %d (nothing to attend "
+                            "to)", name, e + 1, what, c->pad_id);
             for (int i = 0; i < len; i++) {
                 if (ids[i] >= c->vocab)
                     return fail(2, err, errlen, "%s: example %d, %s token %d: id %d is outside the vocabulary "
@@ -184,9 +187,6 @@ int batch_pad(const BatchFile *bf, const Config *c, Batch *b, char *err, size_t 
                     return fail(2, err, errlen, "%s: example %d, %s token %d is the pad id %d but a real token "
                                 "follows it; padding may only end a sequence", name, e + 1, what, i + 1, c->pad_id);
             }
-            if (ids[0] == c->pad_id)
-                return fail(2, err, errlen, "%s: example %d: the %s starts with the pad id %d (nothing to attend "
-                            "to)", name, e + 1, what, c->pad_id);
             int limit = side ? c->max_len + 1 : c->max_len;   /* the decoder reads n-1 of the n target ids */
             if (len > limit)
                 return fail(2, err, errlen, "%s: example %d: the %s has %d ids, more than the model's max_len %d%s",
