@@ -2,6 +2,7 @@
  * (see grad_dump.h; the file layouts are in chapters/07_transformer/README.md). */
 #include "grad_dump.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "nn.h"
 #include "optim.h"
 #include "safetensors.h"
+#include "show.h"
 
 /* The paper's Adam (Sec. 5.3): beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9 */
 #define ADAM_BETA1 0.9f
@@ -164,4 +166,61 @@ int model_load_with_state(Model *m, const char *path, int max_B, int max_Ts, int
 void train_state_free(TrainState *ts) {
     free(ts->adam_m), free(ts->adam_v);
     memset(ts, 0, sizeof *ts);
+}
+
+/* ---- the --batch-file mode ------------------------------------------------------ */
+int grad_job_run(const GradJob *job, const Config *cfg, uint64_t seed, char *err, size_t errlen) {
+    BatchFile bf;
+    Batch b = {0};
+    Model m = {0};
+    TrainState ts = {0};
+    float *dlogits = NULL;
+    int rc, has_ts = 0;
+    if ((rc = batch_file_read(job->batch_path, &bf, err, errlen))) return rc;
+    /* capacity: exactly this batch */
+    int B = bf.n, Ts = bf.max_src, Tt = bf.max_tgt - 1;
+    if (job->load) {
+        rc = model_load_with_state(&m, job->load, B, Ts, Tt, &ts, &has_ts, err, errlen);
+    } else if ((rc = model_build(&m, cfg, B, Ts, Tt, seed, err, errlen) ? 2 : 0) == 0) {
+        ts.adam_m = calloc(m.params.n, sizeof(float));
+        ts.adam_v = calloc(m.params.n, sizeof(float));
+        if (!ts.adam_m || !ts.adam_v) rc = fail(1, err, errlen, "out of memory for Adam's moments");
+    }
+    if (!rc) rc = batch_pad(&bf, &m.cfg, &b, err, errlen);
+    if (!rc && model_check_sizes(&m, b.B, b.Ts, b.Tt, err, errlen)) rc = 2;
+    if (!rc && !(dlogits = malloc((size_t)b.B * b.Tt * m.cfg.vocab * sizeof(float))))
+        rc = fail(1, err, errlen, "out of memory");
+    if (rc) goto done;
+
+    show_section("Gradients on demand: one batch, forward and backward, dropout off");
+    printf("  %s: %d examples, padded with id %d to src [batch=%d, seq=%d], tgt_in/tgt_out [batch=%d, seq=%d]\n",
+           job->batch_path, b.B, m.cfg.pad_id, b.B, b.Ts, b.B, b.Tt);
+    float loss = model_loss_grad(&m, &b, job->eps_ls, dlogits);
+    double sq = 0;
+    for (size_t i = 0; i < m.grads.n; i++) sq += (double)m.grads.mem[i] * m.grads.mem[i];
+    printf("  loss %.9g: label-smoothed cross-entropy (Sec. 5.4, eps_ls %g) over %d non-padding targets\n"
+           "  logits [batch=%d, seq=%d, vocab=%d]; gradients of %d tensors, %zu numbers, L2 norm %.6g\n",
+           loss, job->eps_ls, b.n_tokens, b.B, b.Tt, m.cfg.vocab, m.params.n_tensors, m.grads.n, sqrt(sq));
+    if (job->grad_path) {
+        if ((rc = grad_dump_write(&m, &b, job->eps_ls, loss, job->grad_path, err, errlen))) goto done;
+        printf("  wrote %s (safetensors: loss, logits, ids, one gradient per parameter)\n", job->grad_path);
+    }
+    if (job->adam_path) {
+        float lr;
+        if ((rc = adam_step_dump(&m, &ts, job->warmup, 1.0f, job->adam_path, &lr, err, errlen))) goto done;
+        printf("  Adam step %llu (Sec. 5.3: beta1 0.9, beta2 0.98, eps 1e-9, lr %.6g with warmup %d; moments %s)\n"
+               "  wrote %s (safetensors: new weights, adam_m.*, adam_v.*)\n", (unsigned long long)ts.step, lr,
+               job->warmup, has_ts ? "from the checkpoint" : "from zero", job->adam_path);
+    }
+    if (job->st_path) {
+        if ((rc = model_export_safetensors(&m, job->st_path, err, errlen))) goto done;
+        printf("  wrote %s (the weights%s, safetensors)\n", job->st_path, job->adam_path ? " after the Adam step" : "");
+    }
+done:
+    free(dlogits);
+    batch_free(&b);
+    batch_file_free(&bf);
+    train_state_free(&ts);
+    model_free(&m);
+    return rc;
 }

@@ -56,4 +56,21 @@ int model_load_with_state(Model *m, const char *path, int max_B, int max_Ts, int
                           int *has_ts, char *err, size_t errlen);
 void train_state_free(TrainState *ts);
 
+/* ---- the whole --batch-file mode of 07_transformer -------------------------- */
+typedef struct {
+    const char *batch_path;  /* the batch file (required)                       */
+    const char *load;        /* checkpoint, or NULL: build cfg with seed        */
+    const char *grad_path;   /* --grad-dump, or NULL                            */
+    const char *adam_path;   /* --adam-dump, or NULL                            */
+    const char *st_path;     /* --export-safetensors, or NULL (after the step)  */
+    float eps_ls;            /* label smoothing (Sec. 5.4)                      */
+    int warmup;              /* for the Adam step's learning rate (Sec. 5.3)    */
+} GradJob;
+
+/* Reads the batch, loads (or builds) the model with room for it, runs
+ * model_loss_grad, prints what it did with shapes, and writes the files the
+ * job names. Returns 0, 2 for bad input (batch, checkpoint), 1 for an I/O
+ * failure, with the message in err; everything it allocated is freed. */
+int grad_job_run(const GradJob *job, const Config *cfg, uint64_t seed, char *err, size_t errlen);
+
 #endif

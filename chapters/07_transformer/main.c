@@ -391,67 +391,10 @@ static void dump(const Model *m, const float *logp, const int *src, const int *t
     printf("  wrote %s (logits%s)\n", path, with_attn ? " and attention weights" : "");
 }
 
-/* ---- gradients on demand (--batch-file) ------------------------------------
- * Exit status as everywhere: 2 for bad input, 1 when a file cannot be written. */
+/* Exit status as everywhere: 2 for bad input, 1 when a file cannot be written. */
 static void fail_rc(int rc, const char *err) {
     fprintf(stderr, PROG ": error: %s\n", err);
     exit(rc == 1 ? 1 : 2);
-}
-
-static int grad_mode(const char *batch_path, const char *load, const Config *cfg, uint64_t seed,
-                     const char *grad_path, const char *adam_path, const char *st_path, float eps_ls,
-                     int warmup) {
-    char err[512];
-    int rc, has_ts = 0;
-    BatchFile bf;
-    if ((rc = batch_file_read(batch_path, &bf, err, sizeof err))) fail_rc(rc, err);
-    int B = bf.n, Ts = bf.max_src, Tt = bf.max_tgt - 1;
-    Model m;
-    TrainState ts;
-    if (load) {
-        if ((rc = model_load_with_state(&m, load, B, Ts, Tt, &ts, &has_ts, err, sizeof err))) fail_rc(rc, err);
-    } else {
-        if (model_build(&m, cfg, B, Ts, Tt, seed, err, sizeof err)) fail_rc(2, err);
-        memset(&ts, 0, sizeof ts);
-        ts.adam_m = calloc(m.params.n, sizeof(float)), ts.adam_v = calloc(m.params.n, sizeof(float));
-        if (!ts.adam_m || !ts.adam_v) fail_rc(1, "out of memory");
-    }
-    Batch b;
-    if ((rc = batch_pad(&bf, &m.cfg, &b, err, sizeof err))) fail_rc(rc, err);
-    if (model_check_sizes(&m, b.B, b.Ts, b.Tt, err, sizeof err)) fail_rc(2, err);
-    float *dlogits = malloc((size_t)b.B * b.Tt * m.cfg.vocab * sizeof(float));
-    if (!dlogits) fail_rc(1, "out of memory");
-
-    show_section("Gradients on demand: one batch, forward and backward, dropout off");
-    printf("  %s: %d examples, padded with id %d to src [batch=%d, seq=%d], tgt_in/tgt_out [batch=%d, seq=%d]\n",
-           batch_path, b.B, m.cfg.pad_id, b.B, b.Ts, b.B, b.Tt);
-    float loss = model_loss_grad(&m, &b, eps_ls, dlogits);
-    double sq = 0;
-    for (size_t i = 0; i < m.grads.n; i++) sq += (double)m.grads.mem[i] * m.grads.mem[i];
-    printf("  loss %.9g: label-smoothed cross-entropy (Sec. 5.4, eps_ls %g) over %d non-padding targets\n"
-           "  logits [batch=%d, seq=%d, vocab=%d]; gradients of %d tensors, %zu numbers, L2 norm %.6g\n",
-           loss, eps_ls, b.n_tokens, b.B, b.Tt, m.cfg.vocab, m.params.n_tensors, m.grads.n, sqrt(sq));
-    if (grad_path) {
-        if ((rc = grad_dump_write(&m, &b, eps_ls, loss, grad_path, err, sizeof err))) fail_rc(rc, err);
-        printf("  wrote %s (safetensors: loss, logits, ids, one gradient per parameter)\n", grad_path);
-    }
-    if (adam_path) {
-        float lr;
-        if ((rc = adam_step_dump(&m, &ts, warmup, 1.0f, adam_path, &lr, err, sizeof err))) fail_rc(rc, err);
-        printf("  Adam step %llu (Sec. 5.3: beta1 0.9, beta2 0.98, eps 1e-9, lr %.6g with warmup %d; moments %s)\n"
-               "  wrote %s (safetensors: new weights, adam_m.*, adam_v.*)\n", (unsigned long long)ts.step, lr,
-               warmup, has_ts ? "from the checkpoint" : "from zero", adam_path);
-    }
-    if (st_path) {
-        if ((rc = model_export_safetensors(&m, st_path, err, sizeof err))) fail_rc(rc, err);
-        printf("  wrote %s (the weights%s, safetensors)\n", st_path, adam_path ? " after the Adam step" : "");
-    }
-    free(dlogits);
-    batch_free(&b);
-    batch_file_free(&bf);
-    train_state_free(&ts);
-    model_free(&m);
-    return 0;
 }
 
 /* ---- main ------------------------------------------------------------------- */
@@ -537,7 +480,10 @@ int main(int argc, char **argv) {
     if (!load && config_validate(&c, err, sizeof err)) cli_fail(PROG, "%s", err);
     if (batch_path) {
         if (dev == DEVICE_CUDA) cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
-        return grad_mode(batch_path, load, &c, seed, grad_path, adam_path, st_path, eps_ls, warmup);
+        GradJob job = {batch_path, load, grad_path, adam_path, st_path, eps_ls, warmup};
+        int rc = grad_job_run(&job, &c, seed, err, sizeof err);   /* common/grad_dump.c */
+        if (rc) fail_rc(rc, err);
+        return 0;
     }
     if (grad_path || adam_path) cli_fail(PROG, "--grad-dump and --adam-dump need --batch-file");
     if (summary && !load) {
