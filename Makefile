@@ -6,6 +6,8 @@
 #   make plots      render every plot script in out/ with gnuplot
 #   make bench      speed table: matmul vs FMA peak and OpenBLAS, model steps vs PyTorch
 #   make cuda-check on a GPU machine: build, validate every kernel, bench, report
+#   make parity     every logit, loss, gradient and an Adam step against PyTorch
+#                   (installs python3-torch/numpy; tools/parity/)
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (single thread)
@@ -159,6 +161,10 @@ bench: all $(BENCH_BIN)
 cuda-check:
 	bash cuda/cuda_check.sh
 
+# the C model against a PyTorch one written from the paper (tools/parity/run.sh)
+parity: all
+	sh tools/parity/run.sh $(BUILD)
+
 deps-run:
 	@sh tools/deps.sh run
 deps-test:
@@ -167,5 +173,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run test smoke valgrind plots bench cuda-check deps-run deps-test clean dirs
+.PHONY: all run test smoke valgrind plots bench cuda-check parity deps-run deps-test clean dirs
 .SECONDARY:

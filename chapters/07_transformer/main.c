@@ -24,6 +24,12 @@
  *                         another implementation loading the same weights
  *   --config base --batch 8 --len 32
  *                         time the paper's base model on a random batch
+ *   --batch-file B --grad-dump G [--adam-dump A]
+ *                         forward + backward (dropout off) on a batch of
+ *                         padded sequences: loss, logits and every gradient
+ *                         (and one Adam step) in safetensors files, to check
+ *                         against PyTorch (tools/parity/, `make parity`)
+ *   --export-safetensors F  the weights in the safetensors format
  *
  * Run:  make && ./build/07_transformer [--layers 2] [--d-model 32] [--heads 4]
  */
@@ -36,6 +42,7 @@
 
 #include "cli.h"
 #include "device.h"
+#include "grad_dump.h"
 #include "model.h"
 #include "model_gpu.h"
 #include "rng.h"
@@ -384,6 +391,12 @@ static void dump(const Model *m, const float *logp, const int *src, const int *t
     printf("  wrote %s (logits%s)\n", path, with_attn ? " and attention weights" : "");
 }
 
+/* Exit status as everywhere: 2 for bad input, 1 when a file cannot be written. */
+static void fail_rc(int rc, const char *err) {
+    fprintf(stderr, PROG ": error: %s\n", err);
+    exit(rc == 1 ? 1 : 2);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -394,6 +407,9 @@ int main(int argc, char **argv) {
     uint64_t seed = 42;
     const char *config = "small", *out = "out/07_transformer", *device = "cpu";
     const char *save = NULL, *load = NULL, *src_s = NULL, *tgt_s = NULL, *dump_path = NULL;
+    const char *batch_path = NULL, *grad_path = NULL, *adam_path = NULL, *st_path = NULL;
+    float eps_ls = 0.1f;
+    int warmup = 4000;
     CliOption opts[] = {
         {"--config",    CLI_STRING, &config,   "size preset: small, base (Table 3) or big (Table 3)", 0, 0},
         {"--layers",    CLI_INT,    &N,        "N, layers per stack (0: preset; small 2)", 0, MODEL_MAX_N},
@@ -419,6 +435,12 @@ int main(int argc, char **argv) {
         {"--load",      CLI_STRING, &load,     "read the model from this checkpoint (its config wins)", 0, 0},
         {"--dump",      CLI_STRING, &dump_path, "write logits of the forward pass to this text file", 0, 0},
         {"--dump-attn", CLI_FLAG,   &dump_attn, "with --dump: also every attention weight", 0, 0},
+        {"--batch-file", CLI_STRING, &batch_path, "forward+backward on this batch (format: README.md), dropout off", 0, 0},
+        {"--grad-dump", CLI_STRING, &grad_path, "with --batch-file: loss, logits and every gradient (safetensors)", 0, 0},
+        {"--adam-dump", CLI_STRING, &adam_path, "with --batch-file: one Adam step, new weights and moments (safetensors)", 0, 0},
+        {"--label-smoothing", CLI_FLOAT, &eps_ls, "eps_ls of the --batch-file loss (Sec. 5.4)", 0, 0.99},
+        {"--warmup",    CLI_INT,    &warmup,   "warmup_steps of the --adam-dump learning rate (Sec. 5.3)", 1, 10000000},
+        {"--export-safetensors", CLI_STRING, &st_path, "write the weights in the safetensors format", 0, 0},
         {"--device",    CLI_STRING, &device,   "cpu or cuda (cuda: the forward pass also runs on the GPU)", 0, 0},
         {"--out",       CLI_STRING, &out,      "output folder for heatmap data and PNGs", 0, 0},
     };
@@ -456,6 +478,14 @@ int main(int argc, char **argv) {
     }
     char err[512];
     if (!load && config_validate(&c, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (batch_path) {
+        if (dev == DEVICE_CUDA) cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
+        GradJob job = {batch_path, load, grad_path, adam_path, st_path, eps_ls, warmup};
+        int rc = grad_job_run(&job, &c, seed, err, sizeof err);   /* common/grad_dump.c */
+        if (rc) fail_rc(rc, err);
+        return 0;
+    }
+    if (grad_path || adam_path) cli_fail(PROG, "--grad-dump and --adam-dump need --batch-file");
     if (summary && !load) {
         /* small models are also built, to check the formulas against the
          * tensors that really exist */
@@ -605,6 +635,11 @@ int main(int argc, char **argv) {
     if (save) {
         if (model_save(&m, save, NULL, err, sizeof err)) cli_fail(PROG, "--save: %s", err);
         printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", save);
+    }
+    if (st_path) {
+        int rc = model_export_safetensors(&m, st_path, err, sizeof err);
+        if (rc) fail_rc(rc, err);
+        printf("  wrote the weights to %s (safetensors)\n", st_path);
     }
     gpu_model_free(gm);
     free(gpu_logp);

@@ -41,6 +41,7 @@
 
 #include "cli.h"
 #include "device.h"
+#include "grad_dump.h"
 #include "model.h"
 #include "model_gpu.h"
 #include "nn.h"
@@ -503,7 +504,7 @@ int main(int argc, char **argv) {
     int no_reg = 0, ckpt_every = 0, n_eval = 1000, n_examples = 5, nan_at = 0;
     uint64_t seed = 42, eval_seed = 2017;
     const char *out = "out/08_training", *ckpt_path = NULL, *resume = NULL;
-    const char *device = "cpu", *decode = NULL;
+    const char *device = "cpu", *decode = NULL, *st_path = NULL;
     CliOption opts[] = {
         {"--layers", CLI_INT, &layers, "N: layers in the encoder and in the decoder", 1, 64},
         {"--d-model", CLI_INT, &d_model, "d_model (paper 512)", 2, 4096},
@@ -525,6 +526,7 @@ int main(int argc, char **argv) {
         {"--checkpoint", CLI_STRING, &ckpt_path, "checkpoint file (default: OUT/copy.ckpt)", 0, 0},
         {"--resume", CLI_STRING, &resume, "continue the run saved in this checkpoint", 0, 0},
         {"--nan-at", CLI_INT, &nan_at, "poison one weight with NaN before this step, to watch the guard (0: never)", 0, 10000000},
+        {"--export-safetensors", CLI_STRING, &st_path, "also write the trained weights in the safetensors format", 0, 0},
         {"--device", CLI_STRING, &device, "cpu or cuda (cuda: train on the GPU; decode and evaluate on the CPU)", 0, 0},
         {"--out", CLI_STRING, &out, "output folder for plots and the checkpoint", 0, 0},
     };
@@ -677,6 +679,16 @@ int main(int argc, char **argv) {
            ckpt_path, (unsigned long long)tr.step, dev == DEVICE_CUDA ? ", downloaded from the GPU" : "");
     printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, ckpt_path, steps * 2,
            dev == DEVICE_CUDA ? " --device cuda" : "");
+    if (st_path) {   /* the same weights, for PyTorch / JAX (safetensors; names as in the checkpoint) */
+        int st_rc = model_export_safetensors(&m, st_path, err, sizeof err);
+        if (st_rc) fprintf(stderr, "%s: error: %s\n", PROG, err);
+        else printf("wrote the weights to %s (safetensors)\n", st_path);
+        if (st_rc) {
+            trainer_free(&tr);
+            model_free(&m);
+            return st_rc;
+        }
+    }
 
     trainer_free(&tr);
     model_free(&m);

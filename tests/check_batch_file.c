@@ -1,0 +1,255 @@
+/* check_batch_file.c - the --batch-file format (common/batch_file.h) and
+ * gradients on demand (common/grad_dump.h).
+ *
+ * Core     the README's example parses, pads with the pad id, shifts the
+ *          target into what the decoder reads and what it predicts, and
+ *          counts only real target tokens; model_loss_grad gives the loss
+ *          of the training step's own formula and the gradients
+ *          grad_dump_write puts in the file.
+ * Limits   every kind of bad batch gets rc 2 and a message naming the
+ *          problem: syntax (no '|', two, empty side, short target, letters,
+ *          negative or huge ids, nothing but comments), meaning (id outside
+ *          the vocabulary, a pad id inside a sequence or first, too long for
+ *          max_len, ragged lengths in a model without a pad id), files
+ *          (missing, a FIFO, a NUL byte).
+ * Programs 07_transformer --batch-file exits 2 on a bad batch and writes
+ *          the dumps on a good one.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "batch_file.h"
+#include "grad_dump.h"
+#include "nn.h"
+#include "testutil.h"
+
+static const char *EXAMPLE =
+    "# lines starting with '#' and blank lines are ignored\n"
+    "# one example per line: source ids | target ids\n"
+    "3 4 5 6 3 7 2 | 1 8 9 10 11 2\n"
+    "\n"
+    "3 4 2         | 1 8 2\n";
+
+static Config toy_config(int pad_id) {
+    Config c = config_base();
+    c.N = 1, c.d_model = 8, c.d_ff = 16, c.h = 2, c.d_k = 4, c.d_v = 4, c.vocab = 12, c.max_len = 8;
+    c.pad_id = pad_id;
+    return c;
+}
+
+START_TEST(test_example_pads_and_shifts) {
+    char err[256];
+    BatchFile bf;
+    Batch b;
+    ck_assert_int_eq(batch_file_parse(EXAMPLE, "example", &bf, err, sizeof err), 0);
+    ck_assert_int_eq(bf.n, 2);
+    ck_assert_int_eq(bf.max_src, 7);
+    ck_assert_int_eq(bf.max_tgt, 6);
+    Config c = toy_config(0);
+    ck_assert_int_eq(batch_pad(&bf, &c, &b, err, sizeof err), 0);
+    ck_assert_int_eq(b.B, 2);
+    ck_assert_int_eq(b.Ts, 7);
+    ck_assert_int_eq(b.Tt, 5);
+    const int src1[7] = {3, 4, 2, 0, 0, 0, 0};
+    const int in0[5] = {1, 8, 9, 10, 11}, out0[5] = {8, 9, 10, 11, 2};
+    const int in1[5] = {1, 8, 0, 0, 0}, out1[5] = {8, 2, 0, 0, 0};
+    ck_assert_mem_eq(b.src + 7, src1, sizeof src1);
+    ck_assert_mem_eq(b.tgt_in, in0, sizeof in0);
+    ck_assert_mem_eq(b.tgt_out, out0, sizeof out0);
+    ck_assert_mem_eq(b.tgt_in + 5, in1, sizeof in1);
+    ck_assert_mem_eq(b.tgt_out + 5, out1, sizeof out1);
+    ck_assert_int_eq(b.n_tokens, 7);     /* 5 + 2 predictions; padding counts for nothing */
+    batch_free(&b);
+    batch_file_free(&bf);
+}
+END_TEST
+
+/* No pad id: equal lengths are fine (nothing to pad) */
+START_TEST(test_no_pad_equal_lengths) {
+    char err[256];
+    BatchFile bf;
+    Batch b;
+    ck_assert_int_eq(batch_file_parse("3 4 | 1 5 6\n4 3 | 1 6 5\n", "t", &bf, err, sizeof err), 0);
+    Config c = toy_config(-1);
+    ck_assert_int_eq(batch_pad(&bf, &c, &b, err, sizeof err), 0);
+    ck_assert_int_eq(b.n_tokens, 4);
+    batch_free(&b);
+    batch_file_free(&bf);
+}
+END_TEST
+
+typedef struct {
+    const char *text;
+    int pad_id;          /* -2: syntax error expected (batch_pad not reached) */
+    const char *why;     /* a piece of the message                           */
+} Bad;
+
+static const Bad BAD[] = {
+    {"3 4 5 1 2\n", -2, "no '|'"},
+    {"3 4 | 1 2 | 5\n", -2, "a second '|'"},
+    {"| 1 2\n", -2, "source is empty"},
+    {"3 4 | 1\n", -2, "at least 2 ids"},
+    {"3 x | 1 2\n", -2, "'x' is not a token id"},
+    {"3 4a | 1 2\n", -2, "inside a number"},
+    {"3 -4 | 1 2\n", -2, "negative"},
+    {"3 99999999999 | 1 2\n", -2, "too large"},
+    {"# only a comment\n\n", -2, "no examples"},
+    {"3 12 | 1 2\n", 0, "outside the vocabulary [0, 12)"},
+    {"3 4 | 1 2 40\n", 0, "outside the vocabulary"},
+    {"3 0 4 | 1 2\n", 0, "padding may only end a sequence"},
+    {"0 3 | 1 2\n", 0, "starts with the pad id"},
+    {"3 4 | 1 0\n", 0, "every target token to predict is padding"},
+    {"1 2 3 4 5 6 7 8 9 | 1 2\n", 0, "more than the model's max_len 8"},
+    {"3 4 | 1 2 3 4 5 6 7 8 9 10\n", 0, "more than the model's max_len 8"},
+    {"3 4 | 1 2\n3 | 1 2\n", -1, "no pad id"},
+    {"3 4 | 1 2\n3 4 | 1 2 3\n", -1, "no pad id"},
+};
+
+START_TEST(test_bad_batches) {
+    const Bad *t = &BAD[_i];
+    char err[256] = "";
+    BatchFile bf;
+    Batch b;
+    int rc = batch_file_parse(t->text, "bad.txt", &bf, err, sizeof err);
+    if (t->pad_id == -2) {
+        ck_assert_msg(rc == 2, "case %d: rc %d, want 2 (syntax)", _i, rc);
+    } else {
+        ck_assert_msg(rc == 0, "case %d: syntax rc %d: %s", _i, rc, err);
+        Config c = toy_config(t->pad_id);
+        rc = batch_pad(&bf, &c, &b, err, sizeof err);
+        ck_assert_msg(rc == 2, "case %d: pad rc %d, want 2", _i, rc);
+        ck_assert_ptr_null(b.src);
+        batch_file_free(&bf);
+    }
+    ck_assert_msg(strstr(err, t->why), "case %d: message '%s' does not say '%s'", _i, err, t->why);
+    ck_assert_msg(strstr(err, "bad.txt"), "case %d: message '%s' does not name the file", _i, err);
+}
+END_TEST
+
+START_TEST(test_bad_files) {
+    char dir[] = "/tmp/aiyn_batch_XXXXXX", p[64], err[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    BatchFile bf;
+    snprintf(p, sizeof p, "%s/missing", dir);
+    ck_assert_int_eq(batch_file_read(p, &bf, err, sizeof err), 2);
+    snprintf(p, sizeof p, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    ck_assert_int_eq(batch_file_read(p, &bf, err, sizeof err), 2);   /* refused, not waited on */
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    unlink(p);
+    snprintf(p, sizeof p, "%s/nul", dir);
+    FILE *f = fopen(p, "wb");
+    fwrite("3 4 | 1\0 2\n", 1, 11, f);
+    fclose(f);
+    ck_assert_int_eq(batch_file_read(p, &bf, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "NUL"));
+    unlink(p);
+    rmdir(dir);
+}
+END_TEST
+
+/* The loss is the training step's formula (forward without dropout, then
+ * smoothed_xent_forward), and the dump holds exactly m->grads. */
+START_TEST(test_loss_grad_and_dump) {
+    char err[256], dir[] = "/tmp/aiyn_gdump_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/g.safetensors", dir);
+    BatchFile bf;
+    Batch b;
+    Config c = toy_config(0);
+    ck_assert_int_eq(batch_file_parse(EXAMPLE, "example", &bf, err, sizeof err), 0);
+    ck_assert_int_eq(batch_pad(&bf, &c, &b, err, sizeof err), 0);
+    Model m;
+    ck_assert_int_eq(model_build(&m, &c, b.B, b.Ts, b.Tt, 7, err, sizeof err), 0);
+    float *dl = malloc((size_t)b.B * b.Tt * c.vocab * sizeof(float));
+    float loss = model_loss_grad(&m, &b, 0.1f, dl);
+    const float *logp = model_forward(&m, b.src, b.tgt_in, b.B, b.Ts, b.Tt, 0);
+    float want = smoothed_xent_forward(logp, b.tgt_out, b.B * b.Tt, c.vocab, 0.1f, 0, NULL);
+    ck_assert_float_eq(loss, want);
+    ck_assert_int_eq(grad_dump_write(&m, &b, 0.1f, loss, path, err, sizeof err), 0);
+    /* the last tensor in the file is the last gradient: compare the tail */
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    const NamedTensor *last = &m.grads.tensors[m.grads.n_tensors - 1];
+    size_t n = named_tensor_numel(last);
+    float *tail = malloc(n * sizeof(float));
+    fseek(f, -(long)(n * sizeof(float)), SEEK_END);
+    ck_assert_uint_eq(fread(tail, sizeof(float), n, f), n);
+    fclose(f);
+    ck_assert_mem_eq(tail, last->data, n * sizeof(float));
+    double sq = 0;
+    for (size_t i = 0; i < m.grads.n; i++) sq += (double)m.grads.mem[i] * m.grads.mem[i];
+    ck_assert_msg(sq > 0, "every gradient is zero");
+    free(tail), free(dl);
+    model_free(&m);
+    batch_free(&b);
+    batch_file_free(&bf);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+static int run_status(const char *cmd) {
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_program) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) {
+        fprintf(stderr, "check_batch_file: BUILD_DIR not set, program checks skipped\n");
+        return;
+    }
+    char dir[] = "/tmp/aiyn_bprog_XXXXXX", cmd[1024], p[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(p, sizeof p, "%s/b.txt", dir);
+    FILE *f = fopen(p, "w");
+    fputs("3 4 5 | 1 8 99\n", f);      /* 99: outside the toy vocabulary of 12 */
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --batch-file %s --grad-dump %s/g.st >/dev/null 2>&1",
+             build, dir, p, dir);
+    ck_assert_int_eq(run_status(cmd), 2);
+    snprintf(p, sizeof p, "%s/g.st", dir);
+    ck_assert_int_ne(access(p, F_OK), 0);          /* nothing written */
+    snprintf(p, sizeof p, "%s/b.txt", dir);
+    f = fopen(p, "w");
+    fputs(EXAMPLE, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --batch-file %s --grad-dump %s/g.st --adam-dump %s/a.st "
+             ">/dev/null 2>&1", build, dir, p, dir, dir);
+    ck_assert_int_eq(run_status(cmd), 0);
+    snprintf(p, sizeof p, "%s/g.st", dir);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/a.st", dir);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    unlink(p);
+    /* --grad-dump without --batch-file is a usage error */
+    snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --grad-dump %s/g.st >/dev/null 2>&1", build, dir, dir);
+    ck_assert_int_eq(run_status(cmd), 2);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(run_status(cmd), 0);
+}
+END_TEST
+
+Suite *batch_file_suite(void) {
+    Suite *s = suite_create("batch_file");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_example_pads_and_shifts);
+    tcase_add_test(core, test_no_pad_equal_lengths);
+    tcase_add_test(core, test_loss_grad_and_dump);
+    suite_add_tcase(s, core);
+    TCase *limits = tcase_create("Limits");
+    tcase_add_loop_test(limits, test_bad_batches, 0, (int)(sizeof BAD / sizeof BAD[0]));
+    tcase_add_test(limits, test_bad_files);
+    suite_add_tcase(s, limits);
+    TCase *progs = tcase_create("Programs");
+    tcase_add_test(progs, test_program);
+    tcase_set_timeout(progs, 30);
+    suite_add_tcase(s, progs);
+    return s;
+}
