@@ -22,6 +22,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "gemm.h"
 #include "ops.h"
 #include "rng.h"
 #include "testutil.h"

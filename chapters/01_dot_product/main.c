@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "gemm.h"
 #include "ops.h"
 #include "rng.h"
 #include "show.h"
