@@ -156,7 +156,7 @@ static Workspace *ws_get(void) {
         static atomic_flag warned = ATOMIC_FLAG_INIT;
         if (!atomic_flag_test_and_set(&warned))
             fprintf(stderr, "warning: no memory for the matrix-multiply buffers (%zu KiB): "
-                    "using the slow unpacked loop\n", sizeof(float) * (MC * KC + KC * NC) / 1024);
+                    "using gemm_ref's triple loop (slow)\n", sizeof(float) * (MC * KC + KC * NC) / 1024);
         if (w) free(w->a);
         free(w);
         return NULL;
