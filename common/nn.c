@@ -7,6 +7,11 @@
  * quote the forward line they differentiate and ACCUMULATE (+=) into
  * gradients the caller zeroed. Nothing here allocates.
  *
+ * Layer norm comes twice: layernorm_forward_ref / layernorm_backward_ref are
+ * the formula as plain loops, to read first; layernorm_forward /
+ * layernorm_backward (what the model calls) sum each row in several running
+ * sums so the vector unit stays busy. tests/check_nn.c checks they agree.
+ *
  * Threads: loops over independent rows may run in parallel (OpenMP) when the
  * work is big enough to pay for starting threads. Each row is computed by
  * one thread in a fixed order, so results are bit-identical run to run and
