@@ -47,6 +47,7 @@
 #include "cli.h"
 #include "model.h"
 #include "nn.h"
+#include "gemm.h"
 #include "ops.h"
 #include "optim.h"
 #include "rng.h"

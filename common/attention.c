@@ -1,14 +1,17 @@
 /* attention.c - scaled dot-product attention (Eq. 1) and multi-head
  * attention (Sec. 3.2.2), forward and backward side by side.
  *
- * The projections (x W_Q, ..., concat W_O) go through gemm() from ops.h,
+ * The projections (x W_Q, ..., concat W_O) go through gemm() (gemm.h),
  * the fast kernel (or OpenBLAS). The per-head products are small (T x d_k
  * with d_k = d_model / h), so they are plain loops over each head, written
- * for the cache and the vector unit (see "scaled dot-product attention").
+ * for the cache and the vector unit (see "scaled dot-product attention,
+ * fast"). sdpa_forward_ref and sdpa_backward_ref are Eq. (1) as plain loops,
+ * the reference the fast pair is tested against.
  * Nothing in this file allocates: the caller hands in every buffer (see
  * mha_acts_size, mha_scratch_size).
  */
 #include "attention.h"
+#include "gemm.h"
 #include "ops.h"
 #include "parallel.h"
 
@@ -59,10 +62,109 @@ void mask_and(uint8_t *out, const uint8_t *other, int n) {
     for (int i = 0; i < n; i++) out[i] = (uint8_t)(out[i] && other[i]);
 }
 
-/* ---- scaled dot-product attention (Eq. 1) ---------------------------------
+/* ---- scaled dot-product attention (Eq. 1), the reference -------------------
  *
- * One head's products are tiny in a small model: (10 x 16) @ (16 x 10) for
- * the scores of chapter 08's model. A general gemm() would spend most of its
+ * Eq. (1) the way it reads, one head at a time and one step per loop:
+ *   1. scores_ij = q_i . k_j / sqrt(d_k)       (-inf where the mask blocks j)
+ *   2. w_i = softmax(scores_i)                  (stable: subtract the row max)
+ *   3. out_i = sum_j w_ij v_j
+ * sdpa_forward further down computes exactly this, faster; a test checks that
+ * the two agree. Q (B,h,Tq,d_k), K (B,h,Tk,d_k), V (B,h,Tk,d_v),
+ * mask (B,Tq,Tk) or NULL; out (B,h,Tq,d_v), weights (B,h,Tq,Tk). */
+void sdpa_forward_ref(float *out, float *weights,
+                      const float *Q, const float *K, const float *V, const uint8_t *mask,
+                      int B, int h, int Tq, int Tk, int d_k, int d_v) {
+    assert(B > 0 && h > 0 && Tq > 0 && Tk > 0 && d_k > 0 && d_v > 0);
+    /* Why 1/sqrt(d_k) (Sec. 3.2.1): with unit-variance q and k, q.k has
+     * variance d_k; large scores push softmax into a corner where its
+     * gradient vanishes. Dividing by sqrt(d_k) brings the variance back to 1. */
+    const float scale = 1.0f / sqrtf((float)d_k);
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < h; hh++) {
+            size_t bh = (size_t)b * h + hh;
+            const float *q = Q + bh * Tq * d_k, *k = K + bh * Tk * d_k, *v = V + bh * Tk * d_v;
+            float *w = weights + bh * Tq * Tk, *o = out + bh * Tq * d_v;
+            for (int i = 0; i < Tq; i++) {
+                float *wi = w + (size_t)i * Tk;
+                /* 1. scores; Sec. 3.2.3: a blocked pair gets -inf, so exp()
+                 * makes its weight exactly 0 */
+                for (int j = 0; j < Tk; j++) {
+                    float s = 0.0f;
+                    for (int c = 0; c < d_k; c++) s += q[(size_t)i * d_k + c] * k[(size_t)j * d_k + c];
+                    int blocked = mask && !mask[((size_t)b * Tq + i) * Tk + j];
+                    wi[j] = blocked ? -INFINITY : s * scale;
+                }
+                /* 2. softmax over the keys */
+                float max = -INFINITY;
+                for (int j = 0; j < Tk; j++) max = wi[j] > max ? wi[j] : max;
+                if (max == -INFINITY) {
+                    /* every key blocked: all-zero weights, not 0/0 = NaN */
+                    for (int j = 0; j < Tk; j++) wi[j] = 0.0f;
+                } else {
+                    float sum = 0.0f;
+                    for (int j = 0; j < Tk; j++) {
+                        wi[j] = expf(wi[j] - max);
+                        sum += wi[j];
+                    }
+                    for (int j = 0; j < Tk; j++) wi[j] /= sum;
+                }
+                /* 3. a weighted mix of the values */
+                for (int c = 0; c < d_v; c++) {
+                    float acc = 0.0f;
+                    for (int j = 0; j < Tk; j++) acc += wi[j] * v[(size_t)j * d_v + c];
+                    o[(size_t)i * d_v + c] = acc;
+                }
+            }
+        }
+}
+
+/* The reference backward, each line the derivative of one forward step
+ * (dQ, dK, dV +=, any may be NULL; scratch (B,h,Tq,Tk) holds ds):
+ *   3. out_i = sum_j w_ij v_j        ->  dw_ij = dO_i . v_j,   dv_j += sum_i w_ij dO_i
+ *   2. w_i = softmax(scores_i)       ->  ds_ij = w_ij (dw_ij - sum_l w_il dw_il)
+ *   1. scores_ij = scale q_i . k_j   ->  dq_i += scale sum_j ds_ij k_j,
+ *                                        dk_j += scale sum_i ds_ij q_i
+ * A blocked pair has w_ij = 0, so ds_ij = 0: no gradient reaches it, and no
+ * mask is needed. */
+void sdpa_backward_ref(float *dQ, float *dK, float *dV, float *scratch,
+                       const float *dout, const float *weights,
+                       const float *Q, const float *K, const float *V,
+                       int B, int h, int Tq, int Tk, int d_k, int d_v) {
+    const float scale = 1.0f / sqrtf((float)d_k);
+    for (size_t bh = 0; bh < (size_t)B * h; bh++) {
+        const float *q = Q + bh * Tq * d_k, *k = K + bh * Tk * d_k, *v = V + bh * Tk * d_v;
+        const float *w = weights + bh * Tq * Tk, *dO = dout + bh * Tq * d_v;
+        float *ds = scratch + bh * Tq * Tk;
+        for (int i = 0; i < Tq; i++) {
+            const float *wi = w + (size_t)i * Tk;
+            float *dsi = ds + (size_t)i * Tk;
+            float s = 0.0f;                       /* sum_l w_il dw_il */
+            for (int j = 0; j < Tk; j++) {
+                float dw = 0.0f;
+                for (int c = 0; c < d_v; c++) dw += dO[(size_t)i * d_v + c] * v[(size_t)j * d_v + c];
+                dsi[j] = dw;
+                s += wi[j] * dw;
+            }
+            for (int j = 0; j < Tk; j++) dsi[j] = wi[j] * (dsi[j] - s);
+        }
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++) {
+                float dsij = scale * ds[(size_t)i * Tk + j], wij = w[(size_t)i * Tk + j];
+                if (dQ)
+                    for (int c = 0; c < d_k; c++) dQ[bh * Tq * d_k + (size_t)i * d_k + c] += dsij * k[(size_t)j * d_k + c];
+                if (dK)
+                    for (int c = 0; c < d_k; c++) dK[bh * Tk * d_k + (size_t)j * d_k + c] += dsij * q[(size_t)i * d_k + c];
+                if (dV)
+                    for (int c = 0; c < d_v; c++) dV[bh * Tk * d_v + (size_t)j * d_v + c] += wij * dO[(size_t)i * d_v + c];
+            }
+    }
+}
+
+/* ---- scaled dot-product attention (Eq. 1), fast ----------------------------
+ *
+ * What sdpa_forward_ref computes, arranged for speed. One head's products
+ * are tiny in a small model: (10 x 16) @ (16 x 10) for the scores of
+ * chapter 08's model. A general gemm() would spend most of its
  * time packing those 160 numbers into its 14x32 tile order and computing a
  * tile that is 80% padding. So each head is done here with plain loops that
  * walk contiguous rows (the compiler turns each into a few vector
@@ -77,8 +179,8 @@ void mask_and(uint8_t *out, const uint8_t *other, int n) {
  *
  * The loops read each head where it lies in memory: element (t, c) of head
  * hh of sequence b is at base[b*bs + hh*hs + t*rs + c]. That lets
- * mha_backward work on the (B,T,h*d) projections directly, without copying
- * them into per-head blocks and back. */
+ * mha_forward and mha_backward work on the (B,T,h*d) projections directly,
+ * without copying them into per-head blocks and back. */
 
 
 /* Below this many multiply-adds (about half a millisecond of one core) the
@@ -329,23 +431,19 @@ void heads_merge(float *out, const float *inp, int B, int T, int h, int d) {
 
 size_t mha_acts_size(int B, int Tq, int Tk, int h, int d_k, int d_v) {
     size_t q = (size_t)B * Tq * h * d_k, k = (size_t)B * Tk * h * d_k, v = (size_t)B * Tk * h * d_v;
-    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * h * Tq * d_v;
-    /* q, k, v, then their split copies qh, kh, vh, then weights, oh, concat */
-    return 2 * (q + k + v) + w + 2 * o;
+    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * Tq * h * d_v;
+    /* q, k, v, weights, concat: each once, in the layout the backward reads */
+    return q + k + v + w + o;
 }
 
 void mha_acts_layout(MhaActs *a, float *buf, int B, int Tq, int Tk, int h, int d_k, int d_v) {
     size_t q = (size_t)B * Tq * h * d_k, k = (size_t)B * Tk * h * d_k, v = (size_t)B * Tk * h * d_v;
-    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * h * Tq * d_v;
+    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * Tq * h * d_v;
     float *p = buf;
     a->q = p;       p += q;
     a->k = p;       p += k;
     a->v = p;       p += v;
-    a->qh = p;      p += q;
-    a->kh = p;      p += k;
-    a->vh = p;      p += v;
     a->weights = p; p += w;
-    a->oh = p;      p += o;
     a->concat = p;  p += o;
     assert((size_t)(p - buf) == mha_acts_size(B, Tq, Tk, h, d_k, d_v));
 }
@@ -367,14 +465,14 @@ void mha_forward(float *out, MhaActs *a, const MhaParams *p,
     matmul_forward(a->q, x_q, p->w_q, B * Tq, d_model, h * d_k);    /* q (B,Tq,h*d_k) */
     matmul_forward(a->k, x_kv, p->w_k, B * Tk, d_model, h * d_k);   /* k (B,Tk,h*d_k) */
     matmul_forward(a->v, x_kv, p->w_v, B * Tk, d_model, h * d_v);   /* v (B,Tk,h*d_v) */
-    /* split: [batch, seq, h*d] -> [batch, heads, seq, d] */
-    heads_split(a->qh, a->q, B, Tq, h, d_k);
-    heads_split(a->kh, a->k, B, Tk, h, d_k);
-    heads_split(a->vh, a->v, B, Tk, h, d_v);
-    /* head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), every head in one call */
-    sdpa_forward(a->oh, a->weights, a->qh, a->kh, a->vh, mask, B, h, Tq, Tk, d_k, d_v);
-    /* Concat(head_1, ..., head_h) */
-    heads_merge(a->concat, a->oh, B, Tq, h, d_v);                   /* concat (B,Tq,h*d_v) */
+    /* head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), every head in one call.
+     * Head hh is columns hh*d .. hh*d+d-1 of q, k and v, and its output
+     * goes to the same columns of concat: that IS Concat(head_1, ..., head_h),
+     * so no split into (B,h,T,d) blocks and no merge back are needed. */
+    HeadLayout lq = layout_merged(h, Tq, d_k), lk = layout_merged(h, Tk, d_k);
+    HeadLayout lv = layout_merged(h, Tk, d_v), lo = layout_merged(h, Tq, d_v);
+    sdpa_forward_laid(a->concat, lo, a->weights, a->q, lq, a->k, lk, a->v, lv, mask,
+                      B, h, Tq, Tk, d_k, d_v);                      /* concat (B,Tq,h*d_v) */
     /* ... W^O */
     matmul_forward(out, a->concat, p->w_o, B * Tq, h * d_v, d_model);
 }
@@ -400,10 +498,9 @@ void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
      *   dW_O += concat^T dout */
     gemm(0, 1, B * Tq, h * d_v, d_model, 1.0f, dout, d_model, p->w_o, d_model, 0.0f, dconcat, h * d_v);
     gemm(1, 0, h * d_v, d_model, B * Tq, 1.0f, a->concat, h * d_v, dout, d_model, 1.0f, g->w_o, d_model);
-    /* forward: concat = merge(sdpa(split(q), split(k), split(v))). A split
-     * and a merge only move numbers, so the backward reads each head where it
-     * lies in the (B,T,h*d) arrays and writes dq, dk, dv there too: no
-     * copies. Every element of dq, dk, dv belongs to exactly one head, which
+    /* forward: concat = the heads of sdpa(q, k, v), each read and written
+     * where it lies in the (B,T,h*d) arrays. The backward does the same:
+     * dq, dk, dv are written in that layout too, no copies. Every element of dq, dk, dv belongs to exactly one head, which
      * writes it whole (accumulate = 0), so they need no zeroing first. */
     HeadLayout lq = layout_merged(h, Tq, d_k), lk = layout_merged(h, Tk, d_k);
     HeadLayout lv = layout_merged(h, Tk, d_v), lo = layout_merged(h, Tq, d_v);

@@ -44,6 +44,17 @@ void sdpa_backward(float *dQ, float *dK, float *dV, float *scratch,
                    const float *dout, const float *weights,
                    const float *Q, const float *K, const float *V,
                    int B, int h, int Tq, int Tk, int d_k, int d_v);
+/* The references: the same signatures and results, as plain loops, one per
+ * step of Eq. (1) (tests/check_attention.c checks the two pairs agree).
+ * sdpa_forward / sdpa_backward are what the library calls: one pass per
+ * query row, vector instructions, heads shared among threads. */
+void sdpa_forward_ref(float *out, float *weights,
+                      const float *Q, const float *K, const float *V, const uint8_t *mask,
+                      int B, int h, int Tq, int Tk, int d_k, int d_v);
+void sdpa_backward_ref(float *dQ, float *dK, float *dV, float *scratch,
+                       const float *dout, const float *weights,
+                       const float *Q, const float *K, const float *V,
+                       int B, int h, int Tq, int Tk, int d_k, int d_v);
 
 /* ---- heads: split and merge -----------------------------------------------
  * split: out (B,h,T,d) <- inp (B,T,h*d)   ("[batch, seq, d_model] -> [batch, heads, seq, d_head]")
@@ -60,17 +71,15 @@ typedef struct {
 } MhaParams;
 
 /* Activations saved by the forward pass for the backward pass. All point
- * into one caller-owned buffer laid out by mha_acts_layout(). */
+ * into one caller-owned buffer laid out by mha_acts_layout(). Head hh of q,
+ * k, v and concat is columns hh*d .. hh*d+d-1 of each row: the heads are
+ * read where the projections put them, never copied into (B,h,T,d) blocks. */
 typedef struct {
-    float *q;        /* (B,Tq,h*d_k)  x_q W_Q                   */
-    float *k;        /* (B,Tk,h*d_k)  x_kv W_K                  */
-    float *v;        /* (B,Tk,h*d_v)  x_kv W_V                  */
-    float *qh;       /* (B,h,Tq,d_k)  q split into heads        */
-    float *kh;       /* (B,h,Tk,d_k)                            */
-    float *vh;       /* (B,h,Tk,d_v)                            */
-    float *weights;  /* (B,h,Tq,Tk)   softmax(q k^T / sqrt d_k)  */
-    float *oh;       /* (B,h,Tq,d_v)  weights @ vh              */
-    float *concat;   /* (B,Tq,h*d_v)  heads merged              */
+    float *q;        /* (B,Tq,h*d_k)  x_q W_Q                           */
+    float *k;        /* (B,Tk,h*d_k)  x_kv W_K                          */
+    float *v;        /* (B,Tk,h*d_v)  x_kv W_V                          */
+    float *weights;  /* (B,h,Tq,Tk)   softmax(q k^T / sqrt d_k), per head */
+    float *concat;   /* (B,Tq,h*d_v)  Concat(head_1..head_h) = weights @ v */
 } MhaActs;
 
 /* Number of floats MhaActs needs for these sizes. */

@@ -124,7 +124,7 @@ void cli_parse(int argc, char **argv, const char *prog, const char *about,
     }
 }
 
-void cli_fail(const char *prog, const char *fmt, ...) {
+_Noreturn void cli_fail(const char *prog, const char *fmt, ...) {
     fprintf(stderr, "%s: error: ", prog);
     va_list ap;
     va_start(ap, fmt);

@@ -51,8 +51,15 @@ int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
 
 /* A failure of the world detected after parsing (sizes that do not fit,
  * d_model not divisible by heads, a bad file): prints "prog: error: msg"
- * and exits 2. printf-style. */
-void cli_fail(const char *prog, const char *fmt, ...);
+ * and exits 2. printf-style: the compiler checks the arguments against fmt,
+ * and knows the call does not return (so no "missing return" after it).
+ * For programs only: library code returns an error code instead. */
+#if defined(__GNUC__)
+#define CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CLI_PRINTF(f, a)
+#endif
+_Noreturn void cli_fail(const char *prog, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 /* Refuses (exit 2, naming what) a request for more float32 elements than
  * fit comfortably in this machine's memory, or a product that overflows.

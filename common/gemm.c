@@ -1,6 +1,6 @@
 /* gemm.c - the fast matrix multiply every layer calls.
  *
- *   C = alpha * op(A) @ op(B) + beta * C        (BLAS sgemm, row-major; see ops.h)
+ *   C = alpha * op(A) @ op(B) + beta * C        (BLAS sgemm, row-major; see gemm.h)
  *
  * Every linear layer of the Transformer is one of these: x W_Q, x W_1 (Eq. 2),
  * the output projection onto the vocabulary (Sec. 3.4), and in the backward
@@ -51,10 +51,11 @@
  * exit by an atexit handler that owns the list of all workspaces. So the
  * memory is bounded by (threads that ever ran gemm) x 1.2 MiB.
  */
-#include "ops.h"
+#include "gemm.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,11 @@ static void ws_free_all(void) {
 
 static void ws_register_exit(void) { atexit(ws_free_all); }
 
+/* This thread's workspace, made on first use; NULL when there is no memory
+ * for one. A library must not end the program over that, and gemm() has no
+ * error to return: its caller then does the product with gemm_ref(), which
+ * needs no memory (see gemm_part). Said once on stderr, since that is much
+ * slower. */
 static Workspace *ws_get(void) {
     if (tls_ws) return tls_ws;
     pthread_once(&ws_once, ws_register_exit);
@@ -147,9 +153,13 @@ static Workspace *ws_get(void) {
     if (w) w->a = aligned_alloc(64, sizeof(float) * MC * KC);
     if (w && w->a) w->b = aligned_alloc(64, sizeof(float) * KC * NC);
     if (!w || !w->a || !w->b) {
-        fprintf(stderr, "error: out of memory for the matrix-multiply buffers (%zu KiB)\n",
-                sizeof(float) * (MC * KC + KC * NC) / 1024);
-        exit(1);
+        static atomic_flag warned = ATOMIC_FLAG_INIT;
+        if (!atomic_flag_test_and_set(&warned))
+            fprintf(stderr, "warning: no memory for the matrix-multiply buffers (%zu KiB): "
+                    "using gemm_ref's triple loop (slow)\n", sizeof(float) * (MC * KC + KC * NC) / 1024);
+        if (w) free(w->a);
+        free(w);
+        return NULL;
     }
     pthread_mutex_lock(&ws_lock);
     w->next = all_ws;
@@ -484,6 +494,17 @@ static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, in
     }
 }
 
+/* One thread's part of the product: the blocked kernel with this thread's
+ * workspace, or, if there was no memory for one, the triple loop of ops.c
+ * (the same product summed in double: slower, and it may differ from the
+ * kernel's in the last bit, but it is the right answer). */
+static void gemm_part(Workspace *ws, int transA, int transB, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb,
+                      float beta, float *C, int ldc) {
+    if (ws) gemm_blocked(ws, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else gemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* C = beta * C, the whole answer when K == 0 or alpha == 0 (BLAS then
  * reads neither A nor B). beta == 0 writes zeros without reading C. */
 static void scale_c(float *C, int ldc, int M, int N, float beta) {
@@ -528,7 +549,7 @@ void gemm(int transA, int transB, int M, int N, int K,
     int units = split_n ? (N + NR - 1) / NR : (M + MR - 1) / MR;
     if (threads > units) threads = units;
     if (threads <= 1) {
-        gemm_blocked(ws_get(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_part(ws_get(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
 #ifdef _OPENMP
@@ -543,12 +564,12 @@ void gemm(int transA, int transB, int M, int N, int K,
         if (split_n) {
             slab(N, NR, threads, t, &lo, &hi);
             if (hi > lo)
-                gemm_blocked(ws, transA, transB, M, hi - lo, K, alpha, A, lda,
+                gemm_part(ws, transA, transB, M, hi - lo, K, alpha, A, lda,
                              transB ? B + (size_t)lo * ldb : B + lo, ldb, beta, C + lo, ldc);
         } else {
             slab(M, MR, threads, t, &lo, &hi);
             if (hi > lo)
-                gemm_blocked(ws, transA, transB, hi - lo, N, K, alpha,
+                gemm_part(ws, transA, transB, hi - lo, N, K, alpha,
                              transA ? A + lo : A + (size_t)lo * lda, lda, B, ldb,
                              beta, C + (size_t)lo * ldc, ldc);
         }

@@ -24,6 +24,7 @@
 #include "model.h"
 #include "attention.h"
 #include "nn.h"
+#include "gemm.h"
 #include "ops.h"
 
 #include <assert.h>

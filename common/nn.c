@@ -7,6 +7,11 @@
  * quote the forward line they differentiate and ACCUMULATE (+=) into
  * gradients the caller zeroed. Nothing here allocates.
  *
+ * Layer norm comes twice: layernorm_forward_ref / layernorm_backward_ref are
+ * the formula as plain loops, to read first; layernorm_forward /
+ * layernorm_backward (what the model calls) sum each row in several running
+ * sums so the vector unit stays busy. tests/check_nn.c checks they agree.
+ *
  * Threads: loops over independent rows may run in parallel (OpenMP) when the
  * work is big enough to pay for starting threads. Each row is computed by
  * one thread in a fixed order, so results are bit-identical run to run and
@@ -14,6 +19,7 @@
  * embedding scatter, the mean loss) stay serial for the same reason.
  */
 #include "nn.h"
+#include "gemm.h"
 #include "ops.h"
 #include "parallel.h"
 
@@ -28,29 +34,6 @@
  * a core; one layer norm over chapter 08's 1280 x 64 activations takes
  * about 30 microseconds. Only rows of a large model pass this. */
 #define NN_PARALLEL_MIN (1L << 20)
-
-/* Sums of one row in double, with 8 running sums instead of one: a chain of
- * dependent additions waits 4 cycles per element, 8 independent chains keep
- * the adder busy (and the compiler can put them in one vector). The order is
- * fixed, so the result is too. */
-static double row_sum(const float *x, int C) {
-    double s[8] = {0};
-    int c = 0;
-    for (; c + 8 <= C; c += 8)
-        for (int l = 0; l < 8; l++) s[l] += x[c + l];
-    for (int l = 0; c < C; c++, l++) s[l] += x[c];
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
-
-/* sum_c (x_c - m)^2, the same way */
-static double row_sqdev(const float *x, double m, int C) {
-    double s[8] = {0};
-    int c = 0;
-    for (; c + 8 <= C; c += 8)
-        for (int l = 0; l < 8; l++) s[l] += (x[c + l] - m) * (x[c + l] - m);
-    for (int l = 0; c < C; c++, l++) s[l] += (x[c] - m) * (x[c] - m);
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
 
 /* ========================================================================== */
 /* linear                                                                      */
@@ -141,10 +124,99 @@ void ffn_backward(float *dx, float *dW1, float *db1, float *dW2, float *db2,
 /* layer normalisation (Sec. 3.1)                                              */
 /* ========================================================================== */
 
-/* Per row: mean, biased variance (divide by C, as Ba et al. and PyTorch do),
+/* The reference, as a student would write it on paper. Per row: mean,
+ * biased variance (divide by C, as Ba et al. and PyTorch do),
  * rstd = 1/sqrt(var + eps), out = gamma * (x - mean) * rstd + beta.
  * The row statistics are summed in double: cheap, and the variance of a row
- * with a large mean loses nothing. */
+ * with a large mean loses nothing. layernorm_forward below computes the same
+ * with faster sums; a test checks that the two agree. */
+void layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp,
+                           const float *gamma, const float *beta, int N, int C) {
+    assert(N >= 0 && C > 0);
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        float *y = out + (long)n * C;
+        double sum = 0.0;
+        for (int c = 0; c < C; c++) sum += x[c];
+        double m = sum / C;
+        double sq = 0.0;                      /* two passes: no cancellation */
+        for (int c = 0; c < C; c++) sq += (x[c] - m) * (x[c] - m);
+        double v = sq / C;
+        float s = (float)(1.0 / sqrt(v + LAYERNORM_EPS));
+        float mf = (float)m;
+        for (int c = 0; c < C; c++) y[c] = gamma[c] * ((x[c] - mf) * s) + beta[c];
+        mean[n] = mf;
+        rstd[n] = s;
+    }
+}
+
+/* forward: norm = (x - mean) * rstd ;  out = gamma * norm + beta
+ *   dbeta  += dout                  dgamma += dout * norm
+ *   dnorm   = dout * gamma
+ *   dx     += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
+ * The last line is the chain rule through mean and rstd, which both depend
+ * on every x of the row: moving x shifts the mean (the mean(dnorm) term) and
+ * rescales the spread (the norm * mean(dnorm * norm) term).
+ * This is the reference: one plain loop per line above, the two row means
+ * summed in double. layernorm_backward is the fast twin. */
+void layernorm_backward_ref(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                            const float *inp, const float *mean, const float *rstd,
+                            const float *gamma, int N, int C) {
+    assert(N >= 0 && C > 0);
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
+        float m = mean[n], s = rstd[n];
+        if (dinp) {
+            float *dx = dinp + (long)n * C;
+            double a = 0.0, b = 0.0;          /* sum of dnorm, sum of dnorm * norm */
+            for (int c = 0; c < C; c++) {
+                float norm = (x[c] - m) * s;
+                float dnorm = gamma[c] * dy[c];
+                a += dnorm;
+                b += dnorm * norm;
+            }
+            float dnorm_mean = (float)(a / C), dnorm_norm_mean = (float)(b / C);
+            for (int c = 0; c < C; c++) {
+                float norm = (x[c] - m) * s;
+                float dnorm = gamma[c] * dy[c];
+                dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            if (dgamma) dgamma[c] += dy[c] * ((x[c] - m) * s);
+            if (dbeta) dbeta[c] += dy[c];
+        }
+    }
+}
+
+/* ---- the fast twins: same results, summed so the vector unit stays busy ---- */
+
+/* Sums of one row in double, with 8 running sums instead of one: a chain of
+ * dependent additions waits 4 cycles per element, 8 independent chains keep
+ * the adder busy (and the compiler can put them in one vector). The order is
+ * fixed, so the result is too. */
+static double row_sum(const float *x, int C) {
+    double s[8] = {0};
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+        for (int l = 0; l < 8; l++) s[l] += x[c + l];
+    for (int l = 0; c < C; c++, l++) s[l] += x[c];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+/* sum_c (x_c - m)^2, the same way */
+static double row_sqdev(const float *x, double m, int C) {
+    double s[8] = {0};
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+        for (int l = 0; l < 8; l++) s[l] += (x[c + l] - m) * (x[c + l] - m);
+    for (int l = 0; c < C; c++, l++) s[l] += (x[c] - m) * (x[c] - m);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+/* layernorm_forward_ref with the row sums of row_sum / row_sqdev (8 running
+ * sums) and rows shared among threads when the work is large. Same math in
+ * a different order of additions: the two agree to float rounding. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *gamma, const float *beta, int N, int C) {
     assert(N >= 0 && C > 0);
@@ -163,13 +235,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     }
 }
 
-/* forward: norm = (x - mean) * rstd ;  out = gamma * norm + beta
- *   dbeta  += dout                  dgamma += dout * norm
- *   dnorm   = dout * gamma
- *   dx     += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
- * The last line is the chain rule through mean and rstd, which both depend
- * on every x of the row: moving x shifts the mean (the mean(dnorm) term) and
- * rescales the spread (the norm * mean(dnorm * norm) term). */
+/* layernorm_backward_ref with the two row means kept as 16 running sums (one
+ * AVX-512 vector) in float, and rows shared among threads. */
 void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
                         const float *inp, const float *mean, const float *rstd,
                         const float *gamma, int N, int C) {

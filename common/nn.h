@@ -43,6 +43,15 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
                         const float *inp, const float *mean, const float *rstd,
                         const float *gamma, int N, int C);
+/* The plain references the two above are tested against (tests/check_nn.c):
+ * the same signatures and the same math, written as one loop per line of the
+ * formula. layernorm_forward / _backward are what the model calls; they sum
+ * the rows in several running sums (vector-friendly) and use threads. */
+void layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp,
+                           const float *gamma, const float *beta, int N, int C);
+void layernorm_backward_ref(float *dinp, float *dgamma, float *dbeta, const float *dout,
+                            const float *inp, const float *mean, const float *rstd,
+                            const float *gamma, int N, int C);
 
 /* ---- residual: out = a + b (the x + Sublayer(x) of Sec. 3.1) --------------- */
 void residual_forward(float *out, const float *a, const float *b, size_t n);

@@ -1,4 +1,5 @@
 /* ops.c - the reference matrix multiply, softmax, and element-wise ops. */
+#include "gemm.h"
 #include "ops.h"
 
 #include <assert.h>

@@ -10,20 +10,7 @@
 #include <stddef.h>
 
 /* ---- matrix multiply ------------------------------------------------------
- * C = alpha * op(A) @ op(B) + beta * C, BLAS sgemm semantics, row-major:
- *   op(A) is (M, K): A itself (M, K) with lda >= K, or if transA A is (K, M).
- *   op(B) is (K, N): B itself (K, N) with ldb >= N, or if transB B is (N, K).
- *   C is (M, N) with ldc >= N. beta == 0 means C is not read (may be garbage).
- * gemm() is what the library calls: the fast blocked SIMD kernel (or OpenBLAS
- * in a BLAS=openblas build). gemm_ref() is the readable triple loop that the
- * chapters show and the tests compare against. */
-void gemm(int transA, int transB, int M, int N, int K,
-          float alpha, const float *A, int lda, const float *B, int ldb,
-          float beta, float *C, int ldc);
-void gemm_ref(int transA, int transB, int M, int N, int K,
-              float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc);
-
+ * gemm() and gemm_ref() (C = alpha op(A) op(B) + beta C) are in gemm.h. */
 /* out (M,N) = a (M,K) @ b (K,N): the plainest form, via gemm(). */
 void matmul_forward(float *out, const float *a, const float *b, int M, int K, int N);
 /* da (M,K) += dout (M,N) @ b^T ;  db (K,N) += a^T @ dout. Either may be NULL. */

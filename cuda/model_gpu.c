@@ -25,6 +25,30 @@
  * 1. Build
  * ========================================================================== */
 
+/* One attention's saved tensors on the GPU: attention.h's MhaActs, plus the
+ * (B,h,T,d) copies of q, k, v and of the heads' output that the CUDA sdpa
+ * kernels read and write (the CPU reads the heads in place, without them). */
+typedef struct {
+    MhaActs a;
+    float *qh, *kh, *vh;  /* (B,h,Tq,d_k), (B,h,Tk,d_k), (B,h,Tk,d_v)        */
+    float *oh;            /* (B,h,Tq,d_v)                                     */
+} GpuMhaActs;
+
+static size_t gpu_mha_acts_size(int B, int Tq, int Tk, int h, int dk, int dv) {
+    size_t q = (size_t)B * Tq * h * dk, k = (size_t)B * Tk * h * dk, v = (size_t)B * Tk * h * dv;
+    return mha_acts_size(B, Tq, Tk, h, dk, dv) + q + k + v + (size_t)B * Tq * h * dv;
+}
+
+static void gpu_mha_acts_layout(GpuMhaActs *m, float *buf, int B, int Tq, int Tk, int h, int dk,
+                                int dv) {
+    mha_acts_layout(&m->a, buf, B, Tq, Tk, h, dk, dv);
+    float *p = buf + mha_acts_size(B, Tq, Tk, h, dk, dv);
+    m->qh = p, p += (size_t)B * Tq * h * dk;
+    m->kh = p, p += (size_t)B * Tk * h * dk;
+    m->vh = p, p += (size_t)B * Tk * h * dv;
+    m->oh = p;
+}
+
 /* One residual sub-layer's saved tensors, as model.c's SubActs (device). */
 typedef struct {
     float *ln;          /* (B,T,D) LayerNorm output                             */
@@ -37,14 +61,14 @@ typedef struct {
 typedef struct {
     GpuSub sub[2];      /* 0 self-attention, 1 FFN                              */
     float *attn_buf;    /* mha_acts_size at capacity; attn is laid out per call */
-    MhaActs attn;
+    GpuMhaActs attn;
     float *hidden;      /* (B,Ts,d_ff)                                          */
 } GpuEnc;
 
 typedef struct {
     GpuSub sub[3];      /* 0 masked self-attention, 1 cross-attention, 2 FFN    */
     float *self_buf, *cross_buf;
-    MhaActs self, cross;
+    GpuMhaActs self, cross;
     float *hidden;      /* (B,Tt,d_ff)                                          */
 } GpuDec;
 
@@ -131,7 +155,7 @@ static size_t layout(GpuModel *g, float *base) {
         GpuEnc *e = &g->enc[l];
         take_sub(&b, &e->sub[0], rs, D);
         take_sub(&b, &e->sub[1], rs, D);
-        e->attn_buf = take(&b, mha_acts_size((int)B, (int)Ts, (int)Ts, h, dk, dv));
+        e->attn_buf = take(&b, gpu_mha_acts_size((int)B, (int)Ts, (int)Ts, h, dk, dv));
         e->hidden = take(&b, rs * F);
     }
     g->enc_ln = take(&b, rs * D);
@@ -142,8 +166,8 @@ static size_t layout(GpuModel *g, float *base) {
     for (int l = 0; l < c->N; l++) {
         GpuDec *d = &g->dec[l];
         for (int s = 0; s < 3; s++) take_sub(&b, &d->sub[s], rt, D);
-        d->self_buf = take(&b, mha_acts_size((int)B, (int)Tt, (int)Tt, h, dk, dv));
-        d->cross_buf = take(&b, mha_acts_size((int)B, (int)Tt, (int)Ts, h, dk, dv));
+        d->self_buf = take(&b, gpu_mha_acts_size((int)B, (int)Tt, (int)Tt, h, dk, dv));
+        d->cross_buf = take(&b, gpu_mha_acts_size((int)B, (int)Tt, (int)Ts, h, dk, dv));
         d->hidden = take(&b, rt * F);
     }
     g->dec_ln = take(&b, rt * D);
@@ -327,22 +351,23 @@ static uint64_t next_seed(GpuModel *g) {
 }
 
 /* mha_forward (attention.c), op for op. out (B,Tq,D); x_q (B,Tq,D);
- * x_kv (B,Tk,D); mask (B,Tq,Tk) or NULL; a laid out for these sizes. */
-static void mha_forward_gpu(float *out, MhaActs *a, const MhaParams *p, const float *x_q,
+ * x_kv (B,Tk,D); mask (B,Tq,Tk) or NULL; m laid out for these sizes. */
+static void mha_forward_gpu(float *out, GpuMhaActs *m, const MhaParams *p, const float *x_q,
                             const float *x_kv, const uint8_t *mask, int B, int Tq, int Tk,
                             int D, int h, int dk, int dv) {
+    MhaActs *a = &m->a;
     /* project: Q W^Q, K W^K, V W^V for all heads at once */
     cuda_linear_forward(a->q, x_q, p->w_q, NULL, B * Tq, D, h * dk);
     cuda_linear_forward(a->k, x_kv, p->w_k, NULL, B * Tk, D, h * dk);
     cuda_linear_forward(a->v, x_kv, p->w_v, NULL, B * Tk, D, h * dv);
     /* split: [batch, seq, h*d] -> [batch, heads, seq, d] */
-    cuda_heads_split(a->qh, a->q, B, Tq, h, dk);
-    cuda_heads_split(a->kh, a->k, B, Tk, h, dk);
-    cuda_heads_split(a->vh, a->v, B, Tk, h, dv);
+    cuda_heads_split(m->qh, a->q, B, Tq, h, dk);
+    cuda_heads_split(m->kh, a->k, B, Tk, h, dk);
+    cuda_heads_split(m->vh, a->v, B, Tk, h, dv);
     /* Eq. (1) for every head; the plain version keeps the weights for backward */
-    cuda_sdpa_forward(a->oh, a->weights, a->qh, a->kh, a->vh, mask, B, h, Tq, Tk, dk, dv);
+    cuda_sdpa_forward(m->oh, a->weights, m->qh, m->kh, m->vh, mask, B, h, Tq, Tk, dk, dv);
     /* Concat(head_1..head_h) W^O */
-    cuda_heads_merge(a->concat, a->oh, B, Tq, h, dv);
+    cuda_heads_merge(a->concat, m->oh, B, Tq, h, dv);
     cuda_linear_forward(out, a->concat, p->w_o, NULL, B * Tq, h * dv, D);
 }
 
@@ -399,7 +424,7 @@ static void encode(GpuModel *g, const int *src, int B, int Ts, int training) {
     for (int l = 0; l < c->N; l++) {
         const EncoderLayer *w = &P->enc[l];
         GpuEnc *e = &g->enc[l];
-        mha_acts_layout(&e->attn, e->attn_buf, B, Ts, Ts, c->h, c->d_k, c->d_v);
+        gpu_mha_acts_layout(&e->attn, e->attn_buf, B, Ts, Ts, c->h, c->d_k, c->d_v);
         /* x = LayerNorm(x + Dropout(SelfAttn(x))) */
         const float *in = sub_begin(&e->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
         mha_forward_gpu(e->sub[0].out, &e->attn, &w->self_attn, in, in, mask, B, Ts, Ts, D, c->h,
@@ -451,8 +476,8 @@ static const float *decode(GpuModel *g, const int *tgt, int Tt, int training) {
     for (int l = 0; l < c->N; l++) {
         const DecoderLayer *w = &P->dec[l];
         GpuDec *d = &g->dec[l];
-        mha_acts_layout(&d->self, d->self_buf, B, Tt, Tt, c->h, c->d_k, c->d_v);
-        mha_acts_layout(&d->cross, d->cross_buf, B, Tt, Ts, c->h, c->d_k, c->d_v);
+        gpu_mha_acts_layout(&d->self, d->self_buf, B, Tt, Tt, c->h, c->d_k, c->d_v);
+        gpu_mha_acts_layout(&d->cross, d->cross_buf, B, Tt, Ts, c->h, c->d_k, c->d_v);
         /* x = LayerNorm(x + Dropout(MaskedSelfAttn(x))) */
         const float *in = sub_begin(&d->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
         mha_forward_gpu(d->sub[0].out, &d->self, &w->self_attn, in, in, g->dec_mask, B, Tt, Tt, D,
@@ -495,9 +520,10 @@ const float *gpu_model_forward(GpuModel *g, const int *src, const int *tgt, int 
 
 /* mha_backward (attention.c): dx_q +=, dx_kv +=, weight gradients in gr +=. */
 static void mha_backward_gpu(float *dx_q, float *dx_kv, MhaParams *gr, float *scratch,
-                             const float *dout, const MhaActs *a, const MhaParams *p,
+                             const float *dout, const GpuMhaActs *m, const MhaParams *p,
                              const float *x_q, const float *x_kv, int B, int Tq, int Tk, int D,
                              int h, int dk, int dv) {
+    const MhaActs *a = &m->a;
     size_t nq = (size_t)B * Tq * h * dk, nk = (size_t)B * Tk * h * dk, nv = (size_t)B * Tk * h * dv;
     size_t nw = (size_t)B * h * Tq * Tk, no = (size_t)B * h * Tq * dv;
     float *dconcat = scratch;          /* (B,Tq,h*d_v) */
@@ -516,7 +542,7 @@ static void mha_backward_gpu(float *dx_q, float *dx_kv, MhaParams *gr, float *sc
     cuda_heads_split(doh, dconcat, B, Tq, h, dv);
     /* forward: oh = sdpa(qh, kh, vh) */
     cuda_zero(dqh, (nq + nk + nv) * sizeof(float));   /* dqh, dkh, dvh are adjacent */
-    cuda_sdpa_backward(dqh, dkh, dvh, dscores, doh, a->weights, a->qh, a->kh, a->vh, B, h, Tq, Tk,
+    cuda_sdpa_backward(dqh, dkh, dvh, dscores, doh, a->weights, m->qh, m->kh, m->vh, B, h, Tq, Tk,
                        dk, dv);
     /* forward: qh = split(q) etc. */
     cuda_heads_merge(dq, dqh, B, Tq, h, dk);
@@ -746,15 +772,15 @@ void gpu_model_attention(const GpuModel *g, AttnKind kind, int layer, float *wei
     switch (kind) {
     case ATTN_ENC_SELF:
         assert(g->encoded);
-        w = g->enc[layer].attn.weights, n = (size_t)B * h * g->Ts * g->Ts;
+        w = g->enc[layer].attn.a.weights, n = (size_t)B * h * g->Ts * g->Ts;
         break;
     case ATTN_DEC_SELF:
         assert(g->decoded);
-        w = g->dec[layer].self.weights, n = (size_t)B * h * g->Tt * g->Tt;
+        w = g->dec[layer].self.a.weights, n = (size_t)B * h * g->Tt * g->Tt;
         break;
     case ATTN_DEC_CROSS:
         assert(g->decoded);
-        w = g->dec[layer].cross.weights, n = (size_t)B * h * g->Tt * g->Ts;
+        w = g->dec[layer].cross.a.weights, n = (size_t)B * h * g->Tt * g->Ts;
         break;
     }
     cuda_download(weights, w, n * sizeof(float));
@@ -797,10 +823,11 @@ int gpu_mha_forward_host(float *out, float *weights, const MhaParams *p, const f
     uint8_t *dmask = upload_new(mask, (size_t)B * Tq * Tk);
     size_t no = (size_t)B * Tq * D;
     float *dout = cuda_alloc(no * sizeof(float));
-    float *acts = cuda_alloc(mha_acts_size(B, Tq, Tk, h, d_k, d_v) * sizeof(float));
-    MhaActs a;
-    mha_acts_layout(&a, acts, B, Tq, Tk, h, d_k, d_v);
-    mha_forward_gpu(dout, &a, &dp, dxq, dxkv, dmask, B, Tq, Tk, d_model, h, d_k, d_v);
+    float *acts = cuda_alloc(gpu_mha_acts_size(B, Tq, Tk, h, d_k, d_v) * sizeof(float));
+    GpuMhaActs m;
+    gpu_mha_acts_layout(&m, acts, B, Tq, Tk, h, d_k, d_v);
+    MhaActs a = m.a;
+    mha_forward_gpu(dout, &m, &dp, dxq, dxkv, dmask, B, Tq, Tk, d_model, h, d_k, d_v);
     cuda_download(out, dout, no * sizeof(float));
     if (weights) cuda_download(weights, a.weights, (size_t)B * h * Tq * Tk * sizeof(float));
     cuda_free(dp.w_q), cuda_free(dp.w_k), cuda_free(dp.w_v), cuda_free(dp.w_o);

@@ -24,6 +24,7 @@
 
 #include "attention.h"
 #include "nn.h"
+#include "gemm.h"
 #include "ops.h"
 #include "optim.h"
 #include "rng.h"

@@ -6,6 +6,9 @@
  *   Limits    fully masked rows, one key, huge scores, masked keys get no gradient
  *   Sweep     loop tests over batch/heads/lengths/widths against a per-element
  *             reference computed in double
+ *   Twins     the fast sdpa_forward / sdpa_backward against their plain
+ *             references (sdpa_*_ref); mha_forward's in-place heads against
+ *             split copies, bit for bit
  *   Gradient  finite differences of a double-precision reference forward
  *             against sdpa_backward and mha_backward
  */
@@ -671,6 +674,114 @@ START_TEST(test_mha_threads_bit_identical) {
 }
 END_TEST
 
+/* ---- Twins: the fast sdpa pair against the plain reference pair -------------------
+ * Each _i is one set of sizes, chosen around the fast loops' 16-float vectors
+ * (1, 7, 17, 63, 65 wide) and lengths; each runs with no mask, causal, and
+ * causal & padding where sequence 1 (when B = 2) has no real key at all. */
+typedef struct { int B, h, Tq, Tk, d_k, d_v; } SdpaDims;
+static const SdpaDims twin_dims[] = {
+    {1, 1, 1, 1, 1, 1},   {1, 2, 7, 7, 7, 17},  {2, 1, 17, 7, 63, 1},
+    {1, 3, 5, 17, 65, 7}, {2, 2, 7, 17, 17, 65}, {2, 1, 63, 65, 16, 16},
+};
+
+static float *twin_randn(Rng *r, size_t n) {
+    float *x = malloc(n * sizeof(float));
+    rng_fill_normal(r, x, n, 0, 1);
+    return x;
+}
+
+static float *twin_copy(const float *x, size_t n) {
+    float *y = malloc(n * sizeof(float));
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+START_TEST(test_sdpa_twins) {
+    SdpaDims d = twin_dims[_i];
+    size_t nq = (size_t)d.B * d.h * d.Tq * d.d_k, nk = (size_t)d.B * d.h * d.Tk * d.d_k;
+    size_t nv = (size_t)d.B * d.h * d.Tk * d.d_v, no = (size_t)d.B * d.h * d.Tq * d.d_v;
+    size_t nw = (size_t)d.B * d.h * d.Tq * d.Tk, nm = (size_t)d.B * d.Tq * d.Tk;
+    Rng r;
+    rng_seed(&r, 900 + (uint64_t)_i);
+    float *Q = twin_randn(&r, nq), *K = twin_randn(&r, nk), *V = twin_randn(&r, nv), *dO = twin_randn(&r, no);
+    float *out = malloc(no * 4), *w = malloc(nw * 4), *outr = malloc(no * 4), *wr = malloc(nw * 4);
+    float *scr = malloc(nw * 4);
+    uint8_t *causal = malloc(nm), *both = malloc(nm), *pad = malloc(nm);
+    int key_len[2] = {d.Tk / 2 + 1, 0};
+    mask_causal(causal, d.B, d.Tq, d.Tk);
+    mask_causal(both, d.B, d.Tq, d.Tk);
+    mask_padding(pad, key_len, d.B, d.Tq, d.Tk);
+    mask_and(both, pad, (int)nm);
+    const uint8_t *masks[3] = {NULL, causal, both};
+    for (int mk = 0; mk < 3; mk++) {
+        sdpa_forward(out, w, Q, K, V, masks[mk], d.B, d.h, d.Tq, d.Tk, d.d_k, d.d_v);
+        sdpa_forward_ref(outr, wr, Q, K, V, masks[mk], d.B, d.h, d.Tq, d.Tk, d.d_k, d.d_v);
+        ck_assert_close_arrays(w, wr, nw, 1e-6);
+        ck_assert_close_arrays(out, outr, no, 2e-6);
+        /* backward from the same weights, into gradients that start non-zero
+         * (both accumulate) */
+        float *dQ = twin_randn(&r, nq), *dK = twin_randn(&r, nk), *dV = twin_randn(&r, nv);
+        float *dQr = twin_copy(dQ, nq), *dKr = twin_copy(dK, nk), *dVr = twin_copy(dV, nv);
+        sdpa_backward(dQ, dK, dV, scr, dO, w, Q, K, V, d.B, d.h, d.Tq, d.Tk, d.d_k, d.d_v);
+        sdpa_backward_ref(dQr, dKr, dVr, scr, dO, w, Q, K, V, d.B, d.h, d.Tq, d.Tk, d.d_k, d.d_v);
+        ck_assert_close_arrays(dQ, dQr, nq, 1e-5);
+        ck_assert_close_arrays(dK, dKr, nk, 1e-5);
+        ck_assert_close_arrays(dV, dVr, nv, 1e-5);
+        /* NULL means "not wanted" in both */
+        sdpa_backward(NULL, dK, NULL, scr, dO, w, Q, K, V, d.B, d.h, d.Tq, d.Tk, d.d_k, d.d_v);
+        sdpa_backward_ref(NULL, dKr, NULL, scr, dO, w, Q, K, V, d.B, d.h, d.Tq, d.Tk, d.d_k, d.d_v);
+        ck_assert_close_arrays(dK, dKr, nk, 1e-5);
+        free(dQ); free(dK); free(dV); free(dQr); free(dKr); free(dVr);
+    }
+    free(Q); free(K); free(V); free(dO); free(out); free(w); free(outr); free(wr); free(scr);
+    free(causal); free(both); free(pad);
+}
+END_TEST
+
+/* mha_forward reads each head where the projection put it, (B,T,h*d), and
+ * writes its output straight into concat. That must be the very same
+ * computation as copying the heads out into (B,h,T,d) blocks, running
+ * sdpa_forward there and merging back: the same bits, not just close. */
+START_TEST(test_mha_heads_in_place) {
+    enum { B = 2, Tq = 7, Tk = 17, DM = 12, H = 3, DK = 5, DV = 7 };
+    Rng r;
+    rng_seed(&r, 31);
+    float *xq = twin_randn(&r, (size_t)B * Tq * DM), *xkv = twin_randn(&r, (size_t)B * Tk * DM);
+    float *wq = twin_randn(&r, DM * H * DK), *wk = twin_randn(&r, DM * H * DK);
+    float *wv = twin_randn(&r, DM * H * DV), *wo = twin_randn(&r, H * DV * DM);
+    MhaParams p = {wq, wk, wv, wo};
+    uint8_t mask[B * Tq * Tk];
+    int len[B] = {Tk, 4};
+    mask_padding(mask, len, B, Tq, Tk);
+    float *acts = malloc(sizeof(float) * mha_acts_size(B, Tq, Tk, H, DK, DV));
+    MhaActs a;
+    mha_acts_layout(&a, acts, B, Tq, Tk, H, DK, DV);
+    float out[B * Tq * DM];
+    mha_forward(out, &a, &p, xq, xkv, mask, B, Tq, Tk, DM, H, DK, DV);
+
+    /* the same with split copies */
+    float qh[B * H * Tq * DK], kh[B * H * Tk * DK], vh[B * H * Tk * DV], oh[B * H * Tq * DV];
+    float w[B * H * Tq * Tk], concat[B * Tq * H * DV];
+    heads_split(qh, a.q, B, Tq, H, DK);
+    heads_split(kh, a.k, B, Tk, H, DK);
+    heads_split(vh, a.v, B, Tk, H, DV);
+    sdpa_forward(oh, w, qh, kh, vh, mask, B, H, Tq, Tk, DK, DV);
+    heads_merge(concat, oh, B, Tq, H, DV);
+    ck_assert(memcmp(a.weights, w, sizeof w) == 0);
+    ck_assert(memcmp(a.concat, concat, sizeof concat) == 0);
+    /* and close to the plain reference (entries reach ~10 here: unit-normal
+     * weights, so 1e-5 is a few float roundings) */
+    float wr[B * H * Tq * Tk];
+    sdpa_forward_ref(oh, wr, qh, kh, vh, mask, B, H, Tq, Tk, DK, DV);
+    heads_merge(concat, oh, B, Tq, H, DV);
+    ck_assert_close_arrays(a.concat, concat, sizeof concat / sizeof *concat, 1e-5);
+    /* q, k, v, weights and concat, each once */
+    ck_assert_uint_eq(mha_acts_size(B, Tq, Tk, H, DK, DV),
+                      (size_t)B * (Tq * H * DK + Tk * H * DK + Tk * H * DV + H * Tq * Tk + Tq * H * DV));
+    free(xq); free(xkv); free(wq); free(wk); free(wv); free(wo); free(acts);
+}
+END_TEST
+
 Suite *attention_suite(void) {
     Suite *s = suite_create("attention");
     TCase *core = tcase_create("Core");
@@ -691,6 +802,11 @@ Suite *attention_suite(void) {
     tcase_add_loop_test(sweep, test_sdpa_sweep, 0, SWEEP_COUNT);
     tcase_add_test(sweep, test_mha_cross_attention);
     suite_add_tcase(s, sweep);
+
+    TCase *twins = tcase_create("Twins");
+    tcase_add_loop_test(twins, test_sdpa_twins, 0, (int)(sizeof twin_dims / sizeof twin_dims[0]));
+    tcase_add_test(twins, test_mha_heads_in_place);
+    suite_add_tcase(s, twins);
 
     TCase *grad = tcase_create("Gradient");
     tcase_add_test(grad, test_sdpa_gradient);

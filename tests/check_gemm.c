@@ -17,11 +17,16 @@
 #include <check.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "gemm.h"
 #include "ops.h"
 #include "rng.h"
 #include "testutil.h"
@@ -201,6 +206,78 @@ START_TEST(test_vectors) {
 }
 END_TEST
 
+/* ---- No memory ------------------------------------------------------------------
+ * gemm() keeps one packing workspace per thread, made on first use. With no
+ * memory for it, gemm() must not end the program (it is library code): it
+ * computes the product with gemm_ref's loop instead, so the answer is then
+ * gemm_ref's to the bit. The memory is taken away with an address-space limit
+ * just above what the process has mapped, inside the child process Check runs
+ * the test in, for a thread that has not called gemm yet (so it has no
+ * workspace; it is started before the limit, which would refuse its stack).
+ * Skipped under AddressSanitizer (its allocator aborts under such a limit
+ * instead of returning NULL) and with CK_FORK=no (the limit would outlive
+ * the test). */
+typedef struct {
+    const float *A, *B;
+    float *C;
+    int M, N, K;
+    pthread_barrier_t *go;
+} GemmJob;
+
+static void *gemm_job(void *arg) {
+    GemmJob *j = arg;
+    pthread_barrier_wait(j->go);          /* wait for the limit */
+    gemm(0, 0, j->M, j->N, j->K, 1.0f, j->A, j->K, j->B, j->N, 0.0f, j->C, j->N);
+    return NULL;
+}
+
+START_TEST(test_no_memory_for_workspace) {
+#if defined(__SANITIZE_ADDRESS__)
+    fprintf(stderr, "gemm no-memory test skipped: AddressSanitizer build\n");
+    return;
+#endif
+    const char *fork_env = getenv("CK_FORK");
+    if (fork_env && strcmp(fork_env, "no") == 0) {
+        fprintf(stderr, "gemm no-memory test skipped: CK_FORK=no\n");
+        return;
+    }
+    enum { M = 37, N = 45, K = 301 };
+    Rng rng;
+    rng_seed(&rng, 21);
+    float *A = padded_matrix(&rng, M, K, K), *B = padded_matrix(&rng, K, N, N);
+    float *C = malloc(sizeof(float) * M * N), *R = malloc(sizeof(float) * M * N);
+    float *F = malloc(sizeof(float) * M * N);
+    gemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, R, N);
+    gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, F, N);
+    /* the packed kernel rounds differently from gemm_ref somewhere, so the
+     * bit comparison below can tell which of the two ran */
+    ck_assert_msg(memcmp(F, R, sizeof(float) * M * N) != 0, "gemm and gemm_ref agree to the bit here");
+
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    GemmJob job = {A, B, C, M, N, K, &go};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, gemm_job, &job), 0);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%ld", &pages), 1);
+    fclose(f);
+    /* 64 KiB more than is mapped now: less than the 1 MiB workspace */
+    struct rlimit lim = {.rlim_cur = (rlim_t)pages * sysconf(_SC_PAGESIZE) + (64 << 10)};
+    struct rlimit old;
+    getrlimit(RLIMIT_AS, &old);
+    lim.rlim_max = old.rlim_max;
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    pthread_barrier_wait(&go);
+    pthread_join(t, NULL);
+    setrlimit(RLIMIT_AS, &old);
+    ck_assert_msg(memcmp(C, R, sizeof(float) * M * N) == 0, "without a workspace gemm should give gemm_ref's answer");
+    pthread_barrier_destroy(&go);
+    free(A); free(B); free(C); free(R); free(F);
+}
+END_TEST
+
 /* ---- Determinism ----------------------------------------------------------------
  * Same inputs, same bits: twice in a row, and with 1 thread versus all. */
 START_TEST(test_deterministic) {
@@ -242,6 +319,7 @@ Suite *gemm_suite(void) {
     tcase_add_test(lim, test_beta_zero_ignores_garbage);
     tcase_add_test(lim, test_k_zero_and_alpha_zero);
     tcase_add_test(lim, test_vectors);
+    tcase_add_test(lim, test_no_memory_for_workspace);
     suite_add_tcase(s, lim);
     TCase *det = tcase_create("Determinism");
     tcase_add_test(det, test_deterministic);

@@ -1,5 +1,6 @@
 /* check_nn.c - the layers of nn.h: hand-checked values ("Core"), edge cases
- * ("Limits"), and finite-difference checks of every backward ("Gradient").
+ * ("Limits"), each tuned op against its plain reference twin ("Twins"), and
+ * finite-difference checks of every backward ("Gradient").
  *
  * Gradient checks: the scalar checked is L = sum(out * R) for a fixed random
  * R (so dout = R), summed in double. Each parameter entry is nudged by +-h
@@ -602,6 +603,54 @@ START_TEST(test_grad_logsoftmax_xent) {
 }
 END_TEST
 
+/* ========================================================================== */
+/* Twins: each tuned op against its plain reference                            */
+/* ========================================================================== */
+
+/* Row widths around the fast loops' strides (8 running sums forward, 16
+ * lanes backward): 1, one short of / one past a multiple, and the sizes a
+ * model uses. _i picks the width; each runs with 1 and with 5 rows. */
+static const int twin_C[] = {1, 7, 8, 15, 16, 17, 63, 64, 65, 129};
+
+START_TEST(test_layernorm_twins) {
+    int C = twin_C[_i];
+    for (int N = 1; N <= 5; N += 4) {
+        size_t n = (size_t)N * C;
+        Rng r;
+        rng_seed(&r, 700 + (uint64_t)_i);
+        float *x = randn(&r, n, 2.0f), *g = randn(&r, C, 1.0f), *be = randn(&r, C, 1.0f);
+        float *dy = randn(&r, n, 1.0f);
+        /* a large mean on row 0: the variance must not cancel away */
+        for (int c = 0; c < C; c++) x[c] += 100.0f;
+        float *y = zeros(n), *yr = zeros(n), m[5], mr[5], s[5], sr[5];
+        layernorm_forward(y, m, s, x, g, be, N, C);
+        layernorm_forward_ref(yr, mr, sr, x, g, be, N, C);
+        ck_assert_close_arrays(m, mr, (size_t)N, 1e-6);
+        ck_assert_close_arrays(s, sr, (size_t)N, 1e-6);
+        ck_assert_close_arrays(y, yr, n, 2e-6);
+
+        /* backward from the same saved statistics; gradients start non-zero
+         * to check that both accumulate */
+        float *dx = randn(&r, n, 1.0f), *dg = randn(&r, C, 1.0f), *db = randn(&r, C, 1.0f);
+        float *dxr = malloc(n * sizeof(float)), *dgr = malloc(C * sizeof(float)), *dbr = malloc(C * sizeof(float));
+        memcpy(dxr, dx, n * sizeof(float));
+        memcpy(dgr, dg, C * sizeof(float));
+        memcpy(dbr, db, C * sizeof(float));
+        layernorm_backward(dx, dg, db, dy, x, m, s, g, N, C);
+        layernorm_backward_ref(dxr, dgr, dbr, dy, x, m, s, g, N, C);
+        ck_assert_close_arrays(dx, dxr, n, 1e-5);
+        ck_assert_close_arrays(dg, dgr, (size_t)C, 1e-5);
+        ck_assert_close_arrays(db, dbr, (size_t)C, 1e-5);
+        /* any of the gradients may be NULL in both */
+        layernorm_backward(NULL, dg, NULL, dy, x, m, s, g, N, C);
+        layernorm_backward_ref(NULL, dgr, NULL, dy, x, m, s, g, N, C);
+        ck_assert_close_arrays(dg, dgr, (size_t)C, 1e-5);
+        free(x); free(g); free(be); free(dy); free(y); free(yr);
+        free(dx); free(dg); free(db); free(dxr); free(dgr); free(dbr);
+    }
+}
+END_TEST
+
 Suite *nn_suite(void) {
     Suite *s = suite_create("nn");
     TCase *core = tcase_create("Core");
@@ -622,6 +671,10 @@ Suite *nn_suite(void) {
     tcase_add_loop_test(limits, test_linear_sizes, 0, (int)(sizeof linear_sizes / sizeof linear_sizes[0]));
     tcase_add_test(limits, test_threads_bit_identical);
     suite_add_tcase(s, limits);
+
+    TCase *twins = tcase_create("Twins");
+    tcase_add_loop_test(twins, test_layernorm_twins, 0, (int)(sizeof twin_C / sizeof twin_C[0]));
+    suite_add_tcase(s, twins);
 
     TCase *grad = tcase_create("Gradient");
     tcase_add_test(grad, test_grad_linear);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gemm.h"
 #include "ops.h"
 #include "rng.h"
 #include "testutil.h"

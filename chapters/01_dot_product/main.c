@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "gemm.h"
 #include "ops.h"
 #include "rng.h"
 #include "show.h"
@@ -67,31 +68,9 @@ static void dot_variance(double *var_raw, double *var_scaled, Rng *rng,
     *var_scaled = (ssumsq - ssum * ssum / samples) / (samples - 1);
 }
 
-int main(int argc, char **argv) {
-    uint64_t seed = 42;
-    int d_k = 4, samples = 2000, max_dk = 1024;
-    const char *out = "out/01_dot_product";
-    CliOption opts[] = {
-        {"--seed",    CLI_U64,    &seed,    "random seed", 0, 0},
-        {"--d-k",     CLI_INT,    &d_k,     "width d_k of the small Q and K example", 1, 64},
-        {"--samples", CLI_INT,    &samples, "random (q, k) pairs per d_k in the variance experiment", 10, 10000000},
-        {"--max-dk",  CLI_INT,    &max_dk,  "largest d_k in the experiment (powers of 2 up to it)", 1, 1 << 20},
-        {"--out",     CLI_STRING, &out,     "output folder for data, scripts and PNGs", 0, 0},
-    };
-    cli_parse(argc, argv, PROG, "the dot product as query-key similarity, and why Eq. (1) divides by sqrt(d_k)",
-              opts, CLI_COUNT(opts));
-    cli_check_floats(PROG, "--max-dk", 2, (size_t)2, (size_t)max_dk);
-    int ndk = 0;
-    double draws = 0;
-    for (long dk = 1; dk <= max_dk; dk *= 2, ndk++) draws += 2.0 * (double)dk * samples;
-    if (draws > MAX_DRAWS)
-        cli_fail(PROG, "--samples %d with --max-dk %d needs %.2g random numbers (minutes of work); "
-                 "lower one of them", samples, max_dk, draws);
-    if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
-    Rng rng;
-    rng_seed(&rng, seed);
+/* ---- 1. the dot product by hand ------------------------------------- */
 
-    /* ---- 1. the dot product by hand ------------------------------------- */
+static void section_dot(void) {
     show_section("1. The dot product (Section 3.2.1)");
     float a[2] = {1, 2}, b[2] = {3, 4};
     printf("Multiply matching entries and add them up:\n");
@@ -100,16 +79,20 @@ int main(int argc, char **argv) {
            "perpendicular, negative when opposite. Attention uses it as the\n"
            "similarity of a query q (what a token looks for) and a key k (what a\n"
            "token offers): the score of query i for key j is q_i . k_j.\n");
+}
 
-    /* ---- 2. all scores at once: Q K^T ----------------------------------- */
+/* ---- 2. all scores at once: Q K^T ----------------------------------- */
+
+/* Q, K (T,d_k) random; the scores (T,T) by loop and by gemm(). */
+static void section_scores(Rng *rng, int d_k, const char *out) {
     show_section("2. Every query against every key: Q K^T (Eq. 1)");
     const char *tokens[T] = {"the", "cat", "sat", "on", "mats"};
     Tensor *Q = tensor_new("Q", "query d_k", T, d_k);
     Tensor *K = tensor_new("K", "key d_k", T, d_k);
     Tensor *S_loop = tensor_new("scores", "query key", T, T);
     Tensor *S_gemm = tensor_new("scores", "query key", T, T);
-    rng_fill_normal(&rng, Q->data, tensor_numel(Q), 0.0f, 1.0f);
-    rng_fill_normal(&rng, K->data, tensor_numel(K), 0.0f, 1.0f);
+    rng_fill_normal(rng, Q->data, tensor_numel(Q), 0.0f, 1.0f);
+    rng_fill_normal(rng, K->data, tensor_numel(K), 0.0f, 1.0f);
     show_shape(Q, "one row per token: what each token is looking for");
     show_shape(K, "one row per token: what each token offers");
     if (d_k <= 8) {
@@ -135,8 +118,17 @@ int main(int argc, char **argv) {
                  S_gemm->data, T, T, tokens, tokens);
     plot_heatmap(out, "scores", "scores = Q K^T (unscaled, Eq. 1 numerator)", S_gemm->data, T, T,
                  tokens, tokens, "key", "query");
+    tensor_free(Q);
+    tensor_free(K);
+    tensor_free(S_loop);
+    tensor_free(S_gemm);
+}
 
-    /* ---- 3. why divide by sqrt(d_k): footnote 4 -------------------------- */
+/* ---- 3. why divide by sqrt(d_k): footnote 4 -------------------------- */
+
+/* The variance of q.k, raw and scaled, for d_k = 1, 2, 4, .. (ndk sizes up
+ * to max_dk), samples pairs each. */
+static void section_variance(Rng *rng, int ndk, int max_dk, int samples, uint64_t seed, const char *out) {
     show_section("3. Why Eq. (1) divides by sqrt(d_k) (footnote 4)");
     printf("q and k with independent N(0,1) entries: q.k is a sum of d_k products,\n"
            "each with mean 0 and variance 1, so Var(q.k) = d_k. Measured over %d\n"
@@ -150,7 +142,7 @@ int main(int argc, char **argv) {
     printf("  %6s  %12s  %12s  %10s  %22s\n", "d_k", "Var(q.k)", "theory d_k", "std(q.k)", "Var(q.k / sqrt(d_k))");
     for (int i = 0, dk = 1; i < ndk; i++, dk *= 2) {
         double vr, vs;
-        dot_variance(&vr, &vs, &rng, q, k, dk, samples);
+        dot_variance(&vr, &vs, rng, q, k, dk, samples);
         dks[i] = (float)dk;
         vraw[i] = (float)vr;
         vscaled[i] = (float)vs;
@@ -167,15 +159,39 @@ int main(int argc, char **argv) {
     const char *names[3] = {"Var(q.k)  (measured)", "Var(q.k / sqrt(d_k))  (measured)", "d_k  (theory)"};
     plot_lines(out, "variance", "Footnote 4: variance of q.k grows like d_k; scaling by 1/sqrt(d_k) keeps it at 1",
                "d_k", "variance", dks, ndk, series, names, 3, 1, 1);
-
     free(dks);
     free(vraw);
     free(vscaled);
     free(q);
     free(k);
-    tensor_free(Q);
-    tensor_free(K);
-    tensor_free(S_loop);
-    tensor_free(S_gemm);
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = 42;
+    int d_k = 4, samples = 2000, max_dk = 1024;
+    const char *out = "out/01_dot_product";
+    CliOption opts[] = {
+        {"--seed",    CLI_U64,    &seed,    "random seed", 0, 0},
+        {"--d-k",     CLI_INT,    &d_k,     "width d_k of the small Q and K example", 1, 64},
+        {"--samples", CLI_INT,    &samples, "random (q, k) pairs per d_k in the variance experiment", 10, 10000000},
+        {"--max-dk",  CLI_INT,    &max_dk,  "largest d_k in the experiment (powers of 2 up to it)", 1, 1 << 20},
+        {"--out",     CLI_STRING, &out,     "output folder for data, scripts and PNGs", 0, 0},
+    };
+    cli_parse(argc, argv, PROG, "the dot product as query-key similarity, and why Eq. (1) divides by sqrt(d_k)",
+              opts, CLI_COUNT(opts));
+    cli_check_floats(PROG, "--max-dk", 2, (size_t)2, (size_t)max_dk);
+    int ndk = 0;
+    double draws = 0;
+    for (long dk = 1; dk <= max_dk; dk *= 2, ndk++) draws += 2.0 * (double)dk * samples;
+    if (draws > MAX_DRAWS)
+        cli_fail(PROG, "--samples %d with --max-dk %d needs %.2g random numbers (minutes of work); "
+                 "lower one of them", samples, max_dk, draws);
+    if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
+    Rng rng;
+    rng_seed(&rng, seed);
+
+    section_dot();                                                /* 1. a . b by hand          */
+    section_scores(&rng, d_k, out);                               /* 2. Q K^T, loop and gemm() */
+    section_variance(&rng, ndk, max_dk, samples, seed, out);      /* 3. Var(q.k) = d_k         */
     return 0;
 }

@@ -96,31 +96,9 @@ static void saturation(RowStats *raw, RowStats *scaled, Rng *rng, int d_k, int n
     scaled->max_w /= samples; scaled->ent /= samples; scaled->jac /= samples;
 }
 
-int main(int argc, char **argv) {
-    uint64_t seed = 42;
-    int n = 16, samples = 300, max_dk = 1024;
-    const char *out = "out/02_softmax";
-    CliOption opts[] = {
-        {"--seed",    CLI_U64,    &seed,    "random seed", 0, 0},
-        {"--keys",    CLI_INT,    &n,       "keys per softmax row in the saturation experiment", 2, 4096},
-        {"--samples", CLI_INT,    &samples, "random rows per d_k in the saturation experiment", 1, 10000000},
-        {"--max-dk",  CLI_INT,    &max_dk,  "largest d_k in the experiment (powers of 2 up to it)", 1, 1 << 20},
-        {"--out",     CLI_STRING, &out,     "output folder for data, scripts and PNGs", 0, 0},
-    };
-    cli_parse(argc, argv, PROG, "softmax: stable, masked, and why Eq. (1) scales the scores",
-              opts, CLI_COUNT(opts));
-    cli_check_floats(PROG, "--keys x --max-dk", 2, (size_t)n, (size_t)max_dk);
-    int ndk = 0;
-    double draws = 0;
-    for (long dk = 1; dk <= max_dk; dk *= 2, ndk++) draws += (double)(n + 1) * dk * samples;
-    if (draws > MAX_DRAWS)
-        cli_fail(PROG, "--samples %d, --keys %d, --max-dk %d need %.2g random numbers (minutes of work); "
-                 "lower one of them", samples, n, max_dk, draws);
-    if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
-    Rng rng;
-    rng_seed(&rng, seed);
+/* ---- 1. why subtract the max ----------------------------------------- */
 
-    /* ---- 1. why subtract the max ----------------------------------------- */
+static void section_stable(void) {
     show_section("1. Softmax, and why the library subtracts the max (Eq. 1)");
     printf("softmax(x)_i = exp(x_i) / sum_j exp(x_j): positive weights that sum to 1.\n"
            "float32 exp() overflows to inf above x = 88.7, so the textbook formula\n"
@@ -140,8 +118,11 @@ int main(int argc, char **argv) {
     softmax_forward(y3, big, 1, 3);
     show_vector("  stable softmax", y3, 3);
     printf("  to 8 digits: [%.8f, %.8f, %.8f]\n", (double)y3[0], (double)y3[1], (double)y3[2]);
+}
 
-    /* ---- 2. softmax([10, 2, 1]) ------------------------------------------ */
+/* ---- 2. softmax([10, 2, 1]) ------------------------------------------ */
+
+static void section_winner(void) {
     show_section("2. A clear winner: softmax([10, 2, 1])");
     float s10[3] = {10, 2, 1}, y10[3];
     softmax_forward(y10, s10, 1, 3);
@@ -152,8 +133,11 @@ int main(int argc, char **argv) {
     printf("  One of the reading notes gives [0.99, 0.007, 0.003]; those last two\n"
            "  are off by about 20x: a gap of 8 in score is a factor e^8 = %.0f in\n"
            "  weight. The top score takes 99.95%% of the attention.\n", exp(8.0));
+}
 
-    /* ---- 3. masking -------------------------------------------------------- */
+/* ---- 3. masking -------------------------------------------------------- */
+
+static void section_masking(const char *out) {
     show_section("3. Masking with -inf (Section 3.2.3)");
     printf("A masked score is set to -inf before softmax: exp(-inf - max) = 0, so\n"
            "that key gets weight exactly 0 and the others share the rest.\n");
@@ -182,8 +166,15 @@ int main(int argc, char **argv) {
            "every later matrix multiply and ruin the whole batch.\n");
     plot_heatmap(out, "masked_weights", "softmax of masked scores (last row: fully masked -> zeros)",
                  w, R, C, rows, keys, "key", "query");
+}
 
-    /* ---- 4. saturation ----------------------------------------------------- */
+/* ---- 4. saturation ----------------------------------------------------- */
+
+/* For d_k = 1, 2, 4, .. (ndk sizes up to max_dk): softmax of samples rows of
+ * n random scores, raw and scaled by 1/sqrt(d_k); largest weight, entropy
+ * and the Jacobian's norm, printed and plotted. */
+static void section_saturation(Rng *rng, int n, int samples, int ndk, int max_dk, uint64_t seed,
+                               const char *out) {
     show_section("4. Saturation: why Eq. (1) divides by sqrt(d_k) (Section 3.2.1)");
     printf("For each d_k: %d rows, each a query against %d keys, all entries\n"
            "N(0,1) (seed %llu). Scores q.k have variance d_k (chapter 01). Softmax of\n"
@@ -207,7 +198,7 @@ int main(int argc, char **argv) {
     printf("  %6s | %7s %7s | %6s %6s | %8s %8s\n", "d_k", "raw", "scaled", "raw", "scaled", "raw", "scaled");
     for (int i = 0, dk = 1; i < ndk; i++, dk *= 2) {
         RowStats r, c;
-        saturation(&r, &c, &rng, dk, n, samples, q, K, s, y, t1, t2);
+        saturation(&r, &c, rng, dk, n, samples, q, K, s, y, t1, t2);
         dks[i] = (float)dk;
         ser[0][i] = (float)r.max_w; ser[1][i] = (float)c.max_w;
         ser[2][i] = (float)r.ent;   ser[3][i] = (float)c.ent;
@@ -231,5 +222,35 @@ int main(int argc, char **argv) {
 
     free(q); free(K); free(s); free(y); free(t1); free(t2); free(dks);
     for (int i = 0; i < 6; i++) free(ser[i]);
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = 42;
+    int n = 16, samples = 300, max_dk = 1024;
+    const char *out = "out/02_softmax";
+    CliOption opts[] = {
+        {"--seed",    CLI_U64,    &seed,    "random seed", 0, 0},
+        {"--keys",    CLI_INT,    &n,       "keys per softmax row in the saturation experiment", 2, 4096},
+        {"--samples", CLI_INT,    &samples, "random rows per d_k in the saturation experiment", 1, 10000000},
+        {"--max-dk",  CLI_INT,    &max_dk,  "largest d_k in the experiment (powers of 2 up to it)", 1, 1 << 20},
+        {"--out",     CLI_STRING, &out,     "output folder for data, scripts and PNGs", 0, 0},
+    };
+    cli_parse(argc, argv, PROG, "softmax: stable, masked, and why Eq. (1) scales the scores",
+              opts, CLI_COUNT(opts));
+    cli_check_floats(PROG, "--keys x --max-dk", 2, (size_t)n, (size_t)max_dk);
+    int ndk = 0;
+    double draws = 0;
+    for (long dk = 1; dk <= max_dk; dk *= 2, ndk++) draws += (double)(n + 1) * dk * samples;
+    if (draws > MAX_DRAWS)
+        cli_fail(PROG, "--samples %d, --keys %d, --max-dk %d need %.2g random numbers (minutes of work); "
+                 "lower one of them", samples, n, max_dk, draws);
+    if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
+    Rng rng;
+    rng_seed(&rng, seed);
+
+    section_stable();                                               /* 1. subtract the max       */
+    section_winner();                                               /* 2. softmax([10, 2, 1])    */
+    section_masking(out);                                           /* 3. -inf, fully masked row */
+    section_saturation(&rng, n, samples, ndk, max_dk, seed, out);   /* 4. why / sqrt(d_k)        */
     return 0;
 }

@@ -274,6 +274,122 @@ static void plot_heads(const char *dir, const char *prefix, const char *what, co
     }
 }
 
+/* Refuses a d_model that the heads cannot share, naming a size that works. */
+static void check_heads(int d_model, int h) {
+    if (d_model % h == 0) return;
+    int lower = h;
+    while (d_model % lower) lower--;
+    cli_fail(PROG, "--d-model %d is not divisible by --heads %d: each head gets d_model/heads "
+             "columns (Section 3.2.2). Try --heads %d, or a --d-model that is a multiple of %d.",
+             d_model, h, lower, h);
+}
+
+/* Refuses sizes whose tensors would not fit in memory, naming the flags. */
+static void check_sizes(int d_model, int h, int B, int T, int S) {
+    int L = T > S ? T : S;
+    cli_check_floats(PROG, "the attention weights (--batch x --heads x --seq x --seq)", 4,
+                     (size_t)B, (size_t)h, (size_t)L, (size_t)L);
+    cli_check_floats(PROG, "the activations (--batch x --seq x --d-model x 16)", 4,
+                     (size_t)B, (size_t)L, (size_t)d_model, (size_t)16);
+    cli_check_floats(PROG, "the weights (8 x --d-model^2)", 3, (size_t)8, (size_t)d_model, (size_t)d_model);
+}
+
+/* Everything the sections share: sizes, the labelled inputs, two sets of
+ * weights, and the buffers for one attention's output and weights. */
+typedef struct {
+    int d_model, h, B, T, S;
+    Device dev;
+    char **en, **fr;            /* T English, S French labels              */
+    float *x_en, *x_fr;         /* (B,T,d_model), (B,S,d_model)            */
+    float *pbuf;                /* 8 d_model^2: the weights of self, cross */
+    MhaParams self, cross;
+    float *out, *w;             /* (B,T,d_model); (B,h,T,T) or (B,h,T,S)   */
+} Setup;
+
+static void setup_build(Setup *x, uint64_t seed) {
+    int d_model = x->d_model, B = x->B, T = x->T, S = x->S, L = T > S ? T : S;
+    Rng rng;
+    rng_seed(&rng, seed);
+    x->en = make_labels(ENGLISH, 5, T), x->fr = make_labels(FRENCH, 4, S);
+    x->x_en = malloc(sizeof(float) * B * T * d_model);
+    x->x_fr = malloc(sizeof(float) * B * S * d_model);
+    x->pbuf = malloc(sizeof(float) * 8 * d_model * d_model);
+    x->out = malloc(sizeof(float) * B * T * d_model);
+    x->w = malloc(sizeof(float) * B * x->h * T * L);
+    if (!x->x_en || !x->x_fr || !x->pbuf || !x->out || !x->w) cli_fail(PROG, "out of memory");
+    rng_fill_normal(&rng, x->x_en, (size_t)B * T * d_model, 0.0f, 1.0f);
+    rng_fill_normal(&rng, x->x_fr, (size_t)B * S * d_model, 0.0f, 1.0f);
+    fill_params(&x->self, x->pbuf, d_model, &rng);
+    fill_params(&x->cross, x->pbuf + 4 * (size_t)d_model * d_model, d_model, &rng);
+    printf("Inputs and weights are random (seed %llu), standing in for the token\n"
+           "embeddings (chapter 05 adds positions) and for trained weights. Device: %s.\n",
+           (unsigned long long)seed, device_name(x->dev));
+}
+
+static void setup_free(Setup *x) {
+    free(x->en); free(x->fr); free(x->x_en); free(x->x_fr); free(x->pbuf); free(x->out); free(x->w);
+}
+
+/* ---- 1. self-attention ---------------------------------------------------------- */
+
+/* Returns 1 if the library agrees with the steps. */
+static int section_self(Setup *x, const char *out_dir) {
+    const char *const *en = (const char *const *)x->en;
+    show_section("1. Multi-head self-attention, step by step (Section 3.2.2, Figure 2)");
+    printf("d_model = %d, h = %d heads, d_k = d_v = d_model / h = %d, batch = %d.\n"
+           "Queries, keys and values all come from the English sequence x.\n\n",
+           x->d_model, x->h, x->d_model / x->h, x->B);
+    mha_step_by_step(x->out, x->w, &x->self, x->x_en, x->x_en, x->B, x->T, x->T, x->d_model, x->h);
+    printf("\n");
+    show_heads("Each head's weights (batch element 0; row = query, column = key):",
+               x->w, x->h, x->T, x->T, en, en);
+    plot_heads(out_dir, "self", "Self-attention weights", x->w, x->h, x->T, x->T, en, en);
+    printf("Every head sees the same tokens through its own W_i^Q, W_i^K, so each\n"
+           "draws its own pattern (Section 3.2.2: \"jointly attend to information\n"
+           "from different representation subspaces\").\n");
+    return compare_with_library(x->out, x->w, &x->self, x->x_en, x->x_en, x->B, x->T, x->T,
+                                x->d_model, x->h, x->dev);
+}
+
+/* ---- 2. cross-attention --------------------------------------------------------- */
+
+static int section_cross(Setup *x, const char *out_dir) {
+    const char *const *en = (const char *const *)x->en, *const *fr = (const char *const *)x->fr;
+    int T = x->T, S = x->S;
+    show_section("2. Cross-attention: English queries over a French source (Section 3.2.3)");
+    printf("In the decoder's encoder-decoder attention the queries come from the\n"
+           "target sequence and the keys and values from the encoder's output, so\n"
+           "the score matrices are [query=%d, key=%d]: not square.\n\n", T, S);
+    mha_step_by_step(x->out, x->w, &x->cross, x->x_en, x->x_fr, x->B, T, S, x->d_model, x->h);
+    printf("\n");
+    show_heads("Each head's weights, English query (row) over French key (column):",
+               x->w, x->h, T, S, en, fr);
+    plot_heads(out_dir, "cross", "Cross-attention weights", x->w, x->h, T, S, en, fr);
+    printf("The output has one row per English query, whatever the source length:\n"
+           "that is how the decoder reads a sentence of another length.\n");
+    return compare_with_library(x->out, x->w, &x->cross, x->x_en, x->x_fr, x->B, T, S,
+                                x->d_model, x->h, x->dev);
+}
+
+/* ---- 3. parameters -------------------------------------------------------------- */
+
+/* Returns 1 if h heads of d_model/h cost what one head of d_model costs. */
+static int section_params(int d_model, int h) {
+    int d_k = d_model / h;
+    show_section("3. h heads of d_model/h cost what one head of d_model costs");
+    long long dm = d_model, hk = (long long)h * d_k;
+    long long multi = dm * hk + dm * hk + dm * hk + hk * dm;   /* W_Q, W_K, W_V, W_O */
+    long long single = dm * dm * 4;                            /* one head with d_k = d_model */
+    printf("  h = %d heads, d_k = d_v = %d: W_Q %lldx%lld + W_K %lldx%lld + W_V %lldx%lld + W_O %lldx%lld\n"
+           "                    = %lld parameters\n", h, d_k, dm, hk, dm, hk, dm, hk, hk, dm, multi);
+    printf("  1 head, d_k = d_v = %d:  4 x %d x %d = %lld parameters\n", d_model, d_model, d_model, single);
+    printf("  4 d_model^2 = %lld both ways: %s\n", 4 * dm * dm, multi == single ? "equal" : "NOT EQUAL");
+    printf("  The scores cost h x query x key x d_k = query x key x d_model multiply-adds\n"
+           "  either way too. Paper base model (Table 3: d_model 512, h 8, d_k 64):\n"
+           "  4 x 512^2 = %d parameters per attention layer, 8 heads or 1.\n", 4 * 512 * 512);
+    return multi == single;
+}
+
 int main(int argc, char **argv) {
     uint64_t seed = 42;
     int d_model = 16, h = 4, B = 1, T = 5, S = 4;
@@ -290,88 +406,17 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "multi-head attention (Section 3.2.2): shapes, heads, parameters",
               opts, CLI_COUNT(opts));
-    if (d_model % h != 0) {
-        int lower = h;
-        while (d_model % lower) lower--;
-        cli_fail(PROG, "--d-model %d is not divisible by --heads %d: each head gets d_model/heads "
-                 "columns (Section 3.2.2). Try --heads %d, or a --d-model that is a multiple of %d.",
-                 d_model, h, lower, h);
-    }
+    check_heads(d_model, h);
     Device dev;
     if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
-    int L = T > S ? T : S;
-    cli_check_floats(PROG, "the attention weights (--batch x --heads x --seq x --seq)", 4,
-                     (size_t)B, (size_t)h, (size_t)L, (size_t)L);
-    cli_check_floats(PROG, "the activations (--batch x --seq x --d-model x 16)", 4,
-                     (size_t)B, (size_t)L, (size_t)d_model, (size_t)16);
-    cli_check_floats(PROG, "the weights (8 x --d-model^2)", 3, (size_t)8, (size_t)d_model, (size_t)d_model);
+    check_sizes(d_model, h, B, T, S);
     if (plot_mkdir(out_dir) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out_dir);
-    int d_k = d_model / h;
 
-    Rng rng;
-    rng_seed(&rng, seed);
-    char **en = make_labels(ENGLISH, 5, T), **fr = make_labels(FRENCH, 4, S);
-    float *x_en = malloc(sizeof(float) * B * T * d_model);     /* (B,T,d_model) */
-    float *x_fr = malloc(sizeof(float) * B * S * d_model);     /* (B,S,d_model) */
-    float *pbuf = malloc(sizeof(float) * 8 * d_model * d_model);
-    float *out = malloc(sizeof(float) * B * T * d_model);      /* (B,T,d_model) */
-    float *w = malloc(sizeof(float) * B * h * T * L);          /* (B,h,T,T) or (B,h,T,S) */
-    if (!x_en || !x_fr || !pbuf || !out || !w) cli_fail(PROG, "out of memory");
-    rng_fill_normal(&rng, x_en, (size_t)B * T * d_model, 0.0f, 1.0f);
-    rng_fill_normal(&rng, x_fr, (size_t)B * S * d_model, 0.0f, 1.0f);
-    MhaParams self, cross;
-    fill_params(&self, pbuf, d_model, &rng);
-    fill_params(&cross, pbuf + 4 * (size_t)d_model * d_model, d_model, &rng);
-    printf("Inputs and weights are random (seed %llu), standing in for the token\n"
-           "embeddings (chapter 05 adds positions) and for trained weights. Device: %s.\n",
-           (unsigned long long)seed, device_name(dev));
-    int ok = 1;
-
-    /* ---- 1. self-attention ---------------------------------------------------------- */
-    show_section("1. Multi-head self-attention, step by step (Section 3.2.2, Figure 2)");
-    printf("d_model = %d, h = %d heads, d_k = d_v = d_model / h = %d, batch = %d.\n"
-           "Queries, keys and values all come from the English sequence x.\n\n",
-           d_model, h, d_k, B);
-    mha_step_by_step(out, w, &self, x_en, x_en, B, T, T, d_model, h);
-    printf("\n");
-    show_heads("Each head's weights (batch element 0; row = query, column = key):",
-               w, h, T, T, (const char *const *)en, (const char *const *)en);
-    plot_heads(out_dir, "self", "Self-attention weights", w, h, T, T,
-               (const char *const *)en, (const char *const *)en);
-    printf("Every head sees the same tokens through its own W_i^Q, W_i^K, so each\n"
-           "draws its own pattern (Section 3.2.2: \"jointly attend to information\n"
-           "from different representation subspaces\").\n");
-    ok &= compare_with_library(out, w, &self, x_en, x_en, B, T, T, d_model, h, dev);
-
-    /* ---- 2. cross-attention --------------------------------------------------------- */
-    show_section("2. Cross-attention: English queries over a French source (Section 3.2.3)");
-    printf("In the decoder's encoder-decoder attention the queries come from the\n"
-           "target sequence and the keys and values from the encoder's output, so\n"
-           "the score matrices are [query=%d, key=%d]: not square.\n\n", T, S);
-    mha_step_by_step(out, w, &cross, x_en, x_fr, B, T, S, d_model, h);
-    printf("\n");
-    show_heads("Each head's weights, English query (row) over French key (column):",
-               w, h, T, S, (const char *const *)en, (const char *const *)fr);
-    plot_heads(out_dir, "cross", "Cross-attention weights", w, h, T, S,
-               (const char *const *)en, (const char *const *)fr);
-    printf("The output has one row per English query, whatever the source length:\n"
-           "that is how the decoder reads a sentence of another length.\n");
-    ok &= compare_with_library(out, w, &cross, x_en, x_fr, B, T, S, d_model, h, dev);
-
-    /* ---- 3. parameters -------------------------------------------------------------- */
-    show_section("3. h heads of d_model/h cost what one head of d_model costs");
-    long long dm = d_model, hk = (long long)h * d_k;
-    long long multi = dm * hk + dm * hk + dm * hk + hk * dm;   /* W_Q, W_K, W_V, W_O */
-    long long single = dm * dm * 4;                            /* one head with d_k = d_model */
-    printf("  h = %d heads, d_k = d_v = %d: W_Q %lldx%lld + W_K %lldx%lld + W_V %lldx%lld + W_O %lldx%lld\n"
-           "                    = %lld parameters\n", h, d_k, dm, hk, dm, hk, dm, hk, hk, dm, multi);
-    printf("  1 head, d_k = d_v = %d:  4 x %d x %d = %lld parameters\n", d_model, d_model, d_model, single);
-    printf("  4 d_model^2 = %lld both ways: %s\n", 4 * dm * dm, multi == single ? "equal" : "NOT EQUAL");
-    printf("  The scores cost h x query x key x d_k = query x key x d_model multiply-adds\n"
-           "  either way too. Paper base model (Table 3: d_model 512, h 8, d_k 64):\n"
-           "  4 x 512^2 = %d parameters per attention layer, 8 heads or 1.\n", 4 * 512 * 512);
-    ok &= multi == single;
-
-    free(en); free(fr); free(x_en); free(x_fr); free(pbuf); free(out); free(w);
+    Setup x = {.d_model = d_model, .h = h, .B = B, .T = T, .S = S, .dev = dev};
+    setup_build(&x, seed);                   /* random inputs and weights           */
+    int ok = section_self(&x, out_dir);      /* 1. self-attention, every shape      */
+    ok &= section_cross(&x, out_dir);        /* 2. English queries, French keys     */
+    ok &= section_params(d_model, h);        /* 3. 4 d_model^2 parameters either way */
+    setup_free(&x);
     return ok ? 0 : 1;
 }

@@ -90,58 +90,49 @@ static void mask_to_float(float *dst, const uint8_t *m, int n) {
     for (int i = 0; i < n; i++) dst[i] = m[i];
 }
 
-int main(int argc, char **argv) {
-    uint64_t seed = 42;
-    int d_k = 4;
-    const char *lengths = "6,4,2", *device = "cpu", *out_dir = "out/06_masking";
-    CliOption opts[] = {
-        {"--lengths", CLI_STRING, &lengths, "lengths of the sentences in the batch (comma-separated, 0..64)", 0, 0},
-        {"--d-k",     CLI_INT,    &d_k,     "width of queries, keys and values", 1, 256},
-        {"--seed",    CLI_U64,    &seed,    "random seed for Q, K, V", 0, 0},
-        {"--device",  CLI_STRING, &device,  "cpu or cuda", 0, 0},
-        {"--out",     CLI_STRING, &out_dir, "output folder for data, scripts and PNGs", 0, 0},
-    };
-    cli_parse(argc, argv, PROG, "causal and padding masks (Sections 3.1, 3.2.3)", opts, CLI_COUNT(opts));
-    int len[MAX_B];
-    int B = parse_lengths(lengths, len), T = 0;
-    for (int b = 0; b < B; b++) T = len[b] > T ? len[b] : T;
-    if (T == 0) cli_fail(PROG, "--lengths: every sentence is empty; give at least one length above 0");
-    Device dev;
-    if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
-    if (plot_mkdir(out_dir) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out_dir);
-    printf("Batch of %d sentences, padded to T = %d; d_k = d_v = %d; seed %llu; device %s.\n",
-           B, T, d_k, (unsigned long long)seed, device_name(dev));
+/* The batch every section works on. */
+typedef struct {
+    int B, T, d_k;
+    int len[MAX_B];             /* real tokens of each sequence                  */
+    char **lab;                 /* (B,T) token labels                            */
+    size_t nm, nx;              /* B*T*T mask entries, B*T*d_k vector entries    */
+    uint8_t *causal, *pad, *both;   /* (B,T,T) each: causal, padding, both       */
+    float *fmask;               /* (B,T,T) a mask as floats, for drawing         */
+    float *Q, *K, *V;           /* (B,1,T,d_k) each, from section 3 on           */
+    float *out, *w;             /* (B,1,T,d_k), (B,1,T,T): sdpa_forward's        */
+} Batch;
 
-    char **lab = batch_labels(len, B, T);     /* (B,T) */
-    size_t nm = (size_t)B * T * T;
-    uint8_t *causal = malloc(nm), *pad = malloc(nm), *both = malloc(nm);   /* (B,T,T) each */
-    float *fmask = malloc(sizeof(float) * nm);                             /* (B,T,T)      */
-    if (!causal || !pad || !both || !fmask) cli_fail(PROG, "out of memory");
+/* ---- 1. causal ------------------------------------------------------------------- */
 
-    /* ---- 1. causal ------------------------------------------------------------------- */
+static void section_causal(Batch *x, const char *out_dir) {
+    int T = x->T;
     show_section("1. The causal mask (Section 3.2.3: decoder self-attention)");
-    mask_causal(causal, B, T, T);
-    Tensor tm = tensor_wrap(fmask, "mask", "batch query key", B, T, T);
+    mask_causal(x->causal, x->B, T, T);
+    Tensor tm = tensor_wrap(x->fmask, "mask", "batch query key", x->B, T, T);
     show_shape(&tm, "1 = may attend, 0 = blocked (bytes in the library)");
-    mask_to_float(fmask, causal, T * T);
-    const char *const *l0 = (const char *const *)lab;   /* sequence 0's labels */
-    show_heatmap("causal mask, sequence 0 (row = query, column = key)", fmask, T, T, l0, l0);
+    mask_to_float(x->fmask, x->causal, T * T);
+    const char *const *l0 = (const char *const *)x->lab;   /* sequence 0's labels */
+    show_heatmap("causal mask, sequence 0 (row = query, column = key)", x->fmask, T, T, l0, l0);
     plot_heatmap(out_dir, "causal_mask", "Causal mask: 1 = may attend (Section 3.2.3)",
-                 fmask, T, T, l0, l0, "key", "query");
+                 x->fmask, T, T, l0, l0, "key", "query");
     printf("Query i sees keys 0..i, itself included, never a later one. The decoder's\n"
            "input is the output shifted right by one (Section 3.1), so what predicts\n"
            "token i+1 has seen tokens up to i only: it cannot copy the answer.\n");
+}
 
-    /* ---- 2. padding ------------------------------------------------------------------ */
+/* ---- 2. padding ------------------------------------------------------------------ */
+
+static void section_padding(Batch *x, const char *out_dir) {
+    int B = x->B, T = x->T;
     show_section("2. Padding: sentences of different lengths in one batch");
     printf("A batch is one [batch, T] block, so shorter sentences are filled with a\n"
            "<pad> token up to T. Nobody may attend to a <pad> key.\n");
     for (int b = 0; b < B; b++) {
-        printf("  sequence %d (length %2d):", b, len[b]);
-        for (int t = 0; t < T && t < 12; t++) printf(" %s", lab[b * T + t]);
+        printf("  sequence %d (length %2d):", b, x->len[b]);
+        for (int t = 0; t < T && t < 12; t++) printf(" %s", x->lab[b * T + t]);
         printf("%s\n", T > 12 ? " ..." : "");
     }
-    mask_padding(pad, len, B, T, T);
+    mask_padding(x->pad, x->len, B, T, T);
     /* one row per sequence: its keys, allowed or not (the same for every query) */
     float *keys_ok = malloc(sizeof(float) * B * T);   /* (B,T) */
     char **seq_names = malloc(sizeof(char *) * B + (size_t)B * 16);
@@ -149,35 +140,46 @@ int main(int argc, char **argv) {
     for (int b = 0; b < B; b++) {
         seq_names[b] = (char *)(seq_names + B) + 16 * b;
         snprintf(seq_names[b], 16, "seq %d", b);
-        for (int j = 0; j < T; j++) keys_ok[b * T + j] = pad[(size_t)b * T * T + j];
+        for (int j = 0; j < T; j++) keys_ok[b * T + j] = x->pad[(size_t)b * T * T + j];
     }
     show_heatmap("padding mask: may a query attend to key j of sequence b?", keys_ok, B, T,
                  (const char *const *)seq_names, NULL);
     plot_heatmap(out_dir, "padding_mask", "Padding mask: 1 = real key, 0 = <pad>", keys_ok, B, T,
                  (const char *const *)seq_names, NULL, "key position", "sequence");
-    memcpy(both, causal, nm);
-    mask_and(both, pad, (int)nm);
+    memcpy(x->both, x->causal, x->nm);
+    mask_and(x->both, x->pad, (int)x->nm);
     int show_b = B > 1 ? 1 : 0;
-    const char *const *lb = (const char *const *)lab + (size_t)show_b * T;
-    mask_to_float(fmask, both + (size_t)show_b * T * T, T * T);
+    const char *const *lb = (const char *const *)x->lab + (size_t)show_b * T;
+    mask_to_float(x->fmask, x->both + (size_t)show_b * T * T, T * T);
     char title[128];
-    snprintf(title, sizeof title, "causal AND padding, sequence %d (length %d)", show_b, len[show_b]);
-    show_heatmap(title, fmask, T, T, lb, lb);
-    plot_heatmap(out_dir, "causal_and_padding", title, fmask, T, T, lb, lb, "key", "query");
+    snprintf(title, sizeof title, "causal AND padding, sequence %d (length %d)", show_b, x->len[show_b]);
+    show_heatmap(title, x->fmask, T, T, lb, lb);
+    plot_heatmap(out_dir, "causal_and_padding", title, x->fmask, T, T, lb, lb, "key", "query");
     printf("mask_and() combines them: the decoder's self-attention uses both.\n");
+    free(keys_ok);
+    free(seq_names);
+}
 
-    /* ---- 3. masked attention --------------------------------------------------------- */
+/* ---- 3. masked attention --------------------------------------------------------- */
+
+/* Draws Q, K, V and runs sdpa_forward under causal AND padding (on --device
+ * cuda also the GPU, whose numbers are then checked). Returns 1 if every
+ * blocked weight is exactly 0 and every row sums to 1 (0 if fully masked). */
+static int section_masked(Batch *x, uint64_t seed, Device dev, const char *out_dir) {
+    int B = x->B, T = x->T, d_k = x->d_k;
+    size_t nx = x->nx, nm = x->nm;
+    char title[128];
     show_section("3. Masked attention weights: blocked entries are exactly 0");
-    size_t nx = (size_t)B * T * d_k;
-    float *Q = malloc(sizeof(float) * nx), *K = malloc(sizeof(float) * nx), *V = malloc(sizeof(float) * nx);
-    float *out = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nm);      /* (B,1,T,d_k), (B,1,T,T) */
-    if (!Q || !K || !V || !out || !w) cli_fail(PROG, "out of memory");
+    x->Q = malloc(sizeof(float) * nx), x->K = malloc(sizeof(float) * nx), x->V = malloc(sizeof(float) * nx);
+    x->out = malloc(sizeof(float) * nx), x->w = malloc(sizeof(float) * nm);
+    if (!x->Q || !x->K || !x->V || !x->out || !x->w) cli_fail(PROG, "out of memory");
+    float *w = x->w;
     Rng rng;
     rng_seed(&rng, seed);
-    rng_fill_normal(&rng, Q, nx, 0.0f, 1.0f);
-    rng_fill_normal(&rng, K, nx, 0.0f, 1.0f);
-    rng_fill_normal(&rng, V, nx, 0.0f, 1.0f);
-    sdpa_forward(out, w, Q, K, V, both, B, 1, T, T, d_k, d_k);
+    rng_fill_normal(&rng, x->Q, nx, 0.0f, 1.0f);
+    rng_fill_normal(&rng, x->K, nx, 0.0f, 1.0f);
+    rng_fill_normal(&rng, x->V, nx, 0.0f, 1.0f);
+    sdpa_forward(x->out, w, x->Q, x->K, x->V, x->both, B, 1, T, T, d_k, d_k);
     int gpu_ok = 1;
     if (dev == DEVICE_CUDA) {
         /* the same call on the GPU (upload, cuda_sdpa_forward, download); from
@@ -185,22 +187,22 @@ int main(int argc, char **argv) {
         float *out_gpu = malloc(sizeof(float) * nx), *w_gpu = malloc(sizeof(float) * nm);
         char err[256];
         if (!out_gpu || !w_gpu) cli_fail(PROG, "out of memory");
-        if (gpu_sdpa_forward_host(out_gpu, w_gpu, Q, K, V, both, B, 1, T, T, d_k, d_k, err, sizeof err))
+        if (gpu_sdpa_forward_host(out_gpu, w_gpu, x->Q, x->K, x->V, x->both, B, 1, T, T, d_k, d_k, err, sizeof err))
             cli_fail(PROG, "--device cuda: %s", err);
-        Diff gw = diff_arrays(w_gpu, w, nm), go = diff_arrays(out_gpu, out, nx);
+        Diff gw = diff_arrays(w_gpu, w, nm), go = diff_arrays(out_gpu, x->out, nx);
         printf("GPU vs CPU: max |diff| = %.3g (weights), %.3g (out)  [cuda_sdpa_forward with the mask]\n",
                gw.max_abs, go.max_abs);
         gpu_ok = gw.max_abs < 1e-5 && go.max_abs < 1e-4;
         memcpy(w, w_gpu, sizeof(float) * nm);
-        memcpy(out, out_gpu, sizeof(float) * nx);
+        memcpy(x->out, out_gpu, sizeof(float) * nx);
         free(out_gpu);
         free(w_gpu);
     }
     Tensor tw = tensor_wrap(w, "weights", "batch heads query key", B, 1, T, T);
     show_shape(&tw, "softmax(Q K^T / sqrt(d_k) with -inf where the mask is 0)");
     for (int b = 0; b < B && b < 3; b++) {
-        snprintf(title, sizeof title, "weights, sequence %d (length %d), causal AND padding", b, len[b]);
-        const char *const *l = (const char *const *)lab + (size_t)b * T;
+        snprintf(title, sizeof title, "weights, sequence %d (length %d), causal AND padding", b, x->len[b]);
+        const char *const *l = (const char *const *)x->lab + (size_t)b * T;
         show_heatmap(title, w + (size_t)b * T * T, T, T, l, l);
         char name[32];
         snprintf(name, sizeof name, "weights_seq%d", b);
@@ -213,11 +215,11 @@ int main(int argc, char **argv) {
             double sum = 0;
             int any = 0;
             for (int j = 0; j < T; j++) {
-                float x = w[((size_t)b * T + i) * T + j];
-                sum += x;
-                any |= both[((size_t)b * T + i) * T + j];
-                if (j > i) { n_upper++; bad += x != 0.0f; }
-                else if (j >= len[b]) { n_pad++; bad += x != 0.0f; }
+                float v = w[((size_t)b * T + i) * T + j];
+                sum += v;
+                any |= x->both[((size_t)b * T + i) * T + j];
+                if (j > i) { n_upper++; bad += v != 0.0f; }
+                else if (j >= x->len[b]) { n_pad++; bad += v != 0.0f; }
             }
             rows++;
             bad_rows += any ? fabs(sum - 1.0) > 1e-5 : sum != 0.0;
@@ -232,9 +234,17 @@ int main(int argc, char **argv) {
            "contributes nothing to the output and receives no gradient.\n");
     printf("Padded QUERY rows (past a sentence's length) still attend to the real\n"
            "keys; their outputs are ignored later (the loss skips <pad> targets).\n");
-    int ok = !bad && !bad_rows && gpu_ok;
+    return !bad && !bad_rows && gpu_ok;
+}
 
-    /* ---- 4. fully masked row ------------------------------------------------------------ */
+/* ---- 4. fully masked row ------------------------------------------------------------ */
+
+/* The textbook softmax and the library's on a row of -inf, then sdpa forward
+ * and backward with query 0 of sequence 0 blocked from every key. Returns 1
+ * if everything stays finite and that query's output and dQ are 0. */
+static int section_fully_masked(Batch *x) {
+    int B = x->B, T = x->T, d_k = x->d_k;
+    size_t nx = x->nx, nm = x->nm;
     show_section("4. A row with nothing to attend to");
     printf("Sentences of length 0, or a query blocked from every key, give a score\n"
            "row that is -inf everywhere. Take query 0 of sequence 0 and block it all:\n");
@@ -252,14 +262,15 @@ int main(int argc, char **argv) {
            "mix) and no gradient flows through it. Through sdpa_forward:\n");
     uint8_t *none = malloc(nm);
     if (!none) cli_fail(PROG, "out of memory");
-    memcpy(none, both, nm);
+    memcpy(none, x->both, nm);
     memset(none, 0, (size_t)T);    /* sequence 0, query 0: every key blocked */
     float *dQ = calloc(nx, sizeof(float)), *dK = calloc(nx, sizeof(float)), *dV = calloc(nx, sizeof(float));
     float *dout = malloc(sizeof(float) * nx), *scratch = malloc(sizeof(float) * nm);
     if (!dQ || !dK || !dV || !dout || !scratch) cli_fail(PROG, "out of memory");
-    sdpa_forward(out, w, Q, K, V, none, B, 1, T, T, d_k, d_k);
+    float *out = x->out, *w = x->w;
+    sdpa_forward(out, w, x->Q, x->K, x->V, none, B, 1, T, T, d_k, d_k);
     fill(dout, 1.0f, nx);
-    sdpa_backward(dQ, dK, dV, scratch, dout, w, Q, K, V, B, 1, T, T, d_k, d_k);
+    sdpa_backward(dQ, dK, dV, scratch, dout, w, x->Q, x->K, x->V, B, 1, T, T, d_k, d_k);
     show_vector("  weights, query 0     ", w, T < 8 ? T : 8);
     show_vector("  output,  query 0     ", out, d_k < 8 ? d_k : 8);
     show_vector("  dQ,      query 0     ", dQ, d_k < 8 ? d_k : 8);
@@ -269,25 +280,33 @@ int main(int argc, char **argv) {
     for (int c = 0; c < d_k; c++) zero_row &= out[c] == 0.0f && dQ[c] == 0.0f;
     printf("  every output and gradient finite: %s; query 0's output and dQ all 0: %s\n",
            finite ? "yes" : "NO", zero_row ? "yes" : "NO");
-    ok &= finite && zero_row;
+    free(none); free(dQ); free(dK); free(dV); free(dout); free(scratch);
+    return finite && zero_row;
+}
 
-    /* ---- 5. additive vs multiplicative -------------------------------------------------- */
+/* ---- 5. additive vs multiplicative -------------------------------------------------- */
+
+/* Returns 1 if masking by -inf and masking by multiplying with 0 give the
+ * same weights. */
+static int section_additive(Batch *x) {
+    int B = x->B, T = x->T, d_k = x->d_k;
+    size_t nm = x->nm;
     show_section("5. Two ways to mask: add -inf, or multiply by 0 and renormalise");
     printf("additive (the paper, the library):  w = softmax(s + M), M = 0 or -inf\n"
            "multiplicative:  e_j = exp(s_j - max) * mask_j,  w_j = e_j / sum_l e_l\n"
            "(max over the allowed keys, so the allowed exponents cannot all underflow)\n");
-    sdpa_forward(out, w, Q, K, V, both, B, 1, T, T, d_k, d_k);
+    sdpa_forward(x->out, x->w, x->Q, x->K, x->V, x->both, B, 1, T, T, d_k, d_k);
     float *wm = malloc(sizeof(float) * nm);   /* (B,T,T) */
     if (!wm) cli_fail(PROG, "out of memory");
     float inv = 1.0f / sqrtf((float)d_k);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < T; i++) {
-            const float *q = Q + ((size_t)b * T + i) * d_k;
-            const uint8_t *m = both + ((size_t)b * T + i) * T;
+            const float *q = x->Q + ((size_t)b * T + i) * d_k;
+            const uint8_t *m = x->both + ((size_t)b * T + i) * T;
             float *e = wm + ((size_t)b * T + i) * T;
             float max = -INFINITY, sum = 0.0f;
             for (int j = 0; j < T; j++) {
-                e[j] = dot(q, K + ((size_t)b * T + j) * d_k, d_k) * inv;
+                e[j] = dot(q, x->K + ((size_t)b * T + j) * d_k, d_k) * inv;
                 if (m[j] && e[j] > max) max = e[j];
             }
             for (int j = 0; j < T; j++) {
@@ -296,15 +315,50 @@ int main(int argc, char **argv) {
             }
             for (int j = 0; j < T; j++) e[j] = sum > 0.0f ? e[j] / sum : 0.0f;
         }
-    Diff d = diff_arrays(w, wm, nm);
+    Diff d = diff_arrays(x->w, wm, nm);
     printf("max |additive - multiplicative| over the batch = %.3g  -> %s\n", d.max_abs,
            d.max_abs < 1e-6 ? "the same weights" : "DIFFERENT (a bug)");
     printf("Both give exact zeros on blocked keys. The -inf form needs no second\n"
            "pass and fits inside the softmax, which is why the paper uses it.\n");
-    ok &= d.max_abs < 1e-6;
+    free(wm);
+    return d.max_abs < 1e-6;
+}
 
-    free(lab); free(causal); free(pad); free(both); free(fmask); free(keys_ok); free(seq_names);
-    free(Q); free(K); free(V); free(out); free(w); free(none);
-    free(dQ); free(dK); free(dV); free(dout); free(scratch); free(wm);
+int main(int argc, char **argv) {
+    uint64_t seed = 42;
+    int d_k = 4;
+    const char *lengths = "6,4,2", *device = "cpu", *out_dir = "out/06_masking";
+    CliOption opts[] = {
+        {"--lengths", CLI_STRING, &lengths, "lengths of the sentences in the batch (comma-separated, 0..64)", 0, 0},
+        {"--d-k",     CLI_INT,    &d_k,     "width of queries, keys and values", 1, 256},
+        {"--seed",    CLI_U64,    &seed,    "random seed for Q, K, V", 0, 0},
+        {"--device",  CLI_STRING, &device,  "cpu or cuda", 0, 0},
+        {"--out",     CLI_STRING, &out_dir, "output folder for data, scripts and PNGs", 0, 0},
+    };
+    cli_parse(argc, argv, PROG, "causal and padding masks (Sections 3.1, 3.2.3)", opts, CLI_COUNT(opts));
+    Batch x = {.d_k = d_k};
+    x.B = parse_lengths(lengths, x.len);
+    for (int b = 0; b < x.B; b++) x.T = x.len[b] > x.T ? x.len[b] : x.T;
+    if (x.T == 0) cli_fail(PROG, "--lengths: every sentence is empty; give at least one length above 0");
+    Device dev;
+    if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
+    if (plot_mkdir(out_dir) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out_dir);
+    printf("Batch of %d sentences, padded to T = %d; d_k = d_v = %d; seed %llu; device %s.\n",
+           x.B, x.T, d_k, (unsigned long long)seed, device_name(dev));
+
+    x.lab = batch_labels(x.len, x.B, x.T);
+    x.nm = (size_t)x.B * x.T * x.T, x.nx = (size_t)x.B * x.T * d_k;
+    x.causal = malloc(x.nm), x.pad = malloc(x.nm), x.both = malloc(x.nm);
+    x.fmask = malloc(sizeof(float) * x.nm);
+    if (!x.causal || !x.pad || !x.both || !x.fmask) cli_fail(PROG, "out of memory");
+
+    section_causal(&x, out_dir);                     /* 1. query i sees keys 0..i     */
+    section_padding(&x, out_dir);                    /* 2. nobody sees a <pad> key    */
+    int ok = section_masked(&x, seed, dev, out_dir); /* 3. blocked weights are 0.0    */
+    ok &= section_fully_masked(&x);                  /* 4. nothing to see: zeros      */
+    ok &= section_additive(&x);                      /* 5. + -inf == * 0, renormalise */
+
+    free(x.lab); free(x.causal); free(x.pad); free(x.both); free(x.fmask);
+    free(x.Q); free(x.K); free(x.V); free(x.out); free(x.w);
     return ok ? 0 : 1;
 }
