@@ -650,6 +650,19 @@ static int sh_quote(char *cmd, size_t cap, const char *s) {
     return 0;
 }
 
+/* 1 if the file at path ends with a PNG's IEND chunk (length 0, "IEND",
+ * its CRC): the last thing a PNG writer emits, so a PNG cut short by a full
+ * disk does not have it. */
+static int png_complete(const char *path) {
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    unsigned char tail[12];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int ok = fseek(f, -12, SEEK_END) == 0 && fread(tail, 1, 12, f) == 12 && !memcmp(tail, iend, 12);
+    fclose(f);
+    return ok;
+}
+
 int plot_render(const char *dir, const char *name) {
     static int hinted = 0;
     if (!have_gnuplot()) {
@@ -659,18 +672,62 @@ int plot_render(const char *dir, const char *name) {
         hinted = 1;
         return 0;
     }
-    char cmd[8192] = "cd ", gp[1024];
-    snprintf(gp, sizeof gp, "%s.gp", name);
-    if (sh_quote(cmd, sizeof cmd, dir) || strlen(cmd) + 16 > sizeof cmd) return 0;
-    strcat(cmd, " && gnuplot ");
-    if (sh_quote(cmd, sizeof cmd, gp) || strlen(cmd) + 20 > sizeof cmd) return 0;
+    /* gnuplot writes its PNG in place, and a full disk leaves half of one
+     * (with exit status 0). So it renders into a fresh temporary of ours:
+     * the script is fed to gnuplot with its "set output" line pointed there,
+     * and the PNG is renamed over name.png only once it is complete. */
+    char gp[4096], png[4096], tmp[4096], cmd[8192] = "cd ";
+    snprintf(gp, sizeof gp, "%s/%s.gp", dir, name);
+    snprintf(png, sizeof png, "%s/%s.png", dir, name);
+    if (snprintf(tmp, sizeof tmp, "%s/.%s.png.XXXXXX", dir, name) >= (int)sizeof tmp) return 0;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "error: cannot create '%s': %s\n", png, strerror(errno));
+        fio_note_failure();
+        return 0;
+    }
+    mode_t um = umask(0);   /* mkstemp made it 0600; give it a plain file's mode */
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    close(fd);
+    FILE *script = fopen(gp, "r");
+    if (sh_quote(cmd, sizeof cmd, dir) || strlen(cmd) + 40 > sizeof cmd || !script) {
+        if (script) fclose(script);
+        unlink(tmp);
+        return 0;
+    }
     /* gnuplot's warnings (e.g. about NaN cells) are noise for a reader */
-    strcat(cmd, " >/dev/null 2>&1");
+    strcat(cmd, " && gnuplot >/dev/null 2>&1");
     fflush(stdout);
-    int rc = system(cmd);
+    FILE *g = popen(cmd, "w");
+    if (!g) {
+        fclose(script);
+        unlink(tmp);
+        return 0;
+    }
+    char line[4096];
+    const char *slash = strrchr(tmp, '/');
+    while (fgets(line, sizeof line, script)) {
+        if (!strncmp(line, "set output ", 11)) {
+            fputs("set output ", g);
+            gp_string(g, slash ? slash + 1 : tmp);
+            fputc('\n', g);
+        } else {
+            fputs(line, g);
+        }
+    }
+    fclose(script);
+    int rc = pclose(g);
     if (rc != 0) {
+        unlink(tmp);
         fprintf(stderr, "warning: gnuplot could not render %s/%s.gp (try: cd %s && gnuplot %s.gp)\n",
                 dir, name, dir, name);
+        return 0;
+    }
+    if (!png_complete(tmp) || rename(tmp, png) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "error: writing '%s' failed (the disk may be full); '%s' was left as it was\n", png, png);
+        fio_note_failure();
         return 0;
     }
     return 1;
