@@ -6,6 +6,8 @@
 #   make plots      render every plot script in out/ with gnuplot
 #   make bench      speed table: matmul vs FMA peak and OpenBLAS, model steps vs PyTorch
 #   make cuda-check on a GPU machine: build, validate every kernel, bench, report
+#   make fuzz       libFuzzer on the checkpoint loader and the Q/K/V parser
+#                   (needs clang; FUZZ_SECONDS=60 per target)
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (single thread)
@@ -159,6 +161,12 @@ bench: all $(BENCH_BIN)
 cuda-check:
 	bash cuda/cuda_check.sh
 
+# two libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; prints executions
+# and findings, exit 1 on a finding
+FUZZ_SECONDS ?= 60
+fuzz: all
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
+
 deps-run:
 	@sh tools/deps.sh run
 deps-test:
@@ -167,5 +175,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run test smoke valgrind plots bench cuda-check deps-run deps-test clean dirs
+.PHONY: all run test smoke valgrind plots bench cuda-check fuzz deps-run deps-test clean dirs
 .SECONDARY:

@@ -36,10 +36,11 @@
 #define CKPT_FLAG_TRAIN    1u
 
 /* What a loaded config may ask for beyond the numbers the file holds: the
- * positional-encoding table, max_len x d_model floats (2^24 floats = 64 MiB:
- * max_len 16384 at Table 3's big d_model 1024). A file's parameters are
- * paid for by its own size, which is checked before anything is allocated. */
-#define CKPT_MAX_PE_FLOATS  (1 << 24)
+ * positional-encoding table, max_len x d_model floats (2^22 floats = 16 MiB:
+ * max_len 4096 at Table 3's big d_model 1024, 8192 at base's 512; the paper
+ * uses 512). A file's parameters are paid for by its own size, which is
+ * checked before anything is allocated. */
+#define CKPT_MAX_PE_FLOATS  (1 << 22)
 /* A file refused on its header is checksummed, to tell damage from a file
  * written for another layout, only up to this size (the cost of a refusal
  * stays bounded: a 32 GiB file is refused without reading it). */
