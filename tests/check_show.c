@@ -339,13 +339,15 @@ START_TEST(test_plot_full_disk) {
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {512, 512};
         setrlimit(RLIMIT_FSIZE, &rl);
+        free(before);   /* the child's own copy: valgrind counts a leak at its exit too */
         for (int i = 0; i < 400; i++) x[i] = -x[i];   /* different numbers: longer lines */
         int rc = plot_heatmap(dir, "big", "after", x, 20, 20, NULL, NULL, "", "");
-        _exit(rc == -1 && fio_failures() >= 1 ? 0 : 1);
+        _exit(rc != -1 ? 2 : fio_failures() < 1 ? 3 : 0);
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "plot on a full disk: child status %d", st);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "plot on a full disk: child exit %d (2: the plot "
+                  "was not refused, 3: not counted)", WEXITSTATUS(st));
     char *after = slurp(p);
     ck_assert_msg(before && after && !strcmp(before, after), "the earlier big.dat was changed");
     char cmd[300];
