@@ -50,9 +50,9 @@ static int parse_value(CliOption *o, const char *s, char *err, size_t errlen) {
         return 2;
     }
     /* strtol, strtod and strtoull skip leading white space, and strtoull
-     * takes a sign: " -1" would become 18446744073709551615. A value is
-     * what it looks like or it is refused. */
-    if (isspace((unsigned char)*s)) {
+     * takes a sign: " -1" would become 18446744073709551615. A number is
+     * what it looks like or it is refused (strings are taken as given). */
+    if (o->kind != CLI_STRING && isspace((unsigned char)*s)) {
         snprintf(err, errlen, "%s: '%s' starts with white space", o->name, s);
         return 2;
     }

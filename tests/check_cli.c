@@ -69,6 +69,8 @@ START_TEST(test_parse_good) {
     ck_assert(o.seed == UINT64_MAX);
     ck_assert_int_eq(o.verbose, 1);
     ck_assert_str_eq(o.out, "dir with space");
+    ck_assert_int_eq(parse(&o, err, sizeof err, "--out", " lead", NULL), 0);   /* strings as given */
+    ck_assert_str_eq(o.out, " lead");
     ck_assert_int_eq(parse(&o, err, sizeof err, "--n=4096", "--lr", "0", "--no-color", NULL), 0);
     ck_assert_int_eq(o.n, 4096);                       /* both ends of the range */
     ck_assert_float_eq(o.lr, 0.0f);
