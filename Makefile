@@ -8,6 +8,8 @@
 #   make cuda-check on a GPU machine: build, validate every kernel, bench, report
 #   make parity     every logit, loss, gradient and an Adam step against PyTorch
 #                   (installs python3-torch/numpy; tools/parity/)
+#   make fuzz       libFuzzer on the checkpoint loader and the Q/K/V parser
+#                   (needs clang; FUZZ_SECONDS=60 per target)
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (single thread)
@@ -165,6 +167,12 @@ cuda-check:
 parity: all
 	sh tools/parity/run.sh $(BUILD)
 
+# two libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; prints executions
+# and findings, exit 1 on a finding
+FUZZ_SECONDS ?= 60
+fuzz: all
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
+
 deps-run:
 	@sh tools/deps.sh run
 deps-test:
@@ -173,5 +181,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run test smoke valgrind plots bench cuda-check parity deps-run deps-test clean dirs
+.PHONY: all run test smoke valgrind plots bench cuda-check parity fuzz deps-run deps-test clean dirs
 .SECONDARY:

@@ -1,23 +1,38 @@
 /* checkpoint.c - saving and loading a Model (format in checkpoint.h).
  *
  * Two promises:
- *   - A save never destroys the previous file: we write "path.tmp", flush
- *     it to the disk (fflush + fsync), and only then rename it over path.
- *     rename() within one directory is atomic on POSIX file systems, so
- *     path is always either the old file or the complete new one.
- *   - A load never trusts the file: it checks the magic, the version, the
- *     size the header declares against the size on disk (truncation), the
- *     CRC-32 (corruption), the config (validity), that the config's
- *     parameter count fits the file (before allocating anything), and every
- *     tensor's name and shape against what the config implies.
+ *   - A save never destroys the previous file and never writes a bad one:
+ *     it refuses weights or Adam moments that are NaN or infinite, writes a
+ *     uniquely named temporary in the same folder (fileio.h: mkstemp, so a
+ *     planted symlink is never followed and two runs never share it),
+ *     checks every write, fsyncs, and only then renames it over path.
+ *   - A load never trusts the file, and reads it once. In order:
+ *       1. it is a regular file (a FIFO would block forever);
+ *       2. magic, version, and the size the header declares against the
+ *          size on disk (truncation, trailing bytes);
+ *       3. flags, the config (config_validate, plus CKPT_MAX_PE_FLOATS for
+ *          what the file makes us allocate besides its own numbers), and the
+ *          file is big enough for the config's parameters - all before
+ *          anything is allocated;
+ *       4. the model is built, and the exact size its config implies must
+ *          be the declared size, and the tensor count its count - so a 72-byte
+ *          header stretched to 32 GiB is refused without reading on;
+ *       5. one pass over the rest: TrainState and tensors go straight into
+ *          the arrays sized in step 4 (never by a number read later), every
+ *          name and shape is compared, every float checked finite, and the
+ *          CRC-32 is accumulated on the way and compared at the end.
+ *     A refusal in 3-5 from a file whose checksum does not match is
+ *     reported as corruption (the checksum is computed for that message
+ *     only for files up to CKPT_DIAG_CRC_BYTES, so the cost stays bounded).
  * Numbers are written byte by byte in little-endian order, so a file is the
  * same on every machine.
  */
 #include "checkpoint.h"
+#include "fileio.h"
 #include "model.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +116,49 @@ static void config_decode(Config *c, const uint8_t b[44]) {
 }
 
 /* ============================================================================
+ * Finite numbers only
+ * ========================================================================== */
+
+/* The tensor of p holding flat parameter i (Params.mem order), and the
+ * offset inside it; "?" if none does. */
+static const char *param_at(const Params *p, size_t i, size_t *within) {
+    for (int k = 0; k < p->n_tensors; k++) {
+        const NamedTensor *t = &p->tensors[k];
+        size_t off = (size_t)(t->data - p->mem), n = named_tensor_numel(t);
+        if (i >= off && i < off + n) {
+            *within = i - off;
+            return t->name;
+        }
+    }
+    *within = 0;
+    return "?";
+}
+
+typedef struct {
+    uint64_t count;     /* non-finite values seen                        */
+    const char *array;  /* where the first one was: "weights", "adam_m", ... */
+    size_t index;       /* its flat index in that array                  */
+    float value;
+} NonFinite;
+
+static void scan_finite(NonFinite *nf, const char *array, const float *x, size_t n, size_t base) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            if (!nf->count++) nf->array = array, nf->index = base + i, nf->value = x[i];
+        }
+}
+
+/* "adam_v holds 137 non-finite values (the first: adam_v[5], element 5 of
+ * 'embed', is inf)" */
+static void describe_nonfinite(char *buf, size_t cap, const NonFinite *nf, const Params *p) {
+    size_t within;
+    const char *name = param_at(p, nf->index, &within);
+    snprintf(buf, cap, "%llu non-finite value%s (the first: %s[%zu], element %zu of '%s', is %s)",
+             (unsigned long long)nf->count, nf->count == 1 ? "" : "s", nf->array, nf->index, within, name,
+             isnan(nf->value) ? "nan" : nf->value > 0 ? "inf" : "-inf");
+}
+
+/* ============================================================================
  * Saving
  * ========================================================================== */
 
@@ -113,6 +171,7 @@ typedef struct {
 
 static void w_bytes(Writer *w, const void *p, size_t n) {
     if (w->failed) return;
+    errno = 0;
     if (fwrite(p, 1, n, w->f) != n) w->failed = errno ? errno : EIO;
     w->crc = crc32_update(w->crc, p, n);
     w->bytes += n;
@@ -137,7 +196,8 @@ static void w_floats(Writer *w, const float *x, size_t n) {
     }
 }
 
-/* Bytes the file will have: known before writing, stored in the header. */
+/* Bytes the file will have: known before writing, stored in the header.
+ * The loader computes the same number from the config it reads. */
 static uint64_t file_size(const Model *m, int with_ts) {
     uint64_t n = CKPT_HEADER_BYTES + 4;
     if (with_ts) n += 32 + 8 * (uint64_t)m->params.n;
@@ -148,29 +208,26 @@ static uint64_t file_size(const Model *m, int with_ts) {
     return n;
 }
 
-/* fsync the folder holding path, so the rename itself survives a power cut
- * (best effort: some file systems refuse, which is harmless here). */
-static void sync_dir(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) dir[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 int model_save(const Model *m, const char *path, const TrainState *ts, char *err, size_t errlen) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return fail(err, errlen, "checkpoint path '%s' is too long", path);
-    Writer w = {fopen(tmp, "wb"), 0, 0, 0};
-    if (!w.f) return fail(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+    /* A checkpoint is what a run goes back to when something went wrong, so
+     * it must never hold NaN or inf - in the weights or in Adam's moments
+     * (v = beta2 v + (1 - beta2) g^2 overflows for |g| > 1.8e19 while the
+     * weights still look fine). */
+    NonFinite nf = {0};
+    scan_finite(&nf, "weights", m->params.mem, m->params.n, 0);
+    if (ts) {
+        scan_finite(&nf, "adam_m", ts->adam_m, m->params.n, 0);
+        scan_finite(&nf, "adam_v", ts->adam_v, m->params.n, 0);
+    }
+    if (nf.count) {
+        char why[256];
+        describe_nonfinite(why, sizeof why, &nf, &m->params);
+        return fail(err, errlen, "not saving '%s': the state holds %s; '%s' was left as it was", path, why, path);
+    }
 
+    FioWriter fw;
+    if (fio_create(&fw, path, err, errlen)) return 1;
+    Writer w = {fw.f, 0, 0, 0};
     uint8_t cfg[44];
     config_encode(cfg, &m->cfg);
     w_bytes(&w, CKPT_MAGIC, 8);
@@ -197,232 +254,310 @@ int model_save(const Model *m, const char *path, const TrainState *ts, char *err
         w_floats(&w, t->data, named_tensor_numel(t));
     }
     w_u32(&w, w.crc);   /* the CRC of everything before it */
-
-    /* fwrite may only fill the stdio buffer: the disk-full error often shows
-     * up at fflush, and fsync makes the bytes durable before the rename. */
-    if (!w.failed && fflush(w.f) != 0) w.failed = errno ? errno : EIO;
-    if (!w.failed && fsync(fileno(w.f)) != 0 && errno != EINVAL && errno != EROFS) w.failed = errno;
-    if (fclose(w.f) != 0 && !w.failed) w.failed = errno ? errno : EIO;
     if (w.failed) {
-        remove(tmp);
-        return fail(err, errlen, "writing '%s' failed: %s; '%s' was left as it was",
-                    tmp, strerror(w.failed), path);
+        fio_abort(&fw);
+        snprintf(err, errlen, "writing '%s' failed: %s; '%s' was left as it was", path, strerror(w.failed), path);
+        return 1;
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return fail(err, errlen, "cannot rename '%s' to '%s': %s; '%s' was left as it was",
-                    tmp, path, strerror(e), path);
-    }
-    sync_dir(path);
-    return 0;
+    return fio_commit(&fw, err, errlen);   /* flush, fsync, close, rename, fsync the folder */
 }
 
 /* ============================================================================
  * Loading
  * ========================================================================== */
 
+/* Reads the file front to back, once, keeping the CRC of what it read. */
 typedef struct {
     FILE *f;
-    const char *path;
-    int eof;
+    uint32_t crc;
+    uint64_t pos;       /* bytes read so far                             */
+    int short_read;     /* the file ended early (or changed under us)    */
 } Reader;
 
-static int r_bytes(Reader *r, void *p, size_t n) {
-    if (r->eof) return -1;
-    if (fread(p, 1, n, r->f) != n) {
-        r->eof = 1;
-        return -1;
+static void r_bytes(Reader *r, void *p, size_t n) {
+    if (!r->short_read && fread(p, 1, n, r->f) == n) {
+        r->crc = crc32_update(r->crc, p, n);
+        r->pos += n;
+        return;
     }
-    return 0;
+    r->short_read = 1;
+    memset(p, 0, n);
 }
 static uint32_t r_u32(Reader *r) {
-    uint8_t b[4] = {0};
+    uint8_t b[4];
     r_bytes(r, b, 4);
     return get_u32(b);
 }
 static uint64_t r_u64(Reader *r) {
-    uint8_t b[8] = {0};
+    uint8_t b[8];
     r_bytes(r, b, 8);
     return get_u64(b);
 }
-static void r_floats(Reader *r, float *x, size_t n) {
+/* n floats into x (NULL: read and drop them), checking each is finite */
+static void r_floats(Reader *r, float *x, size_t n, NonFinite *nf, const char *array) {
     uint8_t buf[4096 * 4];
-    while (n > 0) {
-        size_t k = n < 4096 ? n : 4096;
-        if (r_bytes(r, buf, 4 * k)) return;
-        if (x) {
-            for (size_t i = 0; i < k; i++) x[i] = bits_float(get_u32(buf + 4 * i));
-            x += k;
-        }
-        n -= k;
+    float tmp[4096];
+    for (size_t done = 0; done < n && !r->short_read;) {
+        size_t k = n - done < 4096 ? n - done : 4096;
+        r_bytes(r, buf, 4 * k);
+        float *dst = x ? x + done : tmp;
+        for (size_t i = 0; i < k; i++) dst[i] = bits_float(get_u32(buf + 4 * i));
+        scan_finite(nf, array, dst, k, done);
+        done += k;
+    }
+}
+/* reads (and checksums) everything up to byte `to` */
+static void r_skip_to(Reader *r, uint64_t to) {
+    uint8_t buf[1 << 14];
+    while (r->pos < to && !r->short_read) {
+        uint64_t k = to - r->pos < sizeof buf ? to - r->pos : sizeof buf;
+        r_bytes(r, buf, (size_t)k);
     }
 }
 
-/* CRC-32 of the first n bytes of f (from the start). */
-static int crc_of_file(FILE *f, uint64_t n, uint32_t *crc) {
-    static uint8_t buf[1 << 16];
-    uint32_t c = 0;
-    if (fseek(f, 0, SEEK_SET)) return -1;
-    while (n > 0) {
-        size_t k = n < sizeof buf ? (size_t)n : sizeof buf;
-        if (fread(buf, 1, k, f) != k) return -1;
-        c = crc32_update(c, buf, k);
-        n -= k;
+/* For a refusal before the single pass (steps 3-4): is the real reason a
+ * damaged file? Computes the CRC of a file of at most CKPT_DIAG_CRC_BYTES
+ * and, if it does not match, replaces the message. */
+static int blame_corruption(FILE *f, const char *path, uint64_t size, char *err, size_t errlen) {
+    if (size < CKPT_HEADER_BYTES + 4 || size > CKPT_DIAG_CRC_BYTES || fseek(f, 0, SEEK_SET)) return 2;
+    Reader r = {f, 0, 0, 0};
+    r_skip_to(&r, size - 4);
+    uint32_t computed = r.crc, stored = r_u32(&r);
+    if (!r.short_read && stored != computed)
+        fail(err, errlen, "'%s' is corrupted: its CRC-32 checksum is 0x%08x but the bytes give 0x%08x",
+             path, stored, computed);
+    return 2;
+}
+
+/* One tensor's record, checked against what the config says it must be.
+ * Returns 0, or 2 with the inconsistency described in why. */
+static int read_tensor(Reader *r, const NamedTensor *t, int i, NonFinite *nf, char *why, size_t cap) {
+    char name[64] = {0}, shown[200];
+    uint32_t len = r_u32(r);
+    if (len >= sizeof t->name) {
+        snprintf(why, cap, "tensor %d's name is %u bytes long (at most %zu)", i, len, sizeof t->name - 1);
+        return 2;
     }
-    *crc = c;
+    r_bytes(r, name, len);
+    uint32_t ndim = r_u32(r), shape[2] = {0, 0};
+    fio_escape(shown, sizeof shown, name, len);   /* the file's bytes: printed escaped */
+    if (ndim < 1 || ndim > 2) {
+        snprintf(why, cap, "tensor '%s' has %u dimensions", shown, ndim);
+        return 2;
+    }
+    for (uint32_t d = 0; d < ndim; d++) shape[d] = r_u32(r);
+    int same = len == strlen(t->name) && !memcmp(name, t->name, len) && (int)ndim == t->ndim &&
+               shape[0] == (uint32_t)t->shape[0] && (ndim == 1 || shape[1] == (uint32_t)t->shape[1]);
+    if (r->short_read) return 0;   /* reported as a short read by the caller */
+    if (!same) {
+        char want[32], have[32];
+        if (t->ndim == 1) snprintf(want, sizeof want, "[%d]", t->shape[0]);
+        else snprintf(want, sizeof want, "[%d, %d]", t->shape[0], t->shape[1]);
+        if (ndim == 1) snprintf(have, sizeof have, "[%u]", shape[0]);
+        else snprintf(have, sizeof have, "[%u, %u]", shape[0], shape[1]);
+        snprintf(why, cap, "tensor %d is '%s' %s in the file, but its config says '%s' %s",
+                 i, shown, have, t->name, want);
+        return 2;
+    }
+    r_floats(r, t->data, named_tensor_numel(t), nf, "weights");
     return 0;
 }
 
-/* Everything before the tensors: returns 0 with the config and flags, or 2. */
-static int read_header(Reader *r, uint64_t size, Config *cfg, uint32_t *flags, uint32_t *n_tensors,
-                       char *err, size_t errlen) {
-    const char *path = r->path;
+/* The loader behind model_load and model_load_train. own_ts: allocate
+ * ts->adam_m / adam_v here (sized by the validated config). */
+static int load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
+                TrainState *ts, int own_ts, int *has_train_state, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    if (has_train_state) *has_train_state = 0;
+    if (own_ts) ts->adam_m = ts->adam_v = NULL;
+
+    /* 1. a regular file, or nothing */
+    long long fsize = 0;
+    FILE *f = fio_open_read(path, &fsize, err, errlen);
+    if (!f) return 2;
+    if (checkpoint_test_hook) checkpoint_test_hook(path);
+    uint64_t size = (uint64_t)fsize;
+
+    /* 2. the header: magic, version, declared size */
+    Reader r = {f, 0, 0, 0};
     uint8_t head[CKPT_HEADER_BYTES];
-    size_t got = fread(head, 1, sizeof head, r->f);
-    size_t cmp = got < 8 ? got : 8;
-    if (memcmp(head, CKPT_MAGIC, cmp) != 0)
-        return fail(err, errlen, "'%s' is not a checkpoint of this program (its first bytes are not \"%s\")",
-                    path, CKPT_MAGIC);
-    if (got < CKPT_HEADER_BYTES)
-        return fail(err, errlen, "'%s' is truncated: %zu bytes, shorter than the %d-byte header",
-                    path, got, CKPT_HEADER_BYTES);
+    size_t got = fread(head, 1, sizeof head, f);
+    r.crc = crc32_update(0, head, got);
+    r.pos = got;
+    int rc = 2;
+    if (memcmp(head, CKPT_MAGIC, got < 8 ? got : 8) != 0) {
+        fail(err, errlen, "'%s' is not a checkpoint of this program (its first bytes are not \"%s\")",
+             path, CKPT_MAGIC);
+        goto out;
+    }
+    if (got < CKPT_HEADER_BYTES) {
+        fail(err, errlen, "'%s' is truncated: %zu bytes, shorter than the %d-byte header", path, got,
+             CKPT_HEADER_BYTES);
+        goto out;
+    }
     uint32_t version = get_u32(head + CKPT_OFF_VERSION);
-    if (version != CKPT_VERSION)
-        return fail(err, errlen, "'%s' is checkpoint format version %u; this program reads version %u",
-                    path, version, CKPT_VERSION);
+    if (version != CKPT_VERSION) {
+        fail(err, errlen, "'%s' is checkpoint format version %u; this program reads version %u", path, version,
+             CKPT_VERSION);
+        goto out;
+    }
     uint64_t declared = get_u64(head + CKPT_OFF_SIZE);
-    if (size < declared)
-        return fail(err, errlen, "'%s' is truncated: %llu bytes of the %llu its header declares",
-                    path, (unsigned long long)size, (unsigned long long)declared);
-    if (size > declared)
-        return fail(err, errlen, "'%s' has %llu bytes after the end its header declares (%llu bytes)",
-                    path, (unsigned long long)(size - declared), (unsigned long long)declared);
-    uint32_t stored = 0, computed = 0;
-    uint8_t tail[4];
-    if (crc_of_file(r->f, size - 4, &computed) || fread(tail, 1, 4, r->f) != 4)
-        return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-    stored = get_u32(tail);
-    if (stored != computed)
-        return fail(err, errlen, "'%s' is corrupted: its CRC-32 checksum is 0x%08x but the bytes give 0x%08x",
-                    path, stored, computed);
-    if (fseek(r->f, CKPT_HEADER_BYTES, SEEK_SET))
-        return fail(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+    if (size < declared) {
+        fail(err, errlen, "'%s' is truncated: %llu bytes of the %llu its header declares", path,
+             (unsigned long long)size, (unsigned long long)declared);
+        goto out;
+    }
+    if (size > declared) {
+        fail(err, errlen, "'%s' has %llu bytes after the end its header declares (%llu bytes)", path,
+             (unsigned long long)(size - declared), (unsigned long long)declared);
+        goto out;
+    }
 
-    *flags = get_u32(head + CKPT_OFF_FLAGS);
-    if (*flags & ~CKPT_FLAG_TRAIN)
-        return fail(err, errlen, "'%s' has unknown flags 0x%x", path, *flags);
-    config_decode(cfg, head + CKPT_OFF_CONFIG);
-    char why[200];
-    if (config_validate(cfg, why, sizeof why))
-        return fail(err, errlen, "'%s' holds an invalid config: %s", path, why);
-    *n_tensors = get_u32(head + CKPT_OFF_NTENSORS);
-    return 0;
+    /* 3. flags and config, before allocating anything */
+    uint32_t flags = get_u32(head + CKPT_OFF_FLAGS);
+    uint32_t n_tensors = get_u32(head + CKPT_OFF_NTENSORS);
+    int with_ts = (flags & CKPT_FLAG_TRAIN) != 0;
+    Config cfg;
+    config_decode(&cfg, head + CKPT_OFF_CONFIG);
+    char why[512];
+    if (flags & ~CKPT_FLAG_TRAIN) {
+        fail(err, errlen, "'%s' has unknown flags 0x%x", path, flags);
+        goto refused;
+    }
+    if (config_validate(&cfg, why, sizeof why)) {
+        fail(err, errlen, "'%s' holds an invalid config: %s", path, why);
+        goto refused;
+    }
+    /* The PE table is the one allocation a config asks for that the file
+     * does not pay for in bytes: cap it as the flags are capped. */
+    double pe = (double)cfg.max_len * cfg.d_model;
+    if (pe > CKPT_MAX_PE_FLOATS) {
+        fail(err, errlen, "'%s' asks for max_len %d x d_model %d = %.3g positional-encoding values (%.3g GB); "
+             "a checkpoint may ask for at most %.3g (Table 3's models use max_len 512)", path, cfg.max_len,
+             cfg.d_model, pe, pe * 4 / 1e9, (double)CKPT_MAX_PE_FLOATS);
+        goto refused;
+    }
+    size_t n = model_param_count(&cfg);
+    uint64_t least = CKPT_HEADER_BYTES + 4 + 4 * (uint64_t)n + (with_ts ? 32 + 8 * (uint64_t)n : 0);
+    if (least > size) {
+        fail(err, errlen, "'%s' is inconsistent: its config has %zu parameters, which need at least %llu bytes, "
+             "but the file has %llu", path, n, (unsigned long long)least, (unsigned long long)size);
+        goto refused;
+    }
+
+    /* 4. build (its memory is bounded by the file's size and the caps), then
+     * the exact layout the config implies */
+    rc = model_build(m, &cfg, max_B, max_Ts, max_Tt, 0, err, errlen);
+    if (rc) goto out;
+    rc = 2;
+    if (n_tensors != (uint32_t)m->params.n_tensors) {
+        fail(err, errlen, "'%s' is inconsistent: it has %u tensors, its config needs %d", path, n_tensors,
+             m->params.n_tensors);
+        goto refused;
+    }
+    uint64_t expect = file_size(m, with_ts);
+    if (expect != declared) {
+        fail(err, errlen, "'%s' is inconsistent: its config implies a file of %llu bytes, but it declares %llu",
+             path, (unsigned long long)expect, (unsigned long long)declared);
+        goto refused;
+    }
+    int want_ts = ts && (own_ts || (ts->adam_m && ts->adam_v));
+    if (own_ts && with_ts) {
+        ts->adam_m = malloc(n * sizeof(float) + 1);
+        ts->adam_v = malloc(n * sizeof(float) + 1);
+        if (!ts->adam_m || !ts->adam_v) {
+            fail(err, errlen, "out of memory for the optimizer state of '%s' (%zu parameters)", path, n);
+            goto out;
+        }
+    }
+
+    /* 5. one pass: TrainState and tensors into arrays sized above; the first
+     * inconsistency is kept and the rest only checksummed, so that damage
+     * is reported as damage */
+    NonFinite nf = {0};
+    int bad = 0;
+    TrainState got_ts = {0};
+    if (with_ts) {
+        got_ts.step = r_u64(&r);
+        got_ts.rng_state[0] = r_u64(&r);
+        got_ts.rng_state[1] = r_u64(&r);
+        uint64_t nfile = r_u64(&r);
+        if (nfile != n && !r.short_read) {
+            snprintf(why, sizeof why, "its optimizer state has %llu parameters, its config %zu",
+                     (unsigned long long)nfile, n);
+            bad = 1;
+        }
+        if (!bad) {
+            r_floats(&r, want_ts ? ts->adam_m : NULL, n, &nf, "adam_m");
+            r_floats(&r, want_ts ? ts->adam_v : NULL, n, &nf, "adam_v");
+        }
+    }
+    for (int i = 0; i < m->params.n_tensors && !bad && !r.short_read; i++)
+        bad = read_tensor(&r, &m->params.tensors[i], i, &nf, why, sizeof why) != 0;
+    if (!bad && !r.short_read && r.pos != size - 4) {
+        snprintf(why, sizeof why, "its tensors do not end where the checksum begins");
+        bad = 1;
+    }
+    r_skip_to(&r, size - 4);
+    uint32_t computed = r.crc, stored = r_u32(&r);
+    if (r.short_read) {
+        fail(err, errlen, "'%s' changed while it was being read (it ended before its %llu bytes)", path,
+             (unsigned long long)size);
+        goto out;
+    }
+    if (stored != computed) {
+        fail(err, errlen, "'%s' is corrupted: its CRC-32 checksum is 0x%08x but the bytes give 0x%08x", path,
+             stored, computed);
+        goto out;
+    }
+    if (bad) {
+        fail(err, errlen, "'%s' is inconsistent: %s", path, why);
+        goto out;
+    }
+    if (nf.count) {
+        describe_nonfinite(why, sizeof why, &nf, &m->params);
+        fail(err, errlen, "'%s' holds %s: a checkpoint must hold finite numbers only", path, why);
+        goto out;
+    }
+    if (ts && with_ts) {
+        ts->step = got_ts.step;
+        ts->rng_state[0] = got_ts.rng_state[0];
+        ts->rng_state[1] = got_ts.rng_state[1];
+    }
+    if (has_train_state) *has_train_state = with_ts;
+    rc = 0;
+    goto out;
+refused:
+    blame_corruption(f, path, size, err, errlen);
+out:
+    fclose(f);
+    if (rc) {
+        model_free(m);
+        if (own_ts) {
+            free(ts->adam_m);
+            free(ts->adam_v);
+            ts->adam_m = ts->adam_v = NULL;
+        }
+    }
+    return rc;
 }
+
+void (*checkpoint_test_hook)(const char *path);
 
 int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
                TrainState *ts, int *has_train_state, char *err, size_t errlen) {
-    memset(m, 0, sizeof *m);
-    if (has_train_state) *has_train_state = 0;
-    Reader r = {fopen(path, "rb"), path, 0};
-    if (!r.f) return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(r.f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(r.f);
-        return fail(err, errlen, "'%s' is not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    Config cfg;
-    uint32_t flags = 0, n_tensors = 0;
-    int rc = read_header(&r, size, &cfg, &flags, &n_tensors, err, errlen);
-    if (rc) {
-        fclose(r.f);
-        return rc;
-    }
+    return load(m, path, max_B, max_Ts, max_Tt, ts, 0, has_train_state, err, errlen);
+}
 
-    /* The checksum matched, so from here on a mismatch means the file was
-     * written for another layout. Sizes are checked against the file BEFORE
-     * allocating: a config claiming a billion parameters in a 1 kB file is
-     * refused here, not by the out-of-memory killer. */
-    size_t n = model_param_count(&cfg);
-    int with_ts = (flags & CKPT_FLAG_TRAIN) != 0;
-    uint64_t least = CKPT_HEADER_BYTES + 4 + 4 * (uint64_t)n + (with_ts ? 32 + 8 * (uint64_t)n : 0);
-    if (least > size) {
-        fclose(r.f);
-        return fail(err, errlen, "'%s' is inconsistent: its config has %zu parameters, which need at least "
-                    "%llu bytes, but the file has %llu", path, n, (unsigned long long)least,
-                    (unsigned long long)size);
+int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_Tt, TrainState *ts,
+                     char *err, size_t errlen) {
+    int has = 0;
+    int rc = load(m, path, max_B, max_Ts, max_Tt, ts, 1, &has, err, errlen);
+    if (rc) return rc;
+    if (!has) {
+        model_free(m);
+        return fail(err, errlen, "%s holds weights only, no training state (step, RNGs, Adam): "
+                    "it cannot be resumed", path);
     }
-    TrainState tmp_ts = {0};
-    if (with_ts) {
-        tmp_ts.step = r_u64(&r);
-        tmp_ts.rng_state[0] = r_u64(&r);
-        tmp_ts.rng_state[1] = r_u64(&r);
-        uint64_t nfile = r_u64(&r);
-        if (nfile != n) {
-            fclose(r.f);
-            return fail(err, errlen, "'%s' is inconsistent: its optimizer state has %llu parameters, "
-                        "its config %zu", path, (unsigned long long)nfile, n);
-        }
-        /* Adam's moments go straight to the caller's arrays (or are skipped). */
-        int want = ts && ts->adam_m && ts->adam_v;
-        r_floats(&r, want ? ts->adam_m : NULL, n);
-        r_floats(&r, want ? ts->adam_v : NULL, n);
-    }
-
-    rc = model_build(m, &cfg, max_B, max_Ts, max_Tt, 0, err, errlen);
-    if (rc) {
-        fclose(r.f);
-        return rc;
-    }
-    if (n_tensors != (uint32_t)m->params.n_tensors) {
-        rc = fail(err, errlen, "'%s' is inconsistent: it has %u tensors, its config needs %d",
-                  path, n_tensors, m->params.n_tensors);
-        goto out;
-    }
-    for (int i = 0; i < m->params.n_tensors; i++) {
-        const NamedTensor *t = &m->params.tensors[i];
-        char name[64] = {0};
-        uint32_t len = r_u32(&r);
-        if (len >= sizeof t->name) {
-            rc = fail(err, errlen, "'%s' is inconsistent: tensor %d's name is %u bytes long (at most %zu)",
-                      path, i, len, sizeof t->name - 1);
-            goto out;
-        }
-        r_bytes(&r, name, len);
-        uint32_t ndim = r_u32(&r), shape[2] = {0, 0};
-        if (ndim < 1 || ndim > 2) {
-            rc = fail(err, errlen, "'%s' is inconsistent: tensor '%s' has %u dimensions", path, name, ndim);
-            goto out;
-        }
-        for (uint32_t d = 0; d < ndim; d++) shape[d] = r_u32(&r);
-        int same = !strcmp(name, t->name) && (int)ndim == t->ndim && shape[0] == (uint32_t)t->shape[0]
-                   && (ndim == 1 || shape[1] == (uint32_t)t->shape[1]);
-        if (r.eof) break;
-        if (!same) {
-            char want[32], have[32];
-            if (t->ndim == 1) snprintf(want, sizeof want, "[%d]", t->shape[0]);
-            else snprintf(want, sizeof want, "[%d, %d]", t->shape[0], t->shape[1]);
-            if (ndim == 1) snprintf(have, sizeof have, "[%u]", shape[0]);
-            else snprintf(have, sizeof have, "[%u, %u]", shape[0], shape[1]);
-            rc = fail(err, errlen, "'%s' is inconsistent: tensor %d is '%s' %s in the file, but its config "
-                      "says '%s' %s", path, i, name, have, t->name, want);
-            goto out;
-        }
-        r_floats(&r, t->data, named_tensor_numel(t));
-    }
-    if (r.eof || ftell(r.f) != (long)(size - 4)) {
-        rc = fail(err, errlen, "'%s' is inconsistent: its tensors do not end where the checksum begins", path);
-        goto out;
-    }
-    if (ts) {
-        ts->step = tmp_ts.step;
-        ts->rng_state[0] = tmp_ts.rng_state[0];
-        ts->rng_state[1] = tmp_ts.rng_state[1];
-    }
-    if (has_train_state) *has_train_state = with_ts;
-out:
-    fclose(r.f);
-    if (rc) model_free(m);
-    return rc;
+    return 0;
 }

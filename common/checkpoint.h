@@ -35,6 +35,22 @@
 #define CKPT_HEADER_BYTES  72
 #define CKPT_FLAG_TRAIN    1u
 
+/* What a loaded config may ask for beyond the numbers the file holds: the
+ * positional-encoding table, max_len x d_model floats (2^22 floats = 16 MiB:
+ * max_len 4096 at Table 3's big d_model 1024, 8192 at base's 512; the paper
+ * uses 512). A file's parameters are paid for by its own size, which is
+ * checked before anything is allocated. */
+#define CKPT_MAX_PE_FLOATS  (1 << 22)
+/* A file refused on its header is checksummed, to tell damage from a file
+ * written for another layout, only up to this size (the cost of a refusal
+ * stays bounded: a 32 GiB file is refused without reading it). */
+#define CKPT_DIAG_CRC_BYTES (64ull << 20)
+
+/* Tests only: when non-NULL, called by the loader right after it has opened
+ * path (and before it reads a byte), so a test can change the file on disk
+ * in the middle of a load. */
+extern void (*checkpoint_test_hook)(const char *path);
+
 /* CRC-32 (IEEE 802.3, the polynomial zlib, PNG and gzip use). Chains:
  * crc32_update(crc32_update(0, a, na), b, nb) is the CRC of a then b.
  * crc32_update(0, "123456789", 9) == 0xCBF43926 (the standard check value). */

@@ -1,7 +1,10 @@
 /* cli.c - the shared option parser: --help, ranges, and plain error messages. */
 #include "cli.h"
+#include "fileio.h"
+#include "parallel.h"
 #include "show.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -46,6 +49,13 @@ static int parse_value(CliOption *o, const char *s, char *err, size_t errlen) {
         snprintf(err, errlen, "%s needs a value", o->name);
         return 2;
     }
+    /* strtol, strtod and strtoull skip leading white space, and strtoull
+     * takes a sign: " -1" would become 18446744073709551615. A number is
+     * what it looks like or it is refused (strings are taken as given). */
+    if (o->kind != CLI_STRING && isspace((unsigned char)*s)) {
+        snprintf(err, errlen, "%s: '%s' starts with white space", o->name, s);
+        return 2;
+    }
     switch (o->kind) {
     case CLI_INT: {
         long v = strtol(s, &end, 10);
@@ -68,7 +78,10 @@ static int parse_value(CliOption *o, const char *s, char *err, size_t errlen) {
         return 0;
     }
     case CLI_U64: {
-        if (*s == '-') { snprintf(err, errlen, "%s expects a non-negative whole number, got '%s'", o->name, s); return 2; }
+        if (!isdigit((unsigned char)*s)) {   /* no sign, no space: digits only */
+            snprintf(err, errlen, "%s expects a non-negative whole number (digits only), got '%s'", o->name, s);
+            return 2;
+        }
         unsigned long long v = strtoull(s, &end, 10);
         if (*end || errno) { snprintf(err, errlen, "%s expects a non-negative whole number, got '%s'", o->name, s); return 2; }
         *(uint64_t *)o->value = v;
@@ -116,6 +129,8 @@ int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
 void cli_parse(int argc, char **argv, const char *prog, const char *about,
                CliOption *opts, int nopts) {
     char err[256];
+    fio_watch_stdout(prog);      /* output lost to a full disk: exit 1, not 0 */
+    parallel_cap_threads(prog);  /* before the first parallel region */
     int rc = cli_parse_noexit(argc, argv, prog, about, opts, nopts, err, sizeof err);
     if (rc == 1) exit(0);
     if (rc == 2) {

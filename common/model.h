@@ -193,22 +193,32 @@ const float *model_input_grad(const Model *m, int decoder);
  * File format (little-endian), documented in chapters/07_transformer/README.md:
  *   magic "AIYNCKPT", u32 version, the Config, optional TrainState, then each
  *   named tensor (name, ndim, shape, float32 data), then a CRC-32 of all of it.
- * Saving writes "path.tmp" and renames it over path, so an interrupted save
- * never destroys the previous file. */
+ * Saving writes a uniquely named temporary in path's folder and renames it
+ * over path, so an interrupted or failed save never destroys the previous
+ * file; it refuses (2) weights or Adam moments that are not all finite. The
+ * load order and its messages: checkpoint.c and chapters/07_transformer/README.md. */
 typedef struct {
     uint64_t step;          /* optimizer steps taken                         */
     uint64_t rng_state[2];  /* data RNG and dropout RNG                       */
     float *adam_m, *adam_v; /* (n params) each, owned by the caller           */
 } TrainState;
 
-/* ts may be NULL (weights only). Returns 0, or non-zero with err set. */
+/* ts may be NULL (weights only). Returns 0; 2 (state not finite) or 1 (I/O)
+ * with err set. */
 int model_save(const Model *m, const char *path, const TrainState *ts, char *err, size_t errlen);
 /* Builds *m from the file's config and weights (capacity as in model_build).
  * If ts is non-NULL and the file has a TrainState, fills ts (ts->adam_m/v
  * must point at n-params floats each) and sets *has_train_state.
- * Truncated, corrupted (checksum), wrong-magic, wrong-version or
- * inconsistent files return non-zero with a message; *m is left freed. */
+ * Not a regular file (a FIFO), truncated, corrupted (checksum), wrong-magic,
+ * wrong-version, inconsistent or non-finite files return 2 with a message;
+ * *m is left freed. */
 int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
                TrainState *ts, int *has_train_state, char *err, size_t errlen);
+/* For resuming, in one read: the file must hold a TrainState; ts->adam_m and
+ * ts->adam_v are allocated here with m->params.n floats each (sized by the
+ * validated config, never by a number read later) and belong to the caller
+ * (free). Returns 0, or 2 with a message; *m and ts's arrays are then freed. */
+int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_Tt, TrainState *ts,
+                     char *err, size_t errlen);
 
 #endif

@@ -23,4 +23,12 @@
 #define SIMD
 #endif
 
+/* Caps OpenMP's thread count at PARALLEL_MAX_THREADS_PER_CPU threads per
+ * processor before the first parallel region: OMP_NUM_THREADS=100000 would
+ * otherwise make libgomp try to start 100000 threads (and crash when their
+ * stacks do not fit). Says so on stderr, naming prog, when it lowers the
+ * count; returns the count in use (1 without OpenMP). cli_parse calls it. */
+#define PARALLEL_MAX_THREADS_PER_CPU 4
+int parallel_cap_threads(const char *prog);
+
 #endif

@@ -2,9 +2,12 @@
  *
  * A failure here is a failure of the world (somebody's file), so nothing
  * asserts: every problem becomes "FILE:LINE: what was expected" in err and
- * a return value of 2, and every allocation made so far is freed.
+ * a return value of 2, and every allocation made so far is freed. What the
+ * file says is printed escaped (fio_escape): a token or a bad number
+ * holding ESC or other control bytes cannot drive the reader's terminal.
  */
 #include "qkv_file.h"
+#include "fileio.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 typedef struct {
     char label;            /* 'Q', 'K' or 'V'                              */
     float *data;           /* (rows,cols), grown as rows arrive            */
+    int *line;             /* (rows) the file line of each row             */
     int rows, cols, cap;   /* cap: rows that fit in data                   */
     int header_line;       /* 0 while the section has not been seen        */
     int first_row_line;
@@ -56,7 +60,7 @@ static void words_free(Words *w) {
 }
 
 static void parser_free(Parser *p) {
-    for (int s = 0; s < 3; s++) free(p->sec[s].data);
+    for (int s = 0; s < 3; s++) free(p->sec[s].data), free(p->sec[s].line);
     words_free(&p->tokens);
     words_free(&p->q_tokens);
     words_free(&p->k_tokens);
@@ -93,10 +97,11 @@ static int parse_tokens(Parser *p, Words *w, const char *key, const char *s, con
             w->words = nw;
             w->cap = cap;
         }
-        char *copy = malloc(len + 1);
+        /* kept escaped: labels end up on the terminal and in plot files */
+        size_t cap = 4 * len + 1;
+        char *copy = malloc(cap);
         if (!copy) return fail(p, line, "out of memory");
-        memcpy(copy, word, len);
-        copy[len] = '\0';
+        fio_escape(copy, cap, word, len);
         w->words[w->n++] = copy;
         added++;
     }
@@ -113,20 +118,21 @@ static int parse_row(Parser *p, Section *sec, const char *s, const char *end, in
     while ((word = next_word(&s, end, &len))) {
         if (n == QKV_MAX_COLS)
             return fail(p, line, "row of %c has more than %d numbers (the most this reads)", sec->label, QKV_MAX_COLS);
-        char buf[64];
+        char buf[64], shown[100];
         if (len >= sizeof buf)
-            return fail(p, line, "'%.20s...' is not a number: expected %s numbers in a row of %c",
-                        word, sec->cols ? "only" : "", sec->label);
+            return fail(p, line, "'%s...' is not a number: expected %s numbers in a row of %c",
+                        fio_escape(shown, sizeof shown, word, 20), sec->cols ? "only" : "", sec->label);
         memcpy(buf, word, len);
         buf[len] = '\0';
         char *stop;
         errno = 0;
         float v = strtof(buf, &stop);
         if (stop == buf || *stop)
-            return fail(p, line, "'%s' is not a number (column %d of a row of %c)", buf, n + 1, sec->label);
+            return fail(p, line, "'%s' is not a number (column %d of a row of %c)",
+                        fio_escape(shown, sizeof shown, buf, len), n + 1, sec->label);
         if (!isfinite(v))
             return fail(p, line, "'%s' is not a finite float32 number (column %d of a row of %c)",
-                        buf, n + 1, sec->label);
+                        fio_escape(shown, sizeof shown, buf, len), n + 1, sec->label);
         row[n++] = v;
     }
     if (sec->rows == 0) {
@@ -140,12 +146,16 @@ static int parse_row(Parser *p, Section *sec, const char *s, const char *end, in
         return fail(p, line, "%c has more than %d rows (the most this reads)", sec->label, QKV_MAX_ROWS);
     if (sec->rows == sec->cap) {
         int cap = sec->cap ? 2 * sec->cap : 8;
-        float *nd = realloc(sec->data, (size_t)cap * (size_t)sec->cols * sizeof *nd);
+        float *nd = realloc(sec->data, (size_t)cap * (size_t)sec->cols * sizeof *nd + 1);
         if (!nd) return fail(p, line, "out of memory");
         sec->data = nd;
+        int *nl = realloc(sec->line, (size_t)cap * sizeof *nl);
+        if (!nl) return fail(p, line, "out of memory");
+        sec->line = nl;
         sec->cap = cap;
     }
     memcpy(sec->data + (size_t)sec->rows * sec->cols, row, (size_t)n * sizeof *row);
+    sec->line[sec->rows] = line;
     sec->rows++;
     return 0;
 }
@@ -174,6 +184,27 @@ static int check_whole(Parser *p, int last_line, int saw_content) {
     if (V->rows != K->rows)
         return fail(p, V->header_line, "V has %d rows but K (line %d) has %d: expected one value row per key",
                     V->rows, K->header_line, K->rows);
+    /* Every score q.k must be a float32 number, or the softmax of a row
+     * holding inf is NaN. sum_c |q_c| |k_c| (in double) bounds q.k and every
+     * partial sum of it in any order; values are mixed with weights that sum
+     * to 1, so |out| <= max |v|. Both must stay below QKV_MAX_MAGNITUDE. */
+    for (int i = 0; i < Q->rows; i++)
+        for (int j = 0; j < K->rows; j++) {
+            const float *q = Q->data + (size_t)i * Q->cols, *k = K->data + (size_t)j * K->cols;
+            double bound = 0;
+            for (int c = 0; c < Q->cols; c++) bound += fabs((double)q[c]) * fabs((double)k[c]);
+            if (bound > QKV_MAX_MAGNITUDE)
+                return fail(p, Q->line[i], "the score of this query (row %d of Q) with key row %d of K "
+                            "(line %d) can reach %.3g, beyond the %.3g these float32 computations allow: "
+                            "q.k would overflow to inf and the weights become NaN; scale Q or K down",
+                            i + 1, j + 1, K->line[j], bound, QKV_MAX_MAGNITUDE);
+        }
+    for (int i = 0; i < V->rows; i++)
+        for (int c = 0; c < V->cols; c++)
+            if (fabs((double)V->data[(size_t)i * V->cols + c]) > QKV_MAX_MAGNITUDE)
+                return fail(p, V->line[i], "value %.3g (row %d of V, column %d) is beyond the %.3g these "
+                            "float32 computations allow (mixing values could overflow); scale V down",
+                            (double)V->data[(size_t)i * V->cols + c], i + 1, c + 1, QKV_MAX_MAGNITUDE);
     if (p->tokens.n && p->tokens.n != Q->rows)
         return fail(p, p->tokens.line, "'tokens:' gives %d labels but Q has %d rows (expected one label per row)",
                     p->tokens.n, Q->rows);
@@ -268,11 +299,13 @@ int qkv_parse(QkvFile *f, const char *text, const char *name, char *err, size_t 
                 rc = parse_tokens(&p, s[0] == 'q' ? &p.q_tokens : &p.k_tokens, s[0] == 'q' ? "q_tokens:" : "k_tokens:",
                                   s + 9, end, line);
         } else if (is_tokens_word(s, end)) {
-            rc = fail(&p, line, "'%.*s': expected a colon and labels after the key word, "
-                                "e.g. 'tokens: the cat sat'", (int)(len > 40 ? 40 : len), s);
+            char shown[200];
+            rc = fail(&p, line, "'%s': expected a colon and labels after the key word, "
+                                "e.g. 'tokens: the cat sat'", fio_escape(shown, sizeof shown, s, len > 40 ? 40 : len));
         } else if (!cur) {
+            char shown[200];
             rc = fail(&p, line, "expected a section header (Q, K or V alone on a line) or 'tokens:' "
-                                "before any numbers, got '%.*s'", (int)(len > 40 ? 40 : len), s);
+                                "before any numbers, got '%s'", fio_escape(shown, sizeof shown, s, len > 40 ? 40 : len));
         } else {
             saw_content = 1;
             rc = parse_row(&p, cur, s, end, line);
@@ -308,9 +341,11 @@ int qkv_parse(QkvFile *f, const char *text, const char *name, char *err, size_t 
 
 int qkv_load(QkvFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
-    FILE *fp = fopen(path, "rb");
+    char why[600];
+    /* a regular file only: a FIFO would block fread forever */
+    FILE *fp = fio_open_read(path, NULL, why, sizeof why);
     if (!fp) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s", why);
         return 2;
     }
     /* read at most QKV_MAX_BYTES + 1 so an oversized file is caught without

@@ -19,7 +19,12 @@
  * rows (one value per key). Token lines are optional and may repeat (their
  * words are appended); if given, their count must match the rows they label.
  * Limits: QKV_MAX_ROWS rows and QKV_MAX_COLS numbers per row, QKV_MAX_BYTES
- * of file.
+ * of a regular file (a FIFO or device is refused), and numbers small enough
+ * that every score q.k (bounded by sum |q_c||k_c|) and every value stays
+ * within QKV_MAX_MAGNITUDE: inputs near 1e20 would make q.k overflow float32
+ * to inf and the weights NaN, so they are refused naming the rows.
+ * Tokens are stored escaped for printing (fio_escape: a control byte or
+ * invalid UTF-8 becomes \xHH), so "a\x1b[31m" is what the terminal shows.
  *
  * Errors name the file and line and say what was expected:
  *     "my.qkv:7: row has 3 numbers, expected 4 like the first row of K (line 5)"
@@ -32,6 +37,7 @@
 #define QKV_MAX_ROWS 256
 #define QKV_MAX_COLS 256
 #define QKV_MAX_BYTES (4L << 20)
+#define QKV_MAX_MAGNITUDE 1e37   /* a tenth of float32's largest, 3.4e38 */
 
 typedef struct {
     int Tq, Tk, d_k, d_v;  /* queries, keys, query/key width, value width */

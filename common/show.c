@@ -11,6 +11,7 @@
  * terminal, palette and labels, and names its data file relative to DIR.
  */
 #include "show.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -75,7 +76,10 @@ static int text_fit(char *dst, size_t cap, const char *src, int maxw) {
             continue;
         }
         if (w + 1 > maxw || o + len + 1 > cap) break;
-        if (len == 1 && (*p < 0x20 || *p == 0x7F)) {
+        /* C0 controls, DEL, and the C1 controls U+0080..U+009F (0xC2 0x80..0x9F
+         * in UTF-8; U+009B is CSI, which starts a terminal escape sequence) */
+        if ((len == 1 && (*p < 0x20 || *p == 0x7F)) || (len == 2 && p[0] == 0xC2 && p[1] < 0xA0) ||
+            (len == 1 && *p >= 0x80)) {
             dst[o++] = '?';
         } else {
             memcpy(dst + o, p, len);
@@ -375,12 +379,26 @@ int plot_mkdir(const char *dir) {
     return 0;
 }
 
-/* Opens dir/name.ext for writing; prints why and returns NULL on failure. */
-static FILE *open_in(const char *dir, const char *name, const char *ext, char *path, size_t cap) {
-    snprintf(path, cap, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "w");
-    if (!f) fprintf(stderr, "error: cannot write '%s': %s\n", path, strerror(errno));
-    return f;
+/* Starts dir/name.ext through an atomic writer (fileio.h: a temporary,
+ * renamed into place only once complete). NULL, with the reason printed and
+ * counted (the program will exit 1), on failure. */
+static FILE *open_in(FioWriter *w, const char *dir, const char *name, const char *ext) {
+    char path[4096], err[4600];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
+    if (fio_create(w, path, err, sizeof err) == 0) return w->f;
+    fprintf(stderr, "error: %s\n", err);
+    fio_note_failure();
+    return NULL;
+}
+
+/* Finishes what open_in started: 0, or -1 with the reason printed and
+ * counted. A failed file is never left half-written. */
+static int close_in(FioWriter *w) {
+    char err[9000];
+    if (fio_commit(w, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "error: %s\n", err);
+    fio_note_failure();
+    return -1;
 }
 
 /* Writes s as a gnuplot single-quoted string: inside '...' only the quote
@@ -458,12 +476,16 @@ static void say_written(const char *dir, const char *name, int rendered) {
     else printf("  [plot] %s/%s.dat + %s.gp  (no PNG)\n", dir, name, name);
 }
 
-void plot_heatmap(const char *dir, const char *name, const char *title,
-                  const float *x, int rows, int cols,
-                  const char *const *row_labels, const char *const *col_labels,
-                  const char *xlabel, const char *ylabel) {
+int plot_heatmap(const char *dir, const char *name, const char *title,
+                 const float *x, int rows, int cols,
+                 const char *const *row_labels, const char *const *col_labels,
+                 const char *xlabel, const char *ylabel) {
     char path[4096], lb[32];
-    if (plot_mkdir(dir) != 0) return;
+    FioWriter w;
+    if (plot_mkdir(dir) != 0) {
+        fio_note_failure();
+        return -1;
+    }
 
     /* The .dat is a plain gnuplot "matrix" (one line per row, values
      * separated by spaces); the labels sit in '#' lines above it so that
@@ -471,8 +493,8 @@ void plot_heatmap(const char *dir, const char *name, const char *title,
      * script, where any characters can be quoted and long lists thinned
      * (gnuplot's "matrix rowheaders columnheaders" would label every cell
      * and cannot be told otherwise). */
-    FILE *f = open_in(dir, name, "dat", path, sizeof path);
-    if (!f) return;
+    FILE *f = open_in(&w, dir, name, "dat");
+    if (!f) return -1;
     fprintf(f, "# ");
     comment_text(f, title);
     fprintf(f, "\n# %d rows x %d columns (NaN: -inf or nan)\n# row labels:", rows, cols);
@@ -484,11 +506,10 @@ void plot_heatmap(const char *dir, const char *name, const char *title,
         for (int j = 0; j < cols; j++) dat_num(f, x[(long)i * cols + j]);
         fputc('\n', f);
     }
-    int ok = !ferror(f);
-    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+    if (close_in(&w)) return -1;
 
-    f = open_in(dir, name, "gp", path, sizeof path);
-    if (!f) return;
+    f = open_in(&w, dir, name, "gp");
+    if (!f) return -1;
     int side = 160 + 40 * (cols > rows ? cols : rows);
     if (side > 1000) side = 1000;
     if (side < 480) side = 480;
@@ -518,21 +539,25 @@ void plot_heatmap(const char *dir, const char *name, const char *title,
                    "with labels textcolor rgb variable notitle", mid);
     }
     fprintf(f, "\n");
-    ok = !ferror(f);
-    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+    if (close_in(&w)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
+    return 0;
 }
 
-void plot_lines(const char *dir, const char *name, const char *title,
-                const char *xlabel, const char *ylabel,
-                const float *x, int n, const float *const *series,
-                const char *const *series_names, int nseries, int logx, int logy) {
+int plot_lines(const char *dir, const char *name, const char *title,
+               const char *xlabel, const char *ylabel,
+               const float *x, int n, const float *const *series,
+               const char *const *series_names, int nseries, int logx, int logy) {
     char path[4096], lb[32];
-    if (plot_mkdir(dir) != 0) return;
+    FioWriter w;
+    if (plot_mkdir(dir) != 0) {
+        fio_note_failure();
+        return -1;
+    }
 
-    FILE *f = open_in(dir, name, "dat", path, sizeof path);
-    if (!f) return;
+    FILE *f = open_in(&w, dir, name, "dat");
+    if (!f) return -1;
     fprintf(f, "# ");
     comment_text(f, title);
     fprintf(f, "\n# ");
@@ -547,11 +572,10 @@ void plot_lines(const char *dir, const char *name, const char *title,
         for (int s = 0; s < nseries; s++) dat_num(f, series[s][i]);
         fputc('\n', f);
     }
-    int ok = !ferror(f);
-    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+    if (close_in(&w)) return -1;
 
-    f = open_in(dir, name, "gp", path, sizeof path);
-    if (!f) return;
+    f = open_in(&w, dir, name, "gp");
+    if (!f) return -1;
     gp_preamble(f, name, title, 800, 560);
     fprintf(f, "set xlabel ");
     gp_string(f, xlabel ? xlabel : "");
@@ -574,10 +598,10 @@ void plot_lines(const char *dir, const char *name, const char *title,
     }
     if (nseries == 0) fprintf(f, "'%s.dat' using 1:1 notitle", name);
     fprintf(f, "\n");
-    ok = !ferror(f);
-    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+    if (close_in(&w)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
+    return 0;
 }
 
 /* ---- rendering -------------------------------------------------------------- */
@@ -626,6 +650,19 @@ static int sh_quote(char *cmd, size_t cap, const char *s) {
     return 0;
 }
 
+/* 1 if the file at path ends with a PNG's IEND chunk (length 0, "IEND",
+ * its CRC): the last thing a PNG writer emits, so a PNG cut short by a full
+ * disk does not have it. */
+static int png_complete(const char *path) {
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    unsigned char tail[12];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int ok = fseek(f, -12, SEEK_END) == 0 && fread(tail, 1, 12, f) == 12 && !memcmp(tail, iend, 12);
+    fclose(f);
+    return ok;
+}
+
 int plot_render(const char *dir, const char *name) {
     static int hinted = 0;
     if (!have_gnuplot()) {
@@ -635,18 +672,62 @@ int plot_render(const char *dir, const char *name) {
         hinted = 1;
         return 0;
     }
-    char cmd[8192] = "cd ", gp[1024];
-    snprintf(gp, sizeof gp, "%s.gp", name);
-    if (sh_quote(cmd, sizeof cmd, dir) || strlen(cmd) + 16 > sizeof cmd) return 0;
-    strcat(cmd, " && gnuplot ");
-    if (sh_quote(cmd, sizeof cmd, gp) || strlen(cmd) + 20 > sizeof cmd) return 0;
+    /* gnuplot writes its PNG in place, and a full disk leaves half of one
+     * (with exit status 0). So it renders into a fresh temporary of ours:
+     * the script is fed to gnuplot with its "set output" line pointed there,
+     * and the PNG is renamed over name.png only once it is complete. */
+    char gp[4096], png[4096], tmp[4096], cmd[8192] = "cd ";
+    snprintf(gp, sizeof gp, "%s/%s.gp", dir, name);
+    snprintf(png, sizeof png, "%s/%s.png", dir, name);
+    if (snprintf(tmp, sizeof tmp, "%s/.%s.png.XXXXXX", dir, name) >= (int)sizeof tmp) return 0;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "error: cannot create '%s': %s\n", png, strerror(errno));
+        fio_note_failure();
+        return 0;
+    }
+    mode_t um = umask(0);   /* mkstemp made it 0600; give it a plain file's mode */
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    close(fd);
+    FILE *script = fopen(gp, "r");
+    if (sh_quote(cmd, sizeof cmd, dir) || strlen(cmd) + 40 > sizeof cmd || !script) {
+        if (script) fclose(script);
+        unlink(tmp);
+        return 0;
+    }
     /* gnuplot's warnings (e.g. about NaN cells) are noise for a reader */
-    strcat(cmd, " >/dev/null 2>&1");
+    strcat(cmd, " && gnuplot >/dev/null 2>&1");
     fflush(stdout);
-    int rc = system(cmd);
+    FILE *g = popen(cmd, "w");
+    if (!g) {
+        fclose(script);
+        unlink(tmp);
+        return 0;
+    }
+    char line[4096];
+    const char *slash = strrchr(tmp, '/');
+    while (fgets(line, sizeof line, script)) {
+        if (!strncmp(line, "set output ", 11)) {
+            fputs("set output ", g);
+            gp_string(g, slash ? slash + 1 : tmp);
+            fputc('\n', g);
+        } else {
+            fputs(line, g);
+        }
+    }
+    fclose(script);
+    int rc = pclose(g);
     if (rc != 0) {
+        unlink(tmp);
         fprintf(stderr, "warning: gnuplot could not render %s/%s.gp (try: cd %s && gnuplot %s.gp)\n",
                 dir, name, dir, name);
+        return 0;
+    }
+    if (!png_complete(tmp) || rename(tmp, png) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "error: writing '%s' failed (the disk may be full); '%s' was left as it was\n", png, png);
+        fio_note_failure();
         return 0;
     }
     return 1;

@@ -42,19 +42,22 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
 int plot_mkdir(const char *dir);
 
 /* Writes dir/name.dat (matrix, with labels) and dir/name.gp, then renders
- * dir/name.png if gnuplot is present. */
-void plot_heatmap(const char *dir, const char *name, const char *title,
-                  const float *x, int rows, int cols,
-                  const char *const *row_labels, const char *const *col_labels,
-                  const char *xlabel, const char *ylabel);
+ * dir/name.png if gnuplot is present. Each file is written atomically
+ * (fileio.h): complete or not there. Returns 0, or -1 after printing why;
+ * a failure is also counted, so the program exits 1 at the end (a full disk
+ * or a read-only --out never ends in exit 0). */
+int plot_heatmap(const char *dir, const char *name, const char *title,
+                 const float *x, int rows, int cols,
+                 const char *const *row_labels, const char *const *col_labels,
+                 const char *xlabel, const char *ylabel);
 
 /* Line plot: ncols series sharing x. Writes dir/name.dat (columns: x then
  * each series, header names them), dir/name.gp, and renders dir/name.png.
- * logx/logy: logarithmic axes. */
-void plot_lines(const char *dir, const char *name, const char *title,
-                const char *xlabel, const char *ylabel,
-                const float *x, int n, const float *const *series,
-                const char *const *series_names, int nseries, int logx, int logy);
+ * logx/logy: logarithmic axes. Returns and fails as plot_heatmap. */
+int plot_lines(const char *dir, const char *name, const char *title,
+               const char *xlabel, const char *ylabel,
+               const float *x, int n, const float *const *series,
+               const char *const *series_names, int nseries, int logx, int logy);
 
 /* Runs gnuplot on dir/name.gp if gnuplot is on PATH; otherwise prints the
  * install hint once. Returns 1 if a PNG was rendered. */

@@ -194,45 +194,36 @@ int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
                    int B, int T, int max_B, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     if (max_B < B) max_B = B;
-    /* model_load needs Adam's arrays before it reads them, and their size is
-     * the file's parameter count: read the file once for its Config, then
-     * again with the TrainState. */
-    int has_ts = 0;
-    if (model_load(m, path, max_B, T, T - 1, NULL, &has_ts, err, errlen)) return 2;
+    /* One read: model_load_train validates the whole file and hands back
+     * the model and Adam's moments, both sized by the file's checked config.
+     * (Reading it twice - once for the sizes, once for the data - would trust
+     * that nobody replaced the file in between.) */
+    TrainState ts = {0};
+    if (model_load_train(m, path, max_B, T, T - 1, &ts, err, errlen)) return 2;
+    int rc = 0;
     if (m->cfg.max_len < T) {
         snprintf(err, errlen, "%s: the model's max_len (%d) is shorter than the copy sequences (%d)",
                  path, m->cfg.max_len, T);
-        model_free(m);
-        return 2;
-    }
-    if (m->cfg.vocab < 3) {
+        rc = 2;
+    } else if (m->cfg.vocab < 3) {
         snprintf(err, errlen, "%s: vocabulary %d is too small for the copy task (needs padding, "
                  "start and at least one word)", path, m->cfg.vocab);
+        rc = 2;
+    } else {
+        rc = trainer_init(t, m, hp, B, T, 0, err, errlen);
+    }
+    if (rc) {
+        free(ts.adam_m);
+        free(ts.adam_v);
         model_free(m);
-        return 2;
+        return rc;
     }
-    int rc = trainer_init(t, m, hp, B, T, 0, err, errlen);
-    model_free(m);
-    if (rc) return rc;
-    TrainState ts = {.adam_m = t->adam_m, .adam_v = t->adam_v};
-    if (model_load(m, path, max_B, T, T - 1, &ts, &has_ts, err, errlen)) {
-        trainer_free(t);
-        return 2;
-    }
-    if (!has_ts) {
-        snprintf(err, errlen, "%s holds weights only, no training state (step, RNGs, Adam): "
-                 "it cannot be resumed", path);
-        trainer_free(t);
-        model_free(m);
-        return 2;
-    }
-    if (m->params.n != t->n) {
-        snprintf(err, errlen, "%s changed while it was being read", path);
-        trainer_free(t);
-        model_free(m);
-        return 2;
-    }
-    t->model = m;
+    /* trainer_init sized its moments by m->params.n, the same n the loader
+     * used: take the loaded ones instead of its zeros */
+    free(t->adam_m);
+    free(t->adam_v);
+    t->adam_m = ts.adam_m;
+    t->adam_v = ts.adam_v;
     t->step = ts.step;
     t->data_rng.state = ts.rng_state[0];
     m->dropout_rng.state = ts.rng_state[1];

@@ -101,8 +101,9 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
                              int B, int Ts, int Tt, StepStats *st);
 
 /* Saves the model with the TrainState (step, data and dropout RNG, Adam
- * m/v). Atomic: model_save writes path.tmp and renames it. Returns 0 or
- * non-zero with err set. */
+ * m/v). Atomic: model_save writes a unique temporary and renames it; it
+ * refuses a state with NaN or inf in it. Returns 0, 2 (state not finite)
+ * or 1 (I/O) with err set. */
 int trainer_save(const Trainer *t, const char *path, char *err, size_t errlen);
 /* Resumes a run: builds *m from the checkpoint (capacity max_B sequences,
  * at least B; lengths T, T-1) and sets up *t as trainer_init does, then

@@ -7,16 +7,29 @@
  *         wrong magic, wrong version, trailing bytes, a config that does not
  *         match the tensors (shape, name, absurd size); a save that fails
  *         leaves the previous file as it was.
+ * Hostile files a checkpoint replaced while it is being resumed (read once),
+ *         a huge max_len or a header stretched to gigabytes (refused in
+ *         milliseconds), a FIFO (refused, no hang), NaN/inf in the weights or
+ *         in Adam's state (never saved, never loaded), a symlink planted
+ *         where a fixed temporary name used to be, two runs saving to one
+ *         path at once, escape sequences in a tensor name, a full disk.
  */
 #include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "checkpoint.h"
 #include "model.h"
 #include "rng.h"
+#include "train.h"
 #include "testutil.h"
 
 static char dir[64];
@@ -29,12 +42,9 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-    char p[160];
-    snprintf(p, sizeof p, "%s.tmp", path);
-    unlink(p);
-    rmdir(p);
-    unlink(path);
-    rmdir(dir);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);   /* whatever a test left in its folder */
+    ck_assert_int_eq(system(cmd), 0);
 }
 
 static Config small_config(int pre_ln) {
@@ -228,7 +238,7 @@ START_TEST(test_wrong_magic_version_trailing) {
     memcpy(longer, b, n);
     memset(longer + n, 0, 3);
     write_all(path, longer, n + 3);
-    expect_reject("after the end", "trailing bytes");
+    expect_reject("has 3 bytes after the end", "trailing bytes");
     free(longer);
     /* the file is fine again once restored */
     write_all(path, b, n);
@@ -245,12 +255,20 @@ START_TEST(test_inconsistent_with_valid_crc) {
     unsigned char *b = saved_bytes(&n, 0);
     unsigned char *e = malloc(n);
 
-    /* d_ff 12 -> 10 in the config: the FFN tensors no longer fit it */
+    /* d_ff 12 -> 10 in the config: the file's size no longer fits it */
     memcpy(e, b, n);
     put32(e + CKPT_OFF_CONFIG + 8, 10);
     fix_crc(e, n);
     write_all(path, e, n);
-    expect_reject("encoder.0.ffn.w1", "config d_ff edited");
+    expect_reject("its config implies a file of", "config d_ff edited");
+
+    /* a tensor's shape edited: [11, 8] -> [8, 11], same size, same CRC */
+    memcpy(e, b, n);
+    put32(e + CKPT_HEADER_BYTES + 4 + 5 + 4, 8);
+    put32(e + CKPT_HEADER_BYTES + 4 + 5 + 8, 11);
+    fix_crc(e, n);
+    write_all(path, e, n);
+    expect_reject("tensor 0 is 'embed' [8, 11] in the file, but its config says 'embed' [11, 8]", "shape transposed");
 
     /* a tensor renamed: "embed" -> "embex" */
     memcpy(e, b, n);
@@ -279,7 +297,7 @@ START_TEST(test_inconsistent_with_valid_crc) {
     put32(e + CKPT_OFF_NTENSORS, 3);
     fix_crc(e, n);
     write_all(path, e, n);
-    expect_reject("tensors", "tensor count");
+    expect_reject("it has 3 tensors, its config needs", "tensor count");
     free(e);
     free(b);
 }
@@ -294,34 +312,84 @@ START_TEST(test_missing_and_not_a_file) {
 }
 END_TEST
 
-/* A save that fails must leave the old file exactly as it was. */
+/* ---- helpers for the hostile cases --------------------------------------- */
+
+static double now_s(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return tv.tv_sec + 1e-6 * tv.tv_usec;
+}
+
+/* 1 if the two files hold the same bytes */
+static int same_file(const char *a, const char *b) {
+    size_t na, nb;
+    unsigned char *x = read_all(a, &na), *y = read_all(b, &nb);
+    int same = na == nb && !memcmp(x, y, na);
+    free(x), free(y);
+    return same;
+}
+
+/* files in dir other than the ones named (NULL-terminated): leftovers */
+static int count_other_files(const char *d, const char *const *keep) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", d);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[256];
+    int other = 0;
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        int kept = 0;
+        for (int i = 0; keep[i]; i++) kept |= !strcmp(line, keep[i]);
+        if (!kept) {
+            fprintf(stderr, "  leftover in %s: %s\n", d, line);
+            other++;
+        }
+    }
+    pclose(p);
+    return other;
+}
+
+/* A save that fails must leave the old file exactly as it was, and nothing
+ * else behind. */
 START_TEST(test_failed_save_keeps_old_file) {
     Model a, b, c;
     build_random(&a, 0, 1);
     build_random(&b, 0, 2);
-    char err[256] = "", tmp[160];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char err[256] = "", copy[160];
     ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
+    snprintf(copy, sizeof copy, "%s/copy", dir);
     size_t n0;
     unsigned char *before = read_all(path, &n0);
+    write_all(copy, before, n0);
 
-    /* 1: the disk fills up while writing (the temporary is /dev/full) */
-    if (access("/dev/full", W_OK) == 0) {
-        ck_assert_int_eq(symlink("/dev/full", tmp), 0);
-        ck_assert_int_ne(model_save(&b, path, NULL, err, sizeof err), 0);
-        ck_assert_msg(strstr(err, "No space") != NULL, "message: %s", err);
-        ck_assert_int_ne(access(tmp, F_OK), 0);   /* the temporary was removed */
+    /* 1: the disk fills up while writing. RLIMIT_FSIZE makes every write
+     * past 4 kB fail with EFBIG, as a full disk fails with ENOSPC (SIGXFSZ
+     * ignored, or the kernel would kill the process instead). */
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {4096, 4096};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        char e2[256] = "";
+        int rc = model_save(&b, path, NULL, e2, sizeof e2);
+        _exit(rc == 1 && strstr(e2, "File too large") && strstr(e2, "was left as it was") ? 0 : 10 + rc);
     }
-    /* 2: the temporary cannot even be created */
-    ck_assert_int_eq(mkdir(tmp, 0700), 0);
-    ck_assert_int_ne(model_save(&b, path, NULL, err, sizeof err), 0);
-    ck_assert_msg(strstr(err, "cannot create") != NULL, "message: %s", err);
-    rmdir(tmp);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "save onto a full disk: child status %d", st);
 
-    size_t n1;
-    unsigned char *after = read_all(path, &n1);
-    ck_assert_uint_eq(n0, n1);
-    ck_assert_int_eq(memcmp(before, after, n0), 0);
+    /* 2: the folder does not exist (nothing can be created there) */
+    char nowhere[200];
+    snprintf(nowhere, sizeof nowhere, "%s/no-such-folder/model.ckpt", dir);
+    ck_assert_int_eq(model_save(&b, nowhere, NULL, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "cannot create") != NULL, "message: %s", err);
+
+    ck_assert_msg(same_file(path, copy), "a failed save changed the old file");
+    const char *keep[] = {"model.ckpt", "copy", NULL};
+    ck_assert_int_eq(count_other_files(dir, keep), 0);   /* no temporary left behind */
     ck_assert_msg(model_load(&c, path, 1, 1, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(memcmp(c.params.mem, a.params.mem, a.params.n * sizeof(float)), 0);
     /* and a save that works replaces it */
@@ -330,10 +398,227 @@ START_TEST(test_failed_save_keeps_old_file) {
     ck_assert_msg(model_load(&c, path, 1, 1, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(memcmp(c.params.mem, b.params.mem, b.params.n * sizeof(float)), 0);
     free(before);
-    free(after);
     model_free(&a);
     model_free(&b);
     model_free(&c);
+}
+END_TEST
+
+/* Item 1 of issue 14: trainer_resume used to read the file twice - once for
+ * the sizes, once for the data - and sized Adam's arrays by the first read,
+ * so a bigger model saved to the same path in between was written past
+ * them. The hook replaces the file right after the loader opens it. */
+static char swap_from[160];
+static int hook_calls;
+static void replace_file(const char *p) {
+    hook_calls++;
+    if (swap_from[0]) {
+        ck_assert_int_eq(rename(swap_from, p), 0);
+        swap_from[0] = '\0';
+    }
+}
+
+START_TEST(test_resume_file_replaced_mid_load) {
+    char err[512] = "";
+    TrainHyper hp = train_hyper_paper();
+    Config small = {.N = 1, .d_model = 8, .d_ff = 8, .h = 2, .d_k = 4, .d_v = 4,
+                    .vocab = COPY_VOCAB, .max_len = COPY_LEN, .dropout = 0, .pre_ln = 0, .pad_id = 0};
+    Config big = small;
+    big.N = 2, big.d_model = 16, big.d_ff = 32, big.d_k = big.d_v = 8;
+    Model ms, mb, m;
+    Trainer ts, tb, t;
+    ck_assert_int_eq(model_build(&ms, &small, 2, COPY_LEN, COPY_LEN - 1, 1, err, sizeof err), 0);
+    ck_assert_int_eq(model_build(&mb, &big, 2, COPY_LEN, COPY_LEN - 1, 2, err, sizeof err), 0);
+    ck_assert_int_eq(trainer_init(&ts, &ms, &hp, 2, COPY_LEN, 3, err, sizeof err), 0);
+    ck_assert_int_eq(trainer_init(&tb, &mb, &hp, 2, COPY_LEN, 4, err, sizeof err), 0);
+    ck_assert_msg(trainer_save(&ts, path, err, sizeof err) == 0, "%s", err);
+    snprintf(swap_from, sizeof swap_from, "%s/big.ckpt", dir);
+    ck_assert_msg(trainer_save(&tb, swap_from, err, sizeof err) == 0, "%s", err);
+
+    hook_calls = 0;
+    checkpoint_test_hook = replace_file;
+    int rc = trainer_resume(&t, &m, path, &hp, 2, COPY_LEN, 2, err, sizeof err);
+    checkpoint_test_hook = NULL;
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_eq(hook_calls, 1);                 /* the file was opened once */
+    ck_assert_uint_eq(m.params.n, ms.params.n);      /* and what was read is what was opened */
+    ck_assert_uint_eq(t.n, m.params.n);
+    ck_assert_int_eq(memcmp(m.params.mem, ms.params.mem, ms.params.n * sizeof(float)), 0);
+    /* the path now holds the big model, and resuming it gives the big one */
+    trainer_free(&t);
+    model_free(&m);
+    ck_assert_msg(trainer_resume(&t, &m, path, &hp, 2, COPY_LEN, 2, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(m.params.n, mb.params.n);
+    trainer_free(&t), trainer_free(&ts), trainer_free(&tb);
+    model_free(&m), model_free(&ms), model_free(&mb);
+}
+END_TEST
+
+/* Item 2: a small valid file asking for a huge PE table, and a header
+ * stretched to gigabytes, are refused at once - not after 35 s and 4 GB, or
+ * 120 s of CRC. */
+START_TEST(test_small_file_big_demands) {
+    char err[512] = "";
+    Config c = {.N = 1, .d_model = 32, .d_ff = 8, .h = 2, .d_k = 4, .d_v = 4,
+                .vocab = 4, .max_len = 16, .dropout = 0, .pre_ln = 0, .pad_id = 0};
+    Model a;
+    ck_assert_int_eq(model_build(&a, &c, 1, 1, 1, 1, err, sizeof err), 0);
+    ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
+    model_free(&a);
+    size_t n;
+    unsigned char *b = read_all(path, &n);
+
+    /* max_len 2^20 x d_model 32 = 32M floats of PE in a file of a few kB */
+    put32(b + CKPT_OFF_CONFIG + 28, 1u << 20);
+    fix_crc(b, n);
+    write_all(path, b, n);
+    double t0 = now_s();
+    expect_reject("max_len 1048576 x d_model 32 = 3.36e+07 positional-encoding values (0.134 GB); "
+                  "a checkpoint may ask for at most 4.19e+06", "huge max_len");
+    ck_assert_msg(now_s() - t0 < 1.0, "refusing took %.1f s", now_s() - t0);
+
+    /* the header declares 2 GiB and the file is stretched to match (sparse) */
+    put32(b + CKPT_OFF_CONFIG + 28, 16);
+    uint64_t big = 2ull << 30;
+    for (int i = 0; i < 8; i++) b[CKPT_OFF_SIZE + i] = (unsigned char)(big >> (8 * i));
+    write_all(path, b, n);
+    ck_assert_int_eq(truncate(path, (off_t)big), 0);
+    t0 = now_s();
+    expect_reject("implies a file of", "header stretched to 2 GiB");
+    ck_assert_msg(now_s() - t0 < 1.0, "refusing took %.1f s", now_s() - t0);
+    unlink(path);
+    free(b);
+}
+END_TEST
+
+/* Item 3: a FIFO is refused at once (opening one for reading waits for a
+ * writer - forever). */
+START_TEST(test_fifo_refused) {
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    alarm(5);   /* a hang fails the test instead of the whole suite */
+    expect_reject("not a regular file (it is a FIFO)", "FIFO");
+    alarm(0);
+    unlink(path);
+}
+END_TEST
+
+/* Item 5: NaN or inf anywhere in the state - weights, Adam's m or v - is
+ * never saved, and a file holding one (CRC valid) is never loaded. */
+START_TEST(test_nonfinite_never_saved_or_loaded) {
+    Model a, b;
+    build_random(&a, 0, 5);
+    size_t n = a.params.n;
+    float *mv = calloc(2 * n, sizeof(float));
+    TrainState ts = {.step = 11, .adam_m = mv, .adam_v = mv + n};
+    char err[512] = "";
+    ck_assert_msg(model_save(&a, path, &ts, err, sizeof err) == 0, "%s", err);
+    char copy[160];
+    snprintf(copy, sizeof copy, "%s/good", dir);
+    size_t n0;
+    unsigned char *good = read_all(path, &n0);
+    write_all(copy, good, n0);
+
+    mv[n + 7] = INFINITY;   /* adam_v[7], as Adam's v overflows when |g| > 1.8e19 */
+    ck_assert_int_eq(model_save(&a, path, &ts, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "the state holds 1 non-finite value (the first: adam_v[7], element 7 of 'embed', "
+                         "is inf)"), "message: %s", err);
+    mv[n + 7] = 0;
+    a.params.mem[3] = NAN;
+    ck_assert_int_eq(model_save(&a, path, NULL, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "weights[3]") && strstr(err, "'embed'"), "message: %s", err);
+    ck_assert_msg(same_file(path, copy), "a refused save changed the file");
+
+    /* a CRC-valid file with one NaN in Adam's m: refused on load */
+    size_t at = CKPT_HEADER_BYTES + 32 + 4 * 5;   /* adam_m[5] */
+    uint32_t qnan = 0x7FC00000u;
+    put32(good + at, qnan);
+    fix_crc(good, n0);
+    write_all(path, good, n0);
+    expect_reject("holds 1 non-finite value (the first: adam_m[5], element 5 of 'embed', is nan): "
+                  "a checkpoint must hold finite numbers only", "NaN in Adam's m");
+    float *m2 = malloc(n * sizeof(float)), *v2 = malloc(n * sizeof(float));
+    TrainState back = {.adam_m = m2, .adam_v = v2};
+    ck_assert_int_ne(model_load(&b, path, 1, 1, 1, &back, NULL, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "finite"), "message: %s", err);
+    free(m2), free(v2), free(mv), free(good);
+    model_free(&a);
+}
+END_TEST
+
+/* Item 6: the temporary used to be "path.tmp". A symlink planted there had
+ * its target overwritten and path became that symlink. Now the temporary
+ * is a fresh name, so the symlink is never followed. */
+START_TEST(test_planted_symlink_not_followed) {
+    char victim[160], link[160], err[256] = "";
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(link, sizeof link, "%s.tmp", path);
+    write_all(victim, (const unsigned char *)"precious\n", 9);
+    ck_assert_int_eq(symlink(victim, link), 0);
+    Model a;
+    build_random(&a, 0, 9);
+    ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
+    size_t nv;
+    unsigned char *v = read_all(victim, &nv);
+    ck_assert_msg(nv == 9 && !memcmp(v, "precious\n", 9), "the symlink's target was overwritten");
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file after the save", path);
+    const char *keep[] = {"model.ckpt", "model.ckpt.tmp", "victim", NULL};
+    ck_assert_int_eq(count_other_files(dir, keep), 0);
+    free(v);
+    model_free(&a);
+}
+END_TEST
+
+/* Item 6: two runs saving to one path at once. With one fixed temporary
+ * name they overwrote each other's half-written file and one rename failed
+ * ("left as it was", which was false). Now every save succeeds and the file
+ * is always one complete checkpoint. */
+START_TEST(test_concurrent_saves) {
+    fflush(stdout), fflush(stderr);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        ck_assert_int_ge(kids[k], 0);
+        if (kids[k] == 0) {
+            Model a;
+            char e[256];
+            build_random(&a, 0, 20 + k);
+            for (int i = 0; i < 40; i++)
+                if (model_save(&a, path, NULL, e, sizeof e)) _exit(1);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        waitpid(kids[k], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a concurrent save failed (child %d)", k);
+    }
+    Model m;
+    char err[256];
+    ck_assert_msg(model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    model_free(&m);
+    const char *keep[] = {"model.ckpt", NULL};
+    ck_assert_int_eq(count_other_files(dir, keep), 0);
+}
+END_TEST
+
+/* Item 7: a tensor name from the file reaches the message escaped: no
+ * control byte (ESC starts terminal escape sequences) is echoed. */
+START_TEST(test_tensor_name_escaped) {
+    size_t n;
+    unsigned char *b = saved_bytes(&n, 0);
+    ck_assert_int_eq(memcmp(b + CKPT_HEADER_BYTES + 4, "embed", 5), 0);
+    b[CKPT_HEADER_BYTES + 4] = 0x1b;      /* "\x1b" "mbed" */
+    b[CKPT_HEADER_BYTES + 4 + 1] = 0x07;  /* BEL */
+    fix_crc(b, n);
+    write_all(path, b, n);
+    Model m;
+    char err[512] = "";
+    ck_assert_int_ne(model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err), 0);
+    for (const char *p = err; *p; p++) ck_assert_msg((unsigned char)*p >= 0x20, "control byte in: %s", err);
+    ck_assert_msg(strstr(err, "\\x1b\\x07bed"), "message: %s", err);
+    free(b);
 }
 END_TEST
 
@@ -354,6 +639,18 @@ Suite *checkpoint_suite(void) {
     tcase_add_test(tc, test_inconsistent_with_valid_crc);
     tcase_add_test(tc, test_missing_and_not_a_file);
     tcase_add_test(tc, test_failed_save_keeps_old_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("Hostile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_resume_file_replaced_mid_load);
+    tcase_add_test(tc, test_small_file_big_demands);
+    tcase_add_test(tc, test_fifo_refused);
+    tcase_add_test(tc, test_nonfinite_never_saved_or_loaded);
+    tcase_add_test(tc, test_planted_symlink_not_followed);
+    tcase_add_test(tc, test_concurrent_saves);
+    tcase_add_test(tc, test_tensor_name_escaped);
+    tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;
 }

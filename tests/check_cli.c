@@ -69,6 +69,8 @@ START_TEST(test_parse_good) {
     ck_assert(o.seed == UINT64_MAX);
     ck_assert_int_eq(o.verbose, 1);
     ck_assert_str_eq(o.out, "dir with space");
+    ck_assert_int_eq(parse(&o, err, sizeof err, "--out", " lead", NULL), 0);   /* strings as given */
+    ck_assert_str_eq(o.out, " lead");
     ck_assert_int_eq(parse(&o, err, sizeof err, "--n=4096", "--lr", "0", "--no-color", NULL), 0);
     ck_assert_int_eq(o.n, 4096);                       /* both ends of the range */
     ck_assert_float_eq(o.lr, 0.0f);
@@ -90,6 +92,12 @@ static const char *const BAD[][3] = {
     {"--lr", "0.1x", "--lr"},       /* trailing junk         */
     {"--seed", "-1", "--seed"},     /* negative seed         */
     {"--seed", "ten", "--seed"},
+    {"--seed", " -1", "--seed"},    /* strtoull skips the space and wraps -1 to 2^64-1 */
+    {"--seed", "+5", "--seed"},     /* a sign on an unsigned value */
+    {"--seed", "\t7", "--seed"},    /* leading white space */
+    {"--seed", " 7", "--seed"},
+    {"--n", " 5", "--n"},           /* strtol skips leading space too */
+    {"--lr", " 0.5", "--lr"},       /* and strtod */
     {"--bogus", "1", "--bogus"},    /* unknown option        */
     {"--verbose=1", NULL, "--verbose"}, /* a flag takes no value */
     {"--n", NULL, "--n"},           /* missing value at the end */
@@ -226,6 +234,11 @@ START_TEST(test_chapters_bad_flags) {
         Exec seed = {bin, {"--seed", "abc", NULL}};
         rc = run_child(exec_it, &seed, out, sizeof out);
         ck_assert_msg(rc == 2, "%s --seed abc: exit status %d, want 2", nm, rc);
+        ck_assert_msg(strstr(out, "--seed"), "%s: message does not name --seed: %s", nm, out);
+
+        Exec neg = {bin, {"--seed", " -1", NULL}};   /* not 18446744073709551615 */
+        rc = run_child(exec_it, &neg, out, sizeof out);
+        ck_assert_msg(rc == 2, "%s --seed ' -1': exit status %d, want 2", nm, rc);
         ck_assert_msg(strstr(out, "--seed"), "%s: message does not name --seed: %s", nm, out);
 
         Exec help = {bin, {"--help", NULL}};

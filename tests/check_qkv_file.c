@@ -5,9 +5,14 @@
  *              example shipped with chapter 03 parses)
  *   Malformed  loop test over bad files: each is rejected with return 2, the
  *              right FILE:LINE, and words saying what was expected
+ *   Hostile    control bytes in tokens and in bad numbers come back escaped;
+ *              a FIFO is refused without blocking; numbers whose scores
+ *              would overflow float32 (near 1e20) are refused naming the rows
  */
 #include <check.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "qkv_file.h"
@@ -83,7 +88,7 @@ START_TEST(test_example_file) {
     qkv_free(&f);
     /* a file that is not there */
     ck_assert_int_eq(qkv_load(&f, "no/such/file.qkv", err, sizeof err), 2);
-    ck_assert_ptr_nonnull(strstr(err, "no/such/file.qkv: cannot open"));
+    ck_assert_ptr_nonnull(strstr(err, "cannot open 'no/such/file.qkv'"));
 }
 END_TEST
 
@@ -120,6 +125,10 @@ static const BadFile bad[] = {
     {"forgot the colon", "Q\n1\ntokens a\nK\n1\nV\n1\n", 3, "expected a colon"},
     {"mixed token styles", "tokens: a\nq_tokens: b\nQ\n1\nK\n1\nV\n1\n", 2, "one style"},
     {"lower-case header", "q\n1\nK\n1\nV\n1\n", 1, "section header (Q, K or V"},
+    /* scores that overflow float32: 1e20 * 1e20 = 1e40 > 3.4e38 */
+    {"scores overflow", "Q\n1 2\n1e20 1e20\nK\n1 1\n1e20 0\nV\n1\n2\n", 3,
+     "(row 2 of Q) with key row 2 of K (line 6) can reach 1e+40"},
+    {"huge value", "Q\n1\nK\n1\nV\n3e38\n", 6, "row 1 of V"},
 };
 #define N_BAD ((int)(sizeof bad / sizeof bad[0]))
 
@@ -162,6 +171,46 @@ START_TEST(test_absurd_sizes) {
 }
 END_TEST
 
+/* No byte of a hostile file reaches a message or a label unescaped. */
+START_TEST(test_control_bytes_escaped) {
+    const char *text = "tokens: \x1b[31mred \xc2\x9b" "2J ok\n"   /* ESC [, and C1 CSI in UTF-8 */
+                       "Q\n1\n2\n3\nK\n1\n2\n3\nV\n1\n2\n3\n";
+    QkvFile f;
+    char err[512] = "";
+    ck_assert_msg(qkv_parse(&f, text, "t.qkv", err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(f.q_tokens[0], "\\x1b[31mred");
+    ck_assert_str_eq(f.k_tokens[1], "\\xc2\\x9b2J");
+    ck_assert_str_eq(f.q_tokens[2], "ok");
+    qkv_free(&f);
+    /* a bad number, and a stray line, holding an escape sequence that would
+     * retitle the terminal window */
+    const char *bad_texts[] = {"Q\n1 \x1b]0;owned\x07\nK\n1\nV\n1\n", "\x1b[2Jhello\nQ\n1\n"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(qkv_parse(&f, bad_texts[i], "t.qkv", err, sizeof err), 2);
+        for (const char *p = err; *p; p++) ck_assert_msg((unsigned char)*p >= 0x20, "control byte in '%s'", err);
+        ck_assert_msg(strstr(err, "\\x1b"), "message: %s", err);
+    }
+}
+END_TEST
+
+START_TEST(test_fifo_refused) {
+    char dir[] = "/tmp/check_qkv_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/f.qkv", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    QkvFile f;
+    char err[512] = "";
+    alarm(5);   /* before the fix fopen blocked forever waiting for a writer */
+    ck_assert_int_eq(qkv_load(&f, path, err, sizeof err), 2);
+    alarm(0);
+    ck_assert_msg(strstr(err, "not a regular file (it is a FIFO)"), "message: %s", err);
+    ck_assert_int_eq(qkv_load(&f, dir, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "it is a folder"), "message: %s", err);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *qkv_file_suite(void) {
     Suite *s = suite_create("qkv_file");
     TCase *core = tcase_create("Core");
@@ -173,5 +222,9 @@ Suite *qkv_file_suite(void) {
     tcase_add_loop_test(bad_files, test_malformed, 0, N_BAD);
     tcase_add_test(bad_files, test_absurd_sizes);
     suite_add_tcase(s, bad_files);
+    TCase *hostile = tcase_create("Hostile");
+    tcase_add_test(hostile, test_control_bytes_escaped);
+    tcase_add_test(hostile, test_fifo_refused);
+    suite_add_tcase(s, hostile);
     return s;
 }

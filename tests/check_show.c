@@ -1,12 +1,17 @@
 /* check_show.c - terminal output (show.h) fits 80 columns and carries no
  * escape codes when colour is off; plot files have the right contents. */
 #include <check.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include "fileio.h"
 #include "show.h"
 #include "testutil.h"
 
@@ -291,6 +296,69 @@ START_TEST(test_plot_without_gnuplot) {
 }
 END_TEST
 
+/* Labels are printed through text_fit: C0 controls, DEL and the C1
+ * controls (U+009B is CSI, 0xC2 0x9B in UTF-8) all become '?'. */
+START_TEST(test_labels_cannot_escape) {
+    const float x[4] = {0.1f, 0.9f, 0.5f, 0.5f};
+    const char *rows[2] = {"\x1b[2J", "\xc2\x9b" "31m"}, *cols[2] = {"ok", "\x7f\x9b"};
+    show_set_color(0);
+    capture_begin();
+    show_heatmap("t", x, 2, 2, rows, cols);
+    show_matrix("t", x, 2, 2, rows, cols);
+    char *said = capture_end();
+    for (const unsigned char *p = (const unsigned char *)said; *p; p++) {
+        ck_assert_msg(*p >= 0x20 || *p == '\n', "control byte 0x%02x printed", *p);
+        ck_assert_msg(!(p[0] == 0xC2 && p[1] >= 0x80 && p[1] < 0xA0), "C1 control printed");
+        ck_assert_msg(*p != 0x7f && *p != 0x9b, "DEL or a raw CSI byte printed");
+    }
+    free(said);
+}
+END_TEST
+
+/* A full disk (RLIMIT_FSIZE, with SIGXFSZ ignored, in a child): the plot
+ * files that do not fit are refused and counted, the earlier ones are left
+ * exactly as they were, and no temporary stays behind. */
+START_TEST(test_plot_full_disk) {
+    char dir[] = "/tmp/check_show_full_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    float x[400];
+    for (int i = 0; i < 400; i++) x[i] = 0.001f * i;
+    capture_begin();
+    ck_assert_int_eq(plot_heatmap(dir, "big", "before", x, 20, 20, NULL, NULL, "", ""), 0);
+    char *s0 = capture_end();
+    free(s0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/big.dat", dir);
+    char *before = slurp(p);
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1), dup2(devnull, 2);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {512, 512};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        free(before);   /* the child's own copy: valgrind counts a leak at its exit too */
+        for (int i = 0; i < 400; i++) x[i] = -x[i];   /* different numbers: longer lines */
+        int rc = plot_heatmap(dir, "big", "after", x, 20, 20, NULL, NULL, "", "");
+        _exit(rc != -1 ? 2 : fio_failures() < 1 ? 3 : 0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "plot on a full disk: child exit %d (2: the plot "
+                  "was not refused, 3: not counted)", WEXITSTATUS(st));
+    char *after = slurp(p);
+    ck_assert_msg(before && after && !strcmp(before, after), "the earlier big.dat was changed");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '^\\.' >/dev/null", dir);
+    ck_assert_msg(system(cmd) != 0, "a temporary was left in %s", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    free(before), free(after);
+}
+END_TEST
+
 Suite *show_suite(void) {
     Suite *s = suite_create("show");
     TCase *core = tcase_create("Core");
@@ -304,6 +372,8 @@ Suite *show_suite(void) {
     tcase_add_test(plots, test_plot_heatmap_files);
     tcase_add_test(plots, test_plot_lines_files);
     tcase_add_test(plots, test_plot_without_gnuplot);
+    tcase_add_test(plots, test_labels_cannot_escape);
+    tcase_add_test(plots, test_plot_full_disk);
     tcase_set_timeout(plots, 30);
     suite_add_tcase(s, plots);
     return s;

@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "fileio.h"
 #include "device.h"
 #include "grad_dump.h"
 #include "model.h"
@@ -361,8 +362,12 @@ static void write_matrix(FILE *f, const float *x, int rows, int cols) {
 static void dump(const Model *m, const float *logp, const int *src, const int *tgt, int Ts, int Tt,
                  int with_attn, const char *path) {
     const Config *c = &m->cfg;
-    FILE *f = fopen(path, "w");
-    if (!f) cli_fail(PROG, "--dump: cannot write '%s'", path);
+    /* written to a temporary and renamed when complete: a full disk leaves
+     * no partial dump (and an earlier one intact) */
+    FioWriter w;
+    char err[9000];
+    if (fio_create(&w, path, err, sizeof err)) fio_fail(PROG, "--dump: %s", err);
+    FILE *f = w.f;
     fprintf(f, "# 07_transformer forward pass (inference, batch 1). Floats printed with 9\n"
                "# significant digits (enough to give back the exact float32).\n");
     fprintf(f, "config N %d d_model %d d_ff %d h %d d_k %d d_v %d vocab %d max_len %d pre_ln %d pad_id %d\n",
@@ -387,7 +392,7 @@ static void dump(const Model *m, const float *logp, const int *src, const int *t
                 write_matrix(f, model_attention(m, kinds[i], l), c->h * tq[i], tk[i]);
             }
     }
-    if (fclose(f) != 0) cli_fail(PROG, "--dump: writing '%s' failed", path);
+    if (fio_commit(&w, err, sizeof err)) fio_fail(PROG, "--dump: %s", err);
     printf("  wrote %s (logits%s)\n", path, with_attn ? " and attention weights" : "");
 }
 
@@ -633,7 +638,9 @@ int main(int argc, char **argv) {
 
     if (dump_path) dump(&m, cpu_logp, src, tgt, Ts, Tt, dump_attn, dump_path);
     if (save) {
-        if (model_save(&m, save, NULL, err, sizeof err)) cli_fail(PROG, "--save: %s", err);
+        int rc = model_save(&m, save, NULL, err, sizeof err);   /* 1: I/O, 2: bad state */
+        if (rc == 1) fio_fail(PROG, "--save: %s", err);
+        if (rc) cli_fail(PROG, "--save: %s", err);
         printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", save);
     }
     if (st_path) {

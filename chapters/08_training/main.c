@@ -400,7 +400,8 @@ static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first,
  * lines, saving every o->ckpt_every steps, then plots the loss and
  * learning-rate curves; the CPU Model holds the trained weights after.
  * Returns 0; 1 when a step met a NaN/inf (nothing updated, the last
- * checkpoint on disk untouched); 2 when a checkpoint could not be written. */
+ * checkpoint on disk untouched); when a checkpoint could not be written, 1
+ * (I/O) or 2 (the state held NaN/inf, so it was not saved). */
 static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
     Trainer *tr = r->tr;
     char err[512];
@@ -452,9 +453,12 @@ static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
         if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
-            if (runner_save(r, o->ckpt_path, err, sizeof err)) {
+            int save_rc = runner_save(r, o->ckpt_path, err, sizeof err);   /* 1: I/O, 2: not finite */
+            if (save_rc) {
                 fprintf(stderr, "%s: %s\n", PROG, err);
-                rc = 2;
+                if (good) fprintf(stderr, "  The last good checkpoint, %s (step %llu), is intact.\n", good,
+                                  (unsigned long long)good_step);
+                rc = save_rc;
                 break;
             }
             good = o->ckpt_path;
@@ -673,9 +677,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         trainer_free(&tr);
         model_free(&m);
-        return 2;
+        return save_rc;   /* 1: I/O, 2: a state that is not finite */
     }
-    printf("saved %s at step %llu (weights + Adam m, v + both RNG states%s; written to .tmp, then renamed)\n",
+    printf("saved %s at step %llu (weights + Adam m, v + both RNG states%s; written to a temporary, then renamed)\n",
            ckpt_path, (unsigned long long)tr.step, dev == DEVICE_CUDA ? ", downloaded from the GPU" : "");
     printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, ckpt_path, steps * 2,
            dev == DEVICE_CUDA ? " --device cuda" : "");

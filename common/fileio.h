@@ -1,0 +1,80 @@
+/* fileio.h - reading files from strangers, writing files that are never
+ * half there, and printing text we did not write.
+ *
+ * Four small tools, used by every loader and writer in common/:
+ *
+ *   fio_open_read    opens a file for reading only if it is a regular file.
+ *                    A FIFO, a device or a folder is refused at once; the
+ *                    open itself is non-blocking, so a FIFO with no writer
+ *                    cannot hang us.
+ *   FioWriter        writes path atomically: the bytes go to a fresh,
+ *                    uniquely named temporary in path's folder (mkstemp:
+ *                    O_CREAT|O_EXCL, so a symlink planted there is never
+ *                    followed), every write, the flush, fsync and fclose are
+ *                    checked, and only then is it renamed over path (and the
+ *                    folder fsynced). On any failure the temporary is
+ *                    removed: path is either the old file or the new one,
+ *                    never a partial one.
+ *   fio_watch_stdout at exit, flushes stdout and checks for errors (a full
+ *                    disk, >/dev/full, a closed pipe): a program whose output
+ *                    was lost exits 1 with a message instead of 0. Output
+ *                    files that failed (fio_note_failure) do the same.
+ *   fio_escape       makes untrusted bytes safe to print: control bytes,
+ *                    C1 controls and invalid UTF-8 become \xHH, so a token or
+ *                    tensor name from a file cannot move the cursor, retitle
+ *                    the window or forge a line of output.
+ *
+ * Exit codes follow the project's rule: 2 for bad input (a FIFO where a
+ * file should be), 1 for a failure of the world (I/O).
+ */
+#ifndef FILEIO_H
+#define FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Opens path for reading ("rb") if it is a regular file; *size (may be
+ * NULL) gets its size in bytes. NULL with a message in err otherwise:
+ *   "cannot open 'f': No such file or directory"
+ *   "'f' is not a regular file (it is a FIFO)"                            */
+FILE *fio_open_read(const char *path, long long *size, char *err, size_t errlen);
+
+typedef struct {
+    FILE *f;            /* write here (fwrite, fprintf, ...)                */
+    char path[4096];    /* the file it will become                          */
+    char tmp[4096];     /* the temporary: "DIR/.NAME.XXXXXX"                */
+} FioWriter;
+
+/* Creates the temporary for path. Returns 0, or 1 with a message in err
+ * (folder missing or read-only, name too long, ...). */
+int fio_create(FioWriter *w, const char *path, char *err, size_t errlen);
+/* Checks every write so far, flushes, fsyncs and closes the temporary, then
+ * renames it over path and fsyncs the folder. Returns 0, or 1 with a message
+ * in err (e.g. "writing 'out/a.dat' failed: No space left on device"); the
+ * temporary is removed and path left as it was. */
+int fio_commit(FioWriter *w, char *err, size_t errlen);
+/* Gives up: closes and removes the temporary. path is untouched. */
+void fio_abort(FioWriter *w);
+
+/* Registers the at-exit check of stdout (once per process; prog names the
+ * program in the message). cli_parse calls it. */
+void fio_watch_stdout(const char *prog);
+/* Counts an output file that could not be written (after its message was
+ * printed): the program will exit 1 at the end. */
+void fio_note_failure(void);
+int fio_failures(void);
+
+/* Copies src (n bytes, or up to its NUL when n == (size_t)-1) into dst
+ * (cap bytes, always NUL-terminated) with every byte that is not printable
+ * ASCII or valid, printable UTF-8 written as \xHH, and '\' as "\\". Cut
+ * with "..." when it does not fit. Returns dst. */
+char *fio_escape(char *dst, size_t cap, const char *src, size_t n);
+
+/* "prog: error: ..." on stderr, exit 1: for I/O failures (cli_fail is for
+ * bad input and exits 2). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+_Noreturn void fio_fail(const char *prog, const char *fmt, ...);
+
+#endif

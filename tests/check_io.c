@@ -1,0 +1,428 @@
+/* check_io.c - common/fileio.h, and the chapter programs against hostile
+ * files and failing disks (issue 14's reproducers, one test each).
+ *
+ * Core      fio_escape, fio_open_read and the atomic FioWriter on their own.
+ * Programs  each built program in $BUILD_DIR (skipped without it):
+ *             - a FIFO given to --load / --resume / --input: exit 2 at once
+ *             - stdout on /dev/full: exit 1 with a message (was 0)
+ *             - --out on a full disk (RLIMIT_FSIZE) and on a read-only
+ *               folder (a read-only tmpfs; skipped if it cannot be mounted):
+ *               exit 1, every earlier file left as it was, no partial file
+ *               and no temporary left behind
+ *             - --dump on a full disk: exit 1, no file
+ *             - OMP_NUM_THREADS=100000: capped and said, exit 0 (was SIGSEGV)
+ *             - chapter 03 with inputs near 1e20: exit 2 naming the rows,
+ *               never "a bug"; tokens with escape sequences printed escaped
+ *             - chapter 08 diverging with --factor 1e9: the checkpoint it
+ *               leaves loads, and holds only finite numbers
+ *
+ * A full disk is simulated with RLIMIT_FSIZE: every write past the limit
+ * fails with EFBIG as a full disk fails with ENOSPC. The kernel sends
+ * SIGXFSZ first, so the child ignores it (an ignored signal stays ignored
+ * across exec).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "fileio.h"
+#include "model.h"
+#include "testutil.h"
+
+/* ============================================================================
+ * Core
+ * ========================================================================== */
+
+START_TEST(test_escape) {
+    char b[64];
+    ck_assert_str_eq(fio_escape(b, sizeof b, "plain text", (size_t)-1), "plain text");
+    ck_assert_str_eq(fio_escape(b, sizeof b, "\x1b[31mred", (size_t)-1), "\\x1b[31mred");
+    ck_assert_str_eq(fio_escape(b, sizeof b, "a\\b", (size_t)-1), "a\\\\b");        /* unambiguous */
+    ck_assert_str_eq(fio_escape(b, sizeof b, "caf\xc3\xa9", (size_t)-1), "caf\xc3\xa9");  /* UTF-8 kept */
+    ck_assert_str_eq(fio_escape(b, sizeof b, "\xc2\x9b" "2J", (size_t)-1), "\\xc2\\x9b2J");  /* C1 CSI */
+    ck_assert_str_eq(fio_escape(b, sizeof b, "\xc0\xaf", (size_t)-1), "\\xc0\\xaf");    /* overlong '/' */
+    ck_assert_str_eq(fio_escape(b, sizeof b, "\xed\xa0\x80", (size_t)-1), "\\xed\\xa0\\x80"); /* surrogate */
+    ck_assert_str_eq(fio_escape(b, sizeof b, "t\tn\n\x7f", (size_t)-1), "t\\x09n\\x0a\\x7f");
+    ck_assert_str_eq(fio_escape(b, sizeof b, "ab\0cd", 5), "ab\\x00cd");              /* length, not NUL */
+    /* too long: cut with "...", always terminated, never past cap */
+    char small[10];
+    fio_escape(small, sizeof small, "\x1b\x1b\x1b\x1b\x1b", (size_t)-1);
+    ck_assert_msg(strlen(small) < sizeof small && strstr(small, "..."), "got '%s'", small);
+}
+END_TEST
+
+START_TEST(test_open_read_refuses_non_files) {
+    char dir[] = "/tmp/check_io_XXXXXX", fifo[64], err[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    alarm(5);   /* a blocking open would hang here */
+    ck_assert_ptr_null(fio_open_read(fifo, NULL, err, sizeof err));
+    alarm(0);
+    ck_assert_msg(strstr(err, "it is a FIFO"), "%s", err);
+    ck_assert_ptr_null(fio_open_read(dir, NULL, err, sizeof err));
+    ck_assert_msg(strstr(err, "it is a folder"), "%s", err);
+    ck_assert_ptr_null(fio_open_read("/dev/zero", NULL, err, sizeof err));
+    ck_assert_msg(strstr(err, "character device"), "%s", err);
+    ck_assert_ptr_null(fio_open_read("/no/such/file", NULL, err, sizeof err));
+    ck_assert_msg(strstr(err, "cannot open '/no/such/file'"), "%s", err);
+    long long size = -1;
+    FILE *f = fio_open_read("chapters/03_attention/example.qkv", &size, err, sizeof err);
+    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_gt(size, 0);
+    fclose(f);
+    unlink(fifo);
+    rmdir(dir);
+}
+END_TEST
+
+/* Runs the shell command and returns its exit status. */
+static int sh(const char *fmt, ...) {
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_writer_commit_abort_fail) {
+    char dir[] = "/tmp/check_io_XXXXXX", path[64], err[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    FioWriter w;
+    ck_assert_int_eq(fio_create(&w, path, err, sizeof err), 0);
+    ck_assert_msg(access(path, F_OK) != 0, "the file is visible before it is complete");
+    fputs("first\n", w.f);
+    ck_assert_msg(fio_commit(&w, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(sh("test \"$(cat %s)\" = first", path), 0);
+    /* give up half way: the old file stays */
+    ck_assert_int_eq(fio_create(&w, path, err, sizeof err), 0);
+    fputs("second, never finished\n", w.f);
+    fio_abort(&w);
+    ck_assert_int_eq(sh("test \"$(cat %s)\" = first", path), 0);
+    /* a full disk at the flush: 1 with the reason, the old file stays */
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {100, 100};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        FioWriter w2;
+        char e2[512];
+        if (fio_create(&w2, path, e2, sizeof e2)) _exit(3);
+        for (int i = 0; i < 100; i++) fputs("0123456789", w2.f);
+        int rc = fio_commit(&w2, e2, sizeof e2);
+        _exit(rc == 1 && strstr(e2, "File too large") ? 0 : 4);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "full-disk commit: child status %d", st);
+    ck_assert_int_eq(sh("test \"$(cat %s)\" = first", path), 0);
+    /* nothing but out.txt in the folder: no temporary left */
+    ck_assert_int_eq(sh("test \"$(ls -A %s)\" = out.txt", dir), 0);
+    /* no such folder */
+    ck_assert_int_eq(fio_create(&w, "/tmp/no/such/folder/x", err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "cannot create '/tmp/no/such/folder/x'"), "%s", err);
+    ck_assert_int_eq(sh("rm -rf %s", dir), 0);
+}
+END_TEST
+
+/* ============================================================================
+ * Programs
+ * ========================================================================== */
+
+typedef struct {
+    const char *stdout_to;   /* NULL: a file the test reads back; else this path */
+    long fsize;              /* > 0: RLIMIT_FSIZE in bytes                       */
+    const char *env;         /* "NAME=value" or NULL                             */
+} RunOpts;
+
+static char g_out[1 << 16], g_err[1 << 14];
+
+/* Runs build/<prog> with args (NULL-terminated) under o; its stdout and
+ * stderr land in g_out and g_err (stderr read while it runs, so reading
+ * never blocks it). Returns the exit status, 128 + signal if
+ * killed (a crash, or the 60 s alarm of a hang). */
+static int run(const RunOpts *o, const char *prog, ...) {
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/%s", getenv("BUILD_DIR"), prog);
+    char *argv[32] = {bin};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, prog);
+    for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;) argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    /* stdout into a file (or o->stdout_to), stderr into a pipe: a pipe is
+     * not subject to RLIMIT_FSIZE, so the messages of a "full disk" arrive */
+    char outp[] = "/tmp/check_io_out_XXXXXX";
+    int fo = mkstemp(outp), pe[2];
+    ck_assert(fo >= 0 && pipe(pe) == 0);
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int so = o && o->stdout_to ? open(o->stdout_to, O_WRONLY) : fo;
+        dup2(so, STDOUT_FILENO);
+        dup2(pe[1], STDERR_FILENO);
+        close(pe[0]);
+        if (o && o->env) putenv((char *)o->env);
+        setenv("NO_COLOR", "1", 1);
+        if (o && o->fsize > 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit rl = {(rlim_t)o->fsize, (rlim_t)o->fsize};
+            setrlimit(RLIMIT_FSIZE, &rl);
+        }
+        alarm(60);   /* survives exec: a hang ends as SIGALRM */
+        execv(bin, argv);
+        _exit(127);
+    }
+    close(pe[1]);
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(pe[0], g_err + got, sizeof g_err - 1 - got)) > 0) got += (size_t)n;
+    g_err[got] = '\0';
+    close(pe[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    n = pread(fo, g_out, sizeof g_out - 1, 0);
+    g_out[n > 0 ? n : 0] = '\0';
+    close(fo);
+    unlink(outp);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The programs' tests need them built: make test sets BUILD_DIR. */
+static int have_programs(void) {
+    const char *b = getenv("BUILD_DIR");
+    if (!b || !*b) {
+        fprintf(stderr, "check_io: BUILD_DIR not set, program checks skipped\n");
+        return 0;
+    }
+    return 1;
+}
+
+static char g_dir[64];
+static void setup(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/check_io_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+static void teardown(void) {
+    sh("umount %s/ro 2>/dev/null; rm -rf %s", g_dir, g_dir);
+}
+
+/* Issue 14, item 3: FIFOs hang forever. */
+START_TEST(test_fifo_given_to_programs) {
+    if (!have_programs()) return;
+    char fifo[128], out[128];
+    snprintf(fifo, sizeof fifo, "%s/f", g_dir);
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *cases[][2] = {{"07_transformer", "--load"}, {"08_training", "--resume"}, {"03_attention", "--input"}};
+    for (int i = 0; i < 3; i++) {
+        int rc = run(NULL, cases[i][0], cases[i][1], fifo, "--out", out, NULL);
+        ck_assert_msg(rc == 2, "%s %s FIFO: exit %d, want 2; stderr: %s", cases[i][0], cases[i][1], rc, g_err);
+        ck_assert_msg(strstr(g_err, "not a regular file (it is a FIFO)"), "%s: stderr: %s", cases[i][0], g_err);
+    }
+}
+END_TEST
+
+/* Item 4: output to a full stdout exits 0. */
+START_TEST(test_stdout_full) {
+    if (!have_programs()) return;
+    if (access("/dev/full", W_OK) != 0) {
+        fprintf(stderr, "check_io: no /dev/full, skipped\n");
+        return;
+    }
+    char out[128];
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    RunOpts o = {.stdout_to = "/dev/full"};
+    int rc = run(&o, "01_dot_product", "--out", out, NULL);
+    ck_assert_msg(rc == 1, "01 >/dev/full: exit %d, want 1; stderr: %s", rc, g_err);
+    ck_assert_msg(strstr(g_err, "writing the output failed: No space left on device"), "stderr: %s", g_err);
+    rc = run(&o, "03_attention", "--help", NULL);
+    ck_assert_msg(rc == 1, "03 --help >/dev/full: exit %d, want 1", rc);
+}
+END_TEST
+
+/* Every file in dir (no sub-folders) has the same bytes as in ref, and dir
+ * holds no file that ref lacks (a temporary, a partial file). */
+static void same_folder(const char *dir, const char *ref, const char *what) {
+    int rc = sh("cd %s && for f in $(ls -A); do cmp -s \"$f\" \"%s/$f\" || { echo \"  %s: $f differs "
+                "or is new\" >&2; exit 1; }; done", dir, ref, what);
+    ck_assert_msg(rc == 0, "%s: %s has a file that is not the earlier one (see above)", what, dir);
+}
+
+/* Item 4: on a full disk --out exited 0 and left truncated .dat files.
+ * Each program runs once normally, then again with 400 bytes of disk: it
+ * must exit 1, and the folder must hold exactly the earlier files. */
+START_TEST(test_out_full_disk) {
+    if (!have_programs()) return;
+    const char *progs[] = {"01_dot_product", "03_attention", "06_masking", "07_transformer"};
+    for (int i = 0; i < 4; i++) {
+        char out[128], ref[128];
+        snprintf(out, sizeof out, "%s/%s", g_dir, progs[i]);
+        snprintf(ref, sizeof ref, "%s/%s.ref", g_dir, progs[i]);
+        int rc = run(NULL, progs[i], "--out", out, NULL);
+        ck_assert_msg(rc == 0, "%s: exit %d on a normal run; stderr: %s", progs[i], rc, g_err);
+        ck_assert_int_eq(sh("cp -a %s %s", out, ref), 0);
+        RunOpts o = {.fsize = 400, .stdout_to = "/dev/null"};
+        rc = run(&o, progs[i], "--out", out, NULL);
+        ck_assert_msg(rc == 1, "%s on a full disk: exit %d, want 1; stderr: %s", progs[i], rc, g_err);
+        ck_assert_msg(strstr(g_err, "File too large") && strstr(g_err, "could not be written"),
+                      "%s: stderr: %s", progs[i], g_err);
+        same_folder(out, ref, progs[i]);
+    }
+}
+END_TEST
+
+/* Item 4: --out at a read-only folder exited 0 in chapters 01-07. As root
+ * permissions do not stop a write, so the folder is a read-only tmpfs. */
+START_TEST(test_out_read_only) {
+    if (!have_programs()) return;
+    char ro[128];
+    snprintf(ro, sizeof ro, "%s/ro", g_dir);
+    ck_assert_int_eq(mkdir(ro, 0755), 0);
+    if (mount("tmpfs", ro, "tmpfs", MS_RDONLY, "size=64k") != 0) {
+        if (geteuid() == 0) {
+            fprintf(stderr, "check_io: cannot mount a read-only tmpfs (%s), read-only --out skipped\n",
+                    strerror(errno));
+            return;
+        }
+        chmod(ro, 0555);   /* not root: permissions are enough */
+    }
+    const char *progs[] = {"01_dot_product", "02_softmax", "03_attention", "04_multihead",
+                           "05_positional_encoding", "06_masking", "07_transformer"};
+    /* results first, assertions after the unmount: a failing assertion
+     * ends the test, and the mount must not outlive it */
+    int rc[7], said[7];
+    for (int i = 0; i < 7; i++) {
+        rc[i] = run(NULL, progs[i], "--out", ro, NULL);
+        said[i] = strstr(g_err, "could not be written") != NULL;
+    }
+    umount(ro);
+    for (int i = 0; i < 7; i++) {
+        ck_assert_msg(rc[i] == 1, "%s --out read-only: exit %d, want 1", progs[i], rc[i]);
+        ck_assert_msg(said[i], "%s: no 'could not be written' on stderr", progs[i]);
+    }
+}
+END_TEST
+
+/* Item 4: --dump on a full disk exited 2 and left a 0-byte file. */
+START_TEST(test_dump_full_disk) {
+    if (!have_programs()) return;
+    char dump[128], out[128];
+    snprintf(dump, sizeof dump, "%s/logits.txt", g_dir);
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    RunOpts o = {.fsize = 100000, .stdout_to = "/dev/null"};   /* the plots fit, the dump does not */
+    int rc = run(&o, "07_transformer", "--dump", dump, "--dump-attn", "--vocab", "2000", "--out", out, NULL);
+    ck_assert_msg(rc == 1, "--dump on a full disk: exit %d, want 1; stderr: %s", rc, g_err);
+    ck_assert_msg(strstr(g_err, "--dump: writing") && strstr(g_err, "File too large"), "stderr: %s", g_err);
+    ck_assert_msg(access(dump, F_OK) != 0, "a partial dump was left at %s", dump);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s | grep '^\\.')\"", g_dir), 0);   /* no temporary */
+}
+END_TEST
+
+/* Item 10: OMP_NUM_THREADS=100000 crashed inside libgomp. */
+START_TEST(test_thread_count_capped) {
+    if (!have_programs()) return;
+#ifndef _OPENMP
+    fprintf(stderr, "check_io: built without OpenMP, thread cap not tested\n");
+    return;
+#endif
+    char out[128];
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    RunOpts o = {.env = "OMP_NUM_THREADS=100000"};
+    int rc = run(&o, "08_training", "--steps", "2", "--batch", "16", "--eval", "0", "--examples", "0",
+                 "--out", out, NULL);
+    ck_assert_msg(rc == 0, "OMP_NUM_THREADS=100000: exit %d, want 0; stderr: %s", rc, g_err);
+    ck_assert_msg(strstr(g_err, "OMP_NUM_THREADS asks for 100000 threads"), "not said: %s", g_err);
+}
+END_TEST
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Item 8: inputs near 1e20 made chapter 03 exit 1 with nothing on stderr,
+ * printing "THEY DISAGREE: a bug". Item 7: its tokens reached the terminal
+ * raw. */
+START_TEST(test_attention_hostile_input) {
+    if (!have_programs()) return;
+    char in[128], out[128];
+    snprintf(in, sizeof in, "%s/big.qkv", g_dir);
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    write_text(in, "tokens: a b\nQ\n1e20 1e20\n1 1\nK\n1e20 1e20\n1 0\nV\n1\n2\n");
+    int rc = run(NULL, "03_attention", "--input", in, "--out", out, NULL);
+    ck_assert_msg(rc == 2, "1e20 inputs: exit %d, want 2; stderr: %s", rc, g_err);
+    ck_assert_msg(strstr(g_err, "big.qkv:3:") && strstr(g_err, "overflow"), "stderr: %s", g_err);
+    ck_assert_msg(!strstr(g_out, "a bug"), "blames a bug for bad input");
+
+    write_text(in, "tokens: \x1b]0;owned\x07 \x1b[2J\nQ\n1 0\n0 1\nK\n1 0\n0 1\nV\n1\n2\n");
+    rc = run(NULL, "03_attention", "--input", in, "--out", out, "--no-color", NULL);
+    ck_assert_msg(rc == 0, "escape-sequence tokens: exit %d; stderr: %s", rc, g_err);
+    for (const char *p = g_out; *p; p++)
+        ck_assert_msg(*p != 0x1b && *p != 0x07, "a raw escape byte reached stdout");
+    ck_assert_msg(strstr(g_out, "\\x1b"), "the token is not shown escaped");
+}
+END_TEST
+
+/* Item 5: a run that diverges (--factor 1e9) must leave a checkpoint that
+ * loads and holds only finite numbers - weights and Adam's moments. */
+START_TEST(test_diverging_run_keeps_finite_checkpoint) {
+    if (!have_programs()) return;
+    char out[128], ckpt[160], err[512];
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/copy.ckpt", out);
+    int rc = run(NULL, "08_training", "--factor", "1e9", "--warmup", "1", "--checkpoint-every", "1",
+                 "--steps", "40", "--batch", "16", "--eval", "0", "--examples", "0", "--out", out, NULL);
+    ck_assert_msg(rc == 1 || rc == 2, "a diverging run: exit %d, want 1 or 2; stderr: %s", rc, g_err);
+    ck_assert_msg(strstr(g_err, "is intact"), "stderr: %s", g_err);
+    Model m;
+    TrainState ts = {0};
+    ck_assert_msg(model_load_train(&m, ckpt, 1, 10, 9, &ts, err, sizeof err) == 0, "%s", err);
+    size_t n = m.params.n, bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(m.params.mem[i]) + !isfinite(ts.adam_m[i]) + !isfinite(ts.adam_v[i]);
+    ck_assert_msg(bad == 0, "the last good checkpoint holds %zu non-finite values", bad);
+    free(ts.adam_m), free(ts.adam_v);
+    model_free(&m);
+}
+END_TEST
+
+Suite *io_suite(void) {
+    Suite *s = suite_create("io");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_escape);
+    tcase_add_test(core, test_open_read_refuses_non_files);
+    tcase_add_test(core, test_writer_commit_abort_fail);
+    suite_add_tcase(s, core);
+    TCase *progs = tcase_create("Programs");
+    tcase_add_checked_fixture(progs, setup, teardown);
+    tcase_add_test(progs, test_fifo_given_to_programs);
+    tcase_add_test(progs, test_stdout_full);
+    tcase_add_test(progs, test_out_full_disk);
+    tcase_add_test(progs, test_out_read_only);
+    tcase_add_test(progs, test_dump_full_disk);
+    tcase_add_test(progs, test_thread_count_capped);
+    tcase_add_test(progs, test_attention_hostile_input);
+    tcase_add_test(progs, test_diverging_run_keeps_finite_checkpoint);
+    tcase_set_timeout(progs, 120);
+    suite_add_tcase(s, progs);
+    return s;
+}
