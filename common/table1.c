@@ -384,6 +384,17 @@ int t1_fit_from(const double *table_share, int m, double share) {
     return lo < m / 2 ? m / 2 : lo;     /* large sizes only: the upper half of the sweep */
 }
 
+double t1_crossover(const double *x, const double *a, const double *b, int m, int *always) {
+    *always = 0;
+    if (m < 1 || a[m - 1] <= b[m - 1]) return -1;
+    int p = m - 1;
+    while (p > 0 && a[p - 1] > b[p - 1]) p--;
+    if (p == 0) { *always = 1; return 0; }
+    double l0 = log(a[p - 1] / b[p - 1]), l1 = log(a[p] / b[p]);   /* l0 <= 0 < l1 */
+    double t = l0 / (l0 - l1);
+    return exp(log(x[p - 1]) + t * (log(x[p]) - log(x[p - 1])));
+}
+
 double t1_loglog_slope(const double *x, const double *y, int lo, int hi) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     int m = hi - lo;

@@ -131,6 +131,12 @@ int t1_sequential_ops(T1Kind kind, int n, int k, int r);
  * it is its length (0 when the last point fails). */
 int t1_fit_from(const double *table_share, int m, double share);
 
+/* Where cost a (m points over sizes x, ascending) overtakes cost b for good:
+ * the last upward crossing of a/b through 1, between points p-1 and p,
+ * interpolated on log-log axes. Returns that size; 0 with *always = 1 when
+ * a > b at every point; -1 when a <= b at the last point. */
+double t1_crossover(const double *x, const double *a, const double *b, int m, int *always);
+
 /* Least-squares slope of log(y) against log(x) over points lo..hi-1: the
  * exponent p in y ~ x^p. */
 double t1_loglog_slope(const double *x, const double *y, int lo, int hi);

@@ -349,20 +349,6 @@ static void section_complexity(const Config *c, Rng *rng, Sweep *sn, Sweep *sd, 
 
 /* ---- 4. crossover -------------------------------------------------------------------- */
 
-/* Where a/b crosses 1 going up, for the last time: between points p-1 and p,
- * interpolated on log-log axes. Returns the n, 0 when a > b at every point
- * (*always = 1), -1 when a <= b at the last point. */
-static double crossover(const double *x, const double *a, const double *b, int m, int *always) {
-    *always = 0;
-    if (a[m - 1] <= b[m - 1]) return -1;
-    int p = m - 1;
-    while (p > 0 && a[p - 1] > b[p - 1]) p--;
-    if (p == 0) { *always = 1; return 0; }
-    double l0 = log(a[p - 1] / b[p - 1]), l1 = log(a[p] / b[p]);
-    double t = l0 == l1 ? 0 : l0 / (l0 - l1);
-    return exp(log(x[p - 1]) + t * (log(x[p]) - log(x[p - 1])));
-}
-
 static void say_crossover(const char *what, double cx, int always, const Sweep *s, int d) {
     if (cx < 0) printf("  %s: self-attention is not costlier than recurrent at n = %d yet.\n", what,
                        (int)s->x[s->m - 1]);
@@ -376,15 +362,15 @@ static double section_crossover(const Config *c, const Sweep *s, double *flop_cr
     printf("  Sec. 4: \"self-attention layers are faster than recurrent layers when the sequence\n"
            "  length n is smaller than the representation dimensionality d\". At d = %d:\n", c->d_n);
     int always;
-    double cx = crossover(s->x, s->ms[T1_SELF_ATTENTION], s->ms[T1_RECURRENT], s->m, &always);
+    double cx = t1_crossover(s->x, s->ms[T1_SELF_ATTENTION], s->ms[T1_RECURRENT], s->m, &always);
     say_crossover("time", cx, always, s, c->d_n);
     /* Table 1's terms only: n^2 d of attention against the recurrent n d^2 */
     double sa_t1[MAXP];
     for (int p = 0; p < s->m; p++) sa_t1[p] = s->flops[T1_SELF_ATTENTION][p] * s->share[T1_SELF_ATTENTION][p];
     int always2, always3;
-    *flop_cross = crossover(s->x, sa_t1, s->flops[T1_RECURRENT], s->m, &always2);
+    *flop_cross = t1_crossover(s->x, sa_t1, s->flops[T1_RECURRENT], s->m, &always2);
     say_crossover("FLOPs, Table 1's terms", *flop_cross, always2, s, c->d_n);
-    double fx = crossover(s->x, s->flops[T1_SELF_ATTENTION], s->flops[T1_RECURRENT], s->m, &always3);
+    double fx = t1_crossover(s->x, s->flops[T1_SELF_ATTENTION], s->flops[T1_RECURRENT], s->m, &always3);
     say_crossover("FLOPs, the whole layers", fx, always3, s, c->d_n);
     if (always3) {
         int p = s->m - 1, faster = 0;
