@@ -134,6 +134,16 @@ static void section_layers(const Config *c, Rng *rng) {
                t1_kind_name((T1Kind)kd), L[kd].n_params, (unsigned long long)(f.table + f.other),
                100.0 * f.table / (double)(f.table + f.other));
     }
+    /* the weights of each, with their shapes */
+    Tensor w[6] = {
+        tensor_wrap(L[T1_SELF_ATTENTION].mha.w_q, "attention W_Q (W_K, W_V, W_O)", "d_model h*d_k", d, d),
+        tensor_wrap(L[T1_RECURRENT].w, "recurrent W and U", "d_in d_out", d, d),
+        tensor_wrap(L[T1_CONVOLUTION].w, "convolution W", "tap d_in d_out", c->k, d, d),
+        tensor_wrap(L[T1_SEPARABLE].w, "separable depthwise", "tap d_model", c->k, d),
+        tensor_wrap(L[T1_SEPARABLE].u, "separable pointwise", "d_in d_out", d, d),
+        tensor_wrap(L[T1_RECURRENT].b, "bias b (rnn, convs)", "d_model", d),
+    };
+    for (int i = 0; i < 6; i++) show_shape(&w[i], NULL);
     printf("  recurrent: h_t = tanh(x_t W + h_{t-1} U + b); convolution: kernel k = %d, zero padding;\n"
            "  restricted: query i attends to keys |i - j| <= r/2 = %d (r = %d).\n", c->k, half, c->r);
 
