@@ -193,7 +193,8 @@ START_TEST(test_flops_convolution) {
     /* k = 3, dil = 20 > n: only the centre tap lands inside: 16 rows */
     f = run(T1_CONVOLUTION, 16, 8, 1, 3, 0, 20);
     ck_assert_uint_eq(f.table, 2 * 64 * 16);
-    /* general: n > (k-1)/2 * dil, so 2 d^2 (k n - 2 dil (1 + 2 + ... + (k-1)/2)) = k n d^2 - ...: Table 1's k n d^2 */
+    /* general, dil = 1 and n > (k-1)/2: each end loses 1 + 2 + ... + (k-1)/2 rows,
+     * 2 d^2 (k n - 2 (1 + ... + (k-1)/2)): Table 1's k n d^2, less the edges */
     uint64_t n = 100, d = 16, k = 7, half = 3;
     f = run(T1_CONVOLUTION, (int)n, (int)d, 1, (int)k, 0, 1);
     ck_assert_uint_eq(f.table, 2 * d * d * (k * n - 2 * half * (half + 1) / 2));

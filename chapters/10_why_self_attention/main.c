@@ -122,14 +122,16 @@ static void section_layers(const Config *c, Rng *rng) {
     int n = 16, d = 16, h = 2, half = c->r / 2;
     T1Layer L[NK];
     float *x = malloc(sizeof(float) * n * d), *y = malloc(sizeof(float) * n * d);
-    float *ref = malloc(sizeof(float) * n * d), *abuf = malloc(sizeof(float) * mha_acts_size(1, n, n, h, d / h, d / h));
+    float *ref = malloc(sizeof(float) * n * d);
+    float *abuf = malloc(sizeof(float) * mha_acts_size(1, n, n, h, d / h, d / h));
     uint8_t *band = malloc((size_t)n * n);
     if (!x || !y || !ref || !abuf || !band) cli_fail(PROG, "out of memory");
     rng_fill_normal(rng, x, (size_t)n * d, 0.0f, 1.0f);
     Tensor tx = tensor_wrap(x, "x", "seq d_model", n, d);
     show_shape(&tx, "the input of every layer; each maps it to out [seq, d_model]");
     for (int kd = 0; kd < NK; kd++) {
-        if (t1_layer_build(&L[kd], (T1Kind)kd, n, d, h, c->k, c->r, 1, rng) != 0) cli_fail(PROG, "out of memory");
+        if (t1_layer_build(&L[kd], (T1Kind)kd, n, d, h, c->k, c->r, 1, rng) != 0)
+            cli_fail(PROG, "out of memory");
         Flops f = {0, 0};
         t1_forward(&L[kd], y, x, n, &f);
         printf("  %-16s %6zu weights  %7llu FLOPs counted (%5.1f%% in Table 1's term)\n",
@@ -347,7 +349,8 @@ static void section_complexity(const Config *c, Rng *rng, Sweep *sn, Sweep *sd, 
     sn->over_n = 1; sd->over_n = 0;
     sn->m = sweep_sizes(sn->x, c->n_lo, c->n_hi, 1);
     sd->m = sweep_sizes(sd->x, c->d_lo, c->d_hi, c->h);
-    if (sn->m < 3 || sd->m < 3) cli_fail(PROG, "the sweeps need at least 3 sizes each; widen --n-max / --d-max");
+    if (sn->m < 3 || sd->m < 3)
+        cli_fail(PROG, "the sweeps need at least 3 sizes each; widen --n-max / --d-max");
     run_sweep(sn, c, rng, c->d_n);
     print_sweep(sn, "n", c->d_n);
     print_fits(sn, paper_n, fn);
@@ -452,7 +455,8 @@ static void section_sequential(const Config *c, int *seq, int n_big) {
            "  reads; run through the layer's dependencies in the order the forward pass goes:\n");
     printf("  %-16s %8s %8s %8s\n", "layer", "n = 16", "n = 256", "");
     for (int kd = 0; kd < NK; kd++) {
-        int a = t1_sequential_ops((T1Kind)kd, 16, c->k, c->r), b = t1_sequential_ops((T1Kind)kd, 256, c->k, c->r);
+        int a = t1_sequential_ops((T1Kind)kd, 16, c->k, c->r);
+        int b = t1_sequential_ops((T1Kind)kd, 256, c->k, c->r);
         seq[kd] = t1_sequential_ops((T1Kind)kd, n_big, c->k, c->r);
         if (a < 0 || b < 0 || seq[kd] < 0) cli_fail(PROG, "out of memory");
         printf("  %-16s %8d %8d %8d at n = %d  (%s)\n", t1_kind_name((T1Kind)kd), a, b, seq[kd], n_big,
@@ -519,7 +523,8 @@ static void section_memory(const Config *c, const Sweep *s) {
         double bytes = 4 * s->score_floats[p];
         printf("  %6d %14.0f %14.0f %12.0f %12.0f %12.0f\n", (int)s->x[p], bytes, 4 * s->acts_floats[p],
                4 * s->window_floats[p], state, bytes / state);
-        xs[p] = (float)s->x[p]; sb[p] = (float)bytes; rb[p] = (float)state; wb[p] = (float)(4 * s->window_floats[p]);
+        xs[p] = (float)s->x[p]; sb[p] = (float)bytes; rb[p] = (float)state;
+        wb[p] = (float)(4 * s->window_floats[p]);
     }
     int p = s->m - 1;
     double ratio = s->score_floats[p] / s->score_floats[p - 1];
@@ -561,7 +566,8 @@ static void section_table1(const Config *c, const Fit *fn, const Fit *fd, const 
         snprintf(ed, sizeof ed, "%.2f (%.2f)", fd[kd].flops, fd[kd].time);
         snprintf(pth, sizeof pth, "%d, %d", path[0][q], path[mp - 1][q]);
         double e = log((double)path[mp - 1][q] / path[0][q]) / log(pn[mp - 1] / pn[0]);
-        if (q == P_DIL) snprintf(growth, sizeof growth, "%.2f log_k n", path[mp - 1][q] / (log(pn[mp - 1]) / log(c->k)));
+        if (q == P_DIL)
+            snprintf(growth, sizeof growth, "%.2f log_k n", path[mp - 1][q] / (log(pn[mp - 1]) / log(c->k)));
         else if (path[0][q] == path[mp - 1][q]) snprintf(growth, sizeof growth, "constant");
         else snprintf(growth, sizeof growth, "n^%.2f", e);
         printf("  %-12s %-8s %-12s %-12s %-5s %-5d %-9s %-9s %s\n", label[i], row[i].cx, en, ed, row[i].seq,
@@ -592,7 +598,8 @@ static void section_table1(const Config *c, const Fit *fn, const Fit *fd, const 
 
 int main(int argc, char **argv) {
     Config c = {.d_n = 64, .n_lo = 8, .n_hi = 1024, .n_d = 64, .d_lo = 16, .d_hi = 512, .h = 8, .k = 3,
-                .r = 4, .repeats = 5, .full = 0, .path_max = 1024, .threads = 1, .seed = 42, .out = "out/10_why_self_attention"};
+                .r = 4, .repeats = 5, .full = 0, .path_max = 1024, .threads = 1, .seed = 42,
+                .out = "out/10_why_self_attention"};
     CliOption opts[] = {
         {"--full",     CLI_FLAG,   &c.full,     "the complete sweep: n 8..4096 at d 512, d 64..2048 at n 64", 0, 0},
         {"--d",        CLI_INT,    &c.d_n,      "width d of the n sweep", 1, 8192},
