@@ -244,7 +244,7 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
             if (!built || !s->over_n) {
                 if (built) t1_layer_free(&L);
                 if (kd == T1_SELF_ATTENTION)
-                    cli_check_floats(PROG, "the score matrix", 3, (size_t)c->h, (size_t)n, (size_t)nmax);
+                    cli_check_floats(PROG, "the score matrix", 3, (size_t)c->h, (size_t)nmax, (size_t)nmax);
                 if (t1_layer_build(&L, (T1Kind)kd, nmax, d, c->h, c->k, c->r, 1, rng) != 0)
                     cli_fail(PROG, "out of memory building the %s layer (n %d, d %d)",
                              t1_kind_name((T1Kind)kd), nmax, d);
