@@ -140,6 +140,7 @@ valgrind:
 
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
 QUICK_08_training = --steps 5 --batch 16 --eval 10 --examples 1
+QUICK_10_why_self_attention = --n-max 128 --d-max 64 --path-max 64 --repeats 1
 
 # every chapter once, the long ones shortened (QUICK_*): what CI runs under SANITIZE=1
 smoke: all
