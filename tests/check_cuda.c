@@ -51,6 +51,36 @@ START_TEST(test_device_select) {
 }
 END_TEST
 
+/* The CPU path does not pay for CUDA: a model built and run on the CPU
+ * backend maps no CUDA library (the programs do not link cudart or cuBLAS;
+ * only --device cuda opens libaiyn_cuda.so). Checked in this test's own
+ * process, which Check forks before anything opens the backend; with
+ * CK_FORK=no earlier tests may have opened it, so then it only says so. */
+START_TEST(test_cpu_maps_no_cuda) {
+    const char *fork_env = getenv("CK_FORK");
+    if (fork_env && !strcmp(fork_env, "no")) {
+        printf("cuda: maps check skipped under CK_FORK=no (earlier tests may have opened the backend)\n");
+        return;
+    }
+    char err[256];
+    Config c = {.N = 1, .d_model = 8, .d_ff = 8, .h = 2, .d_k = 4, .d_v = 4, .vocab = 13, .max_len = 8,
+                .dropout = 0.1f, .pre_ln = 0, .pad_id = 0};
+    Model m;
+    ck_assert_msg(model_build(&m, &c, 1, 4, 3, 1, err, sizeof err) == 0, "%s", err);
+    int src[4] = {1, 5, 6, 7}, tgt[3] = {1, 5, 6};
+    model_forward(&m, src, tgt, 1, 4, 3, 1);
+    ck_assert_ptr_eq(m.be, backend_cpu());
+    model_free(&m);
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;   /* not Linux: nothing to read */
+    char line[1024];
+    while (fgets(line, sizeof line, f))
+        ck_assert_msg(!strstr(line, "libcudart") && !strstr(line, "libcublas"),
+                      "a CPU run mapped a CUDA library: %s", line);
+    fclose(f);
+}
+END_TEST
+
 /* A missing .so is a plain error naming the file, not a crash. */
 START_TEST(test_missing_library) {
     char err[512] = "";
@@ -310,6 +340,7 @@ Suite *cuda_suite(void) {
     Suite *s = suite_create("cuda");
     TCase *core = tcase_create("Core");
     tcase_set_timeout(core, 60);   /* the first CUDA call in a process can take seconds */
+    tcase_add_test(core, test_cpu_maps_no_cuda);
     tcase_add_test(core, test_device_select);
     tcase_add_test(core, test_missing_library);
     /* selftest checks: the count is known only once the .so is open, which
