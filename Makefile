@@ -15,7 +15,9 @@
 #   NO_OMP=1     build without OpenMP (single thread)
 #   SANITIZE=1   AddressSanitizer + UBSan build, in build/sanitize (implies CUDA=0;
 #              a BUILD=... on the command line wins)
-#   CUDA=0       do not build the CUDA kernels even if nvcc is found
+#   CUDA=0       do not build the CUDA backend even if nvcc is found
+#   CUDA_ARCH=native  build the kernels for the GPU in this machine only
+#              (default: sm_75 sm_80 sm_86 sm_89 sm_90 + PTX for newer GPUs)
 #   BLAS=openblas  send gemm() to OpenBLAS's cblas_sgemm (needs libopenblas-dev)
 #   PORTABLE=1   no -march=native (generic x86-64 / other CPUs)
 
@@ -26,7 +28,7 @@ OUT     ?= out
 
 CFLAGS  = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_DEFAULT_SOURCE
 CFLAGS += -DPLOTS_DIR='"$(CURDIR)/plots"'
-LDLIBS  = -lm
+LDLIBS  = -lm -ldl
 
 ifneq ($(PORTABLE),1)
 CFLAGS += -march=native
@@ -55,23 +57,43 @@ CUDA ?= 0
 else
 CUDA ?= 1
 endif
+# The CUDA backend is a shared object, build/libaiyn_cuda.so, that programs
+# dlopen() only when --device cuda asks: nothing here links cudart or cuBLAS
+# into the programs, so a CPU run never loads them.
+# Fat binary: machine code for each common GPU generation (Turing sm_75,
+# A100 sm_80, RTX 30 sm_86, RTX 40 / L4 sm_89, H100 sm_90) plus PTX of
+# compute_90 that the driver compiles for anything newer (Blackwell...).
+# CUDA 13's nvcc no longer accepts sm_70 (Volta), so it is not in the list.
+CUDA_ARCH ?= 75 80 86 89 90
+ifeq ($(CUDA_ARCH),native)
+GENCODE = -arch=native
+else
+GENCODE = $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+          -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
+endif
 ifeq ($(CUDA),1)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-NVCCFLAGS   = -O2 -std=c++17 -Xcompiler -Wall,-Wno-unused-parameter -arch=sm_90 -Icommon -Icuda
-CFLAGS     += -DUSE_CUDA
-LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+NVCCFLAGS   = -O2 -std=c++17 -Xcompiler -Wall,-Wno-unused-parameter,-fPIC $(GENCODE) -Icommon -Icuda
+CUDA_LIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
 # ---- what gets built ---------------------------------------------------------
-LIB_SRC   = $(wildcard common/*.c) $(wildcard cuda/*.c)
+LIB_SRC   = $(wildcard common/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-ifeq ($(CUDA),1)
-LIB_OBJ  += $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard cuda/*.cu))
-endif
 LIB       = $(BUILD)/libaiyn.a
+# the same library compiled position-independent, inside each backend .so
+PIC_OBJ   = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+# The host shim (cuda/host_shim.c): the CUDA backend's table with every
+# kernel done by its CPU function; built everywhere, for the tests.
+SHIM_SO   = $(BUILD)/libaiyn_cuda_shim.so
+ifeq ($(CUDA),1)
+CUDA_SO   = $(BUILD)/libaiyn_cuda.so
+CUDA_OBJ  = $(patsubst %.cu,$(BUILD)/pic/%.o,$(wildcard cuda/*.cu)) \
+            $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/selftest.o
+endif
 
 CHAPTERS  = $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 PROGRAMS  = $(CHAPTERS:%=$(BUILD)/%)
@@ -87,7 +109,7 @@ ifeq ($(CUDA),1)
 CUDA_TOOLS = $(patsubst cuda/tools/%.c,$(BUILD)/%,$(wildcard cuda/tools/*.c))
 endif
 
-all: $(LIB) $(PROGRAMS) $(CUDA_TOOLS)
+all: $(LIB) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
 
 $(BUILD)/obj/%.o: %.c $(wildcard common/*.h cuda/*.h) | dirs
 	@mkdir -p $(dir $@)
@@ -97,15 +119,30 @@ $(BUILD)/obj/%.o: %.cu $(wildcard common/*.h cuda/*.h) | dirs
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+$(BUILD)/pic/%.o: %.c $(wildcard common/*.h cuda/*.h) | dirs
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -Icommon -Icuda -c $< -o $@
+
+$(BUILD)/pic/%.o: %.cu $(wildcard common/*.h cuda/*.h) | dirs
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+$(SHIM_SO): $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/host_shim.o $(PIC_OBJ)
+	$(CC) $(CFLAGS) -shared $^ $(LDLIBS) -o $@
+
+$(CUDA_SO): $(CUDA_OBJ) $(PIC_OBJ)
+	$(CC) $(CFLAGS) -shared $^ $(CUDA_LIBS) $(LDLIBS) -o $@
+
 $(BUILD)/%: chapters/%/main.c $(LIB)
 	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) $(LDLIBS) -o $@
 
-$(BUILD)/%: cuda/tools/%.c $(LIB)
-	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) $(LDLIBS) -o $@
+# the GPU tools call kernels directly: they link the CUDA backend's .so
+$(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO)
+	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) -L$(BUILD) -laiyn_cuda -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
 
 dirs:
 	@mkdir -p $(BUILD)/obj
@@ -126,7 +163,7 @@ $(TEST_BIN): tests/check_main.c $(TEST_SRC) tests/testutil.h $(BUILD)/suites.h $
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Itests -I$(BUILD) \
 	    tests/check_main.c $(TEST_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
 
-test: deps-test $(TEST_BIN) $(PROGRAMS)
+test: deps-test $(TEST_BIN) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO)
 	BUILD_DIR=$(BUILD) ./$(TEST_BIN)
 
 # valgrind over the test suite (no fork, so valgrind follows every test) and
@@ -134,7 +171,7 @@ test: deps-test $(TEST_BIN) $(PROGRAMS)
 # its own PORTABLE=1 build in build/valgrind.
 VG = valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect -q
 valgrind:
-	$(MAKE) BUILD=build/valgrind PORTABLE=1 CUDA=0 build/valgrind/check_all $(CHAPTERS:%=build/valgrind/%)
+	$(MAKE) BUILD=build/valgrind PORTABLE=1 CUDA=0 build/valgrind/check_all build/valgrind/libaiyn_cuda_shim.so $(CHAPTERS:%=build/valgrind/%)
 	CK_FORK=no BUILD_DIR=build/valgrind $(VG) ./build/valgrind/check_all
 	$(foreach p,$(CHAPTERS),$(VG) ./build/valgrind/$(p) --out $(OUT)/valgrind/$(p) $(QUICK_$(p)) >/dev/null &&) true
 

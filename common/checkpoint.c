@@ -30,6 +30,7 @@
 #include "checkpoint.h"
 #include "fileio.h"
 #include "model.h"
+#include "fail.h"
 
 #include <errno.h>
 #include <math.h>
@@ -61,16 +62,6 @@ uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
     uint32_t c = ~crc;
     for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
     return ~c;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 2;
 }
 
 /* ---- little-endian encoding ---------------------------------------------- */

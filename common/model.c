@@ -7,6 +7,11 @@
  *   4. Forward: embed -> encoder stack -> decoder stack -> x E^T -> log-softmax.
  *   5. Backward: the same steps in reverse, each quoting the line it undoes.
  *
+ * Every op is called through m->be, the backend table (backend.h): on the
+ * CPU `be->layernorm_forward` IS nn.c's layernorm_forward; with --device
+ * cuda it is the kernel in cuda/. This file is the only model; nothing in
+ * it knows which backend it runs on.
+ *
  * The order of the parameter tensors (also the order in a checkpoint):
  *   embed                                              (vocab, d_model)
  *   for i in 0..N-1:
@@ -23,9 +28,12 @@
  */
 #include "model.h"
 #include "attention.h"
+#include "backend.h"
+#include "fail.h"
 #include "nn.h"
 #include "gemm.h"
 #include "ops.h"
+#include "parallel.h"
 
 #include <assert.h>
 #include <math.h>
@@ -34,14 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* `SIMD` before an element-wise loop: its iterations are independent, so the
- * compiler may use vector instructions (see nn.c). Nothing without OpenMP. */
-#ifdef _OPENMP
-#define SIMD _Pragma("omp simd")
-#else
-#define SIMD
-#endif
 
 /* ============================================================================
  * 1. Config
@@ -53,16 +53,6 @@ Config config_base(void) {
         .vocab = 37000, .max_len = 512, .dropout = 0.1f, .pre_ln = 0, .pad_id = 0,
     };
     return c;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 2;
 }
 
 static int check_range(const char *what, int v, int lo, int hi, char *err, size_t errlen) {
@@ -271,7 +261,10 @@ static void params_init(Params *p, uint64_t seed) {
  *   encoder region  written by model_encode          (depends on B, Ts)
  *   decoder region  written by model_decode          (B, Ts, Tt)
  *   backward region gradients flowing through layers (B, Ts, Tt)
- * Token ids and byte masks are carved out of the same float block.
+ * Token ids and byte masks are carved out of the same float block. The
+ * block is the backend's memory (device memory on a GPU): the counting
+ * pass (base NULL) sizes the one be->alloc. Masks are built on the host
+ * (attention.h's mask_* functions) in small host buffers and uploaded.
  * ========================================================================== */
 
 /* One residual sub-layer, Sec. 3.1:  y = LayerNorm(x + Dropout(Sublayer(x)))
@@ -303,6 +296,14 @@ struct ModelActs {
     DecActs *dec;               /* [N]                                           */
     int encoded, decoded;       /* which halves hold a valid forward pass        */
     int backward_done;
+    uint64_t drop_key;          /* dropout key of this half-pass (dropout_mask.h) */
+    uint32_t drop_site;         /* dropout sites used so far in it               */
+
+    /* host memory, whatever the backend: what masks are built in, and what
+     * the inspection functions hand out */
+    int *h_src;                 /* (max_B,max_Ts) the last source ids            */
+    uint8_t *h_enc_mask, *h_dec_mask, *h_cross_mask, *h_pad;  /* as below        */
+    float *h_next;              /* (max_B, vocab) model_next_logp's rows         */
 
     /* encoder region */
     int *src;                   /* (B,Ts) copy of the source ids                 */
@@ -436,6 +437,43 @@ static double phys_bytes(void) {
  * Build and free
  * ========================================================================== */
 
+/* The backend's view of the model: the weights, gradients and PE table
+ * shared with it (the CPU: the host arrays themselves; a GPU: device copies
+ * laid out the same way, so every named pointer has a twin), and the one
+ * activation block in its memory, sized by the counting pass above. */
+static int views_make(Model *m, const Backend *be) {
+    const Config *c = &m->cfg;
+    ModelActs *a = m->acts;
+    size_t n = m->params.n, npe = (size_t)c->max_len * c->d_model;
+    m->be = be;
+    m->w.mem = be->share(m->params.mem, n * sizeof(float));
+    m->dw.mem = be->share(m->grads.mem, n * sizeof(float));
+    m->w_pe = be->share(m->pe, npe * sizeof(float));
+    a->mem = be->alloc((a->cap_enc + a->cap_dec + a->cap_bwd) * sizeof(float));
+    m->w.n = m->dw.n = n;
+    if (!m->w.mem || !m->dw.mem || !m->w_pe || !a->mem) return -1;
+    if (params_layout(&m->w, c) || params_layout(&m->dw, c)) return -1;
+    return 0;
+}
+
+static void views_free(Model *m) {
+    const Backend *be = m->be;
+    if (!be) return;
+    if (m->w.mem) be->unshare(m->w.mem, m->params.mem);
+    if (m->dw.mem) be->unshare(m->dw.mem, m->grads.mem);
+    if (m->w_pe) be->unshare(m->w_pe, m->pe);
+    m->w.mem = m->dw.mem = NULL;
+    params_free(&m->w);        /* the pointer tables; mem is NULL here */
+    params_free(&m->dw);
+    if (m->acts) {
+        be->free(m->acts->mem);
+        m->acts->mem = NULL;
+        m->acts->encoded = m->acts->decoded = m->acts->backward_done = 0;
+    }
+    m->w_pe = NULL;
+    m->be = NULL;
+}
+
 int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
                 uint64_t seed, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
@@ -473,12 +511,19 @@ int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
     a->cap_enc = layout_encoder(a, c, NULL, max_B, max_Ts);
     a->cap_dec = layout_decoder(a, c, NULL, max_B, max_Ts, max_Tt);
     a->cap_bwd = layout_backward(a, c, NULL, max_B, max_Ts, max_Tt);
-    a->mem = calloc(a->cap_enc + a->cap_dec + a->cap_bwd, sizeof(float));
+    size_t Tm = (size_t)(max_Ts > max_Tt ? max_Ts : max_Tt), masks = (size_t)max_B * Tm * Tm;
+    a->h_src = malloc((size_t)max_B * max_Ts * sizeof(int));
+    a->h_enc_mask = malloc(masks), a->h_dec_mask = malloc(masks);
+    a->h_cross_mask = malloc(masks), a->h_pad = malloc(masks);
+    a->h_next = malloc((size_t)max_B * c->vocab * sizeof(float));
+    if (!a->h_src || !a->h_enc_mask || !a->h_dec_mask || !a->h_cross_mask || !a->h_pad || !a->h_next)
+        goto oom;
     m->pe = malloc((size_t)c->max_len * c->d_model * sizeof(float));
-    if (!a->mem || !m->pe) goto oom;
+    if (!m->pe) goto oom;
     if (params_alloc(&m->params, c) || params_alloc(&m->grads, c)) goto oom;
     posenc_fill(m->pe, c->max_len, c->d_model);
     params_init(&m->params, seed);
+    if (views_make(m, backend_cpu())) goto oom;
     return 0;
 oom:
     model_free(m);
@@ -488,20 +533,51 @@ oom:
 
 void model_free(Model *m) {
     if (!m) return;
+    views_free(m);
     params_free(&m->params);
     params_free(&m->grads);
     free(m->pe);
     if (m->acts) {
-        free(m->acts->mem);
-        free(m->acts->enc);
-        free(m->acts->dec);
-        free(m->acts);
+        ModelActs *a = m->acts;
+        free(a->enc);
+        free(a->dec);
+        free(a->h_src);
+        free(a->h_enc_mask), free(a->h_dec_mask), free(a->h_cross_mask), free(a->h_pad);
+        free(a->h_next);
+        free(a);
     }
     memset(m, 0, sizeof *m);
 }
 
+int model_to(Model *m, const Backend *be, char *err, size_t errlen) {
+    if (be == m->be) return 0;
+    model_pull(m);                 /* the host arrays hold the latest weights */
+    views_free(m);
+    if (views_make(m, be)) {
+        views_free(m);
+        int rc = views_make(m, backend_cpu());
+        (void)rc;                  /* the CPU's views are the host arrays: nothing to allocate but acts */
+        return fail(err, errlen, "out of %s memory for the model (%zu parameters, batch capacity %d x %d/%d)",
+                    be->name, m->params.n, m->max_B, m->max_Ts, m->max_Tt);
+    }
+    return 0;
+}
+
+void model_pull(Model *m) {
+    m->be->download(m->params.mem, m->w.mem, m->params.n * sizeof(float));
+    m->be->download(m->grads.mem, m->dw.mem, m->grads.n * sizeof(float));
+}
+
+void model_push(Model *m) {
+    m->be->upload(m->w.mem, m->params.mem, m->params.n * sizeof(float));
+}
+
+void model_read(const Model *m, void *host, const void *p, size_t bytes) {
+    m->be->download(host, p, bytes);
+}
+
 void model_zero_grad(Model *m) {
-    memset(m->grads.mem, 0, m->grads.n * sizeof(float));
+    m->be->zero(m->dw.mem, m->dw.n * sizeof(float));
 }
 
 int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
@@ -531,28 +607,44 @@ int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t e
 
 /* The Sublayer's input: post-LN (the paper) feeds x itself; pre-LN feeds
  * LayerNorm(x). */
-static const float *sub_begin(SubActs *s, const float *x, const float *g, const float *b,
-                              int pre_ln, int rows, int D) {
+static const float *sub_begin(const Backend *be, SubActs *s, const float *x, const float *g,
+                              const float *b, int pre_ln, int rows, int D) {
     if (!pre_ln) return x;
-    layernorm_forward(s->ln, s->mean, s->rstd, x, g, b, rows, D);
+    be->layernorm_forward(s->ln, s->mean, s->rstd, x, g, b, rows, D);
     return s->ln;
 }
 
 /* After the Sublayer wrote s->out: "We apply dropout to the output of each
  * sub-layer, before it is added to the sub-layer input and normalized"
  * (Sec. 5.4), then Add & Norm (Sec. 3.1). Returns the sub-layer's output. */
-static const float *sub_end(SubActs *s, const float *x, const float *g, const float *b,
-                            int pre_ln, float p_drop, Rng *rng, int rows, int D) {
+static const float *sub_end(const Backend *be, ModelActs *a, SubActs *s, const float *x,
+                            const float *g, const float *b, int pre_ln, float p_drop, int rows,
+                            int D) {
     size_t n = (size_t)rows * D;
-    dropout_forward(s->out, s->keep, s->out, p_drop, n, rng);
-    residual_forward(s->res, x, s->out, n);
+    be->dropout_forward(s->out, s->keep, s->out, p_drop, n, a->drop_key, a->drop_site++);
+    be->residual_forward(s->res, x, s->out, n);
     if (pre_ln) return s->res;
-    layernorm_forward(s->ln, s->mean, s->rstd, s->res, g, b, rows, D);
+    be->layernorm_forward(s->ln, s->mean, s->rstd, s->res, g, b, rows, D);
     return s->ln;
+}
+
+/* One dropout key per half of a training pass, the next draw of the model's
+ * dropout stream (so a checkpoint of the stream resumes the same masks);
+ * sites 0, 1, 2, ... of the half are the tensor numbers of dropout_mask.h.
+ * Inference (p = 0) draws nothing. */
+static void dropout_begin(Model *m, float p) {
+    ModelActs *a = m->acts;
+    a->drop_site = 0;
+    a->drop_key = 0;
+    if (p > 0) {
+        uint64_t hi = rng_u32(&m->dropout_rng);
+        a->drop_key = hi << 32 | rng_u32(&m->dropout_rng);
+    }
 }
 
 void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     const Config *c = &m->cfg;
+    const Backend *be = m->be;
     ModelActs *a = m->acts;
     assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
     int D = c->d_model, rows = B * Ts, pre = c->pre_ln;
@@ -560,35 +652,38 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     layout_encoder(a, c, a->mem, B, Ts);
     m->B = B, m->Ts = Ts;
     a->encoded = 1, a->decoded = 0, a->backward_done = 0;
-    memcpy(a->src, src, (size_t)rows * sizeof(int));
+    memcpy(a->h_src, src, (size_t)rows * sizeof(int));
+    be->upload(a->src, src, (size_t)rows * sizeof(int));
+    dropout_begin(m, p);
 
     /* Sec. 3.4-3.5: E[src] * sqrt(d_model) + PE, then dropout (Sec. 5.4) */
-    embed_forward(a->src_emb, a->src, m->params.embed, m->pe, B, Ts, D, c->vocab);
-    dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D, &m->dropout_rng);
+    be->embed_forward(a->src_emb, a->src, m->w.embed, m->w_pe, B, Ts, D, c->vocab);
+    be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D, a->drop_key, a->drop_site++);
 
     /* padding keys are blocked for every query (Sec. 3.2.3's mask, for pads) */
     const uint8_t *mask = NULL;
     if (c->pad_id >= 0) {
-        mask_from_tokens(a->enc_mask, a->src, c->pad_id, B, Ts, Ts);
+        mask_from_tokens(a->h_enc_mask, src, c->pad_id, B, Ts, Ts);
+        be->upload(a->enc_mask, a->h_enc_mask, (size_t)rows * Ts);
         mask = a->enc_mask;
     }
 
     const float *x = a->src_emb;
     for (int l = 0; l < c->N; l++) {
-        const EncoderLayer *w = &m->params.enc[l];
+        const EncoderLayer *w = &m->w.enc[l];
         EncActs *e = &a->enc[l];
         /* x = LayerNorm(x + Dropout(SelfAttn(x)))   (Sec. 3.1, 3.2.3) */
-        const float *in = sub_begin(&e->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
-        mha_forward(e->sub[0].out, &e->attn, &w->self_attn, in, in, mask,
-                    B, Ts, Ts, D, c->h, c->d_k, c->d_v);
-        x = sub_end(&e->sub[0], x, w->ln1_g, w->ln1_b, pre, p, &m->dropout_rng, rows, D);
+        const float *in = sub_begin(be, &e->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
+        be->mha_forward(e->sub[0].out, &e->attn, &w->self_attn, in, in, mask,
+                        B, Ts, Ts, D, c->h, c->d_k, c->d_v);
+        x = sub_end(be, a, &e->sub[0], x, w->ln1_g, w->ln1_b, pre, p, rows, D);
         /* x = LayerNorm(x + Dropout(FFN(x)))         (Eq. 2) */
-        in = sub_begin(&e->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
-        ffn_forward(e->sub[1].out, e->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
-        x = sub_end(&e->sub[1], x, w->ln2_g, w->ln2_b, pre, p, &m->dropout_rng, rows, D);
+        in = sub_begin(be, &e->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
+        be->ffn_forward(e->sub[1].out, e->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        x = sub_end(be, a, &e->sub[1], x, w->ln2_g, w->ln2_b, pre, p, rows, D);
     }
     if (pre) {
-        layernorm_forward(a->enc_ln, a->enc_mean, a->enc_rstd, x, m->params.enc_ln_g, m->params.enc_ln_b, rows, D);
+        be->layernorm_forward(a->enc_ln, a->enc_mean, a->enc_rstd, x, m->w.enc_ln_g, m->w.enc_ln_b, rows, D);
         x = a->enc_ln;
     }
     a->memory = x;
@@ -596,6 +691,7 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
 
 const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     const Config *c = &m->cfg;
+    const Backend *be = m->be;
     ModelActs *a = m->acts;
     assert(a->encoded && "model_decode needs a model_encode first");
     assert(Tt >= 1 && Tt <= m->max_Tt);
@@ -604,53 +700,56 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     layout_decoder(a, c, a->mem + a->cap_enc, B, Ts, Tt);
     m->Tt = Tt;
     a->decoded = 1, a->backward_done = 0;
-    memcpy(a->tgt, tgt, (size_t)rows * sizeof(int));
+    be->upload(a->tgt, tgt, (size_t)rows * sizeof(int));
+    dropout_begin(m, p);
 
     /* the same embedding matrix as the encoder's (Sec. 3.4) */
-    embed_forward(a->tgt_emb, a->tgt, m->params.embed, m->pe, B, Tt, D, V);
-    dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D, &m->dropout_rng);
+    be->embed_forward(a->tgt_emb, a->tgt, m->w.embed, m->w_pe, B, Tt, D, V);
+    be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D, a->drop_key, a->drop_site++);
 
     /* Masked self-attention: position i sees positions <= i only (Sec. 3.2.3:
      * "preserve the auto-regressive property"), and never a padding token. */
-    mask_causal(a->dec_mask, B, Tt, Tt);
+    mask_causal(a->h_dec_mask, B, Tt, Tt);
     const uint8_t *cross = NULL;
     if (c->pad_id >= 0) {
-        mask_from_tokens(a->pad_tmp, a->tgt, c->pad_id, B, Tt, Tt);
-        mask_and(a->dec_mask, a->pad_tmp, rows * Tt);
-        mask_from_tokens(a->cross_mask, a->src, c->pad_id, B, Tt, Ts);   /* source padding */
+        mask_from_tokens(a->h_pad, tgt, c->pad_id, B, Tt, Tt);
+        mask_and(a->h_dec_mask, a->h_pad, rows * Tt);
+        mask_from_tokens(a->h_cross_mask, a->h_src, c->pad_id, B, Tt, Ts);   /* source padding */
+        be->upload(a->cross_mask, a->h_cross_mask, (size_t)rows * Ts);
         cross = a->cross_mask;
     }
+    be->upload(a->dec_mask, a->h_dec_mask, (size_t)rows * Tt);
 
     const float *x = a->tgt_emb, *memory = a->memory;
     for (int l = 0; l < c->N; l++) {
-        const DecoderLayer *w = &m->params.dec[l];
+        const DecoderLayer *w = &m->w.dec[l];
         DecActs *d = &a->dec[l];
         /* x = LayerNorm(x + Dropout(MaskedSelfAttn(x))) */
-        const float *in = sub_begin(&d->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
-        mha_forward(d->sub[0].out, &d->self, &w->self_attn, in, in, a->dec_mask,
-                    B, Tt, Tt, D, c->h, c->d_k, c->d_v);
-        x = sub_end(&d->sub[0], x, w->ln1_g, w->ln1_b, pre, p, &m->dropout_rng, rows, D);
+        const float *in = sub_begin(be, &d->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
+        be->mha_forward(d->sub[0].out, &d->self, &w->self_attn, in, in, a->dec_mask,
+                        B, Tt, Tt, D, c->h, c->d_k, c->d_v);
+        x = sub_end(be, a, &d->sub[0], x, w->ln1_g, w->ln1_b, pre, p, rows, D);
         /* x = LayerNorm(x + Dropout(CrossAttn(x, memory))): queries from the
          * decoder, keys and values from the encoder output (Sec. 3.2.3) */
-        in = sub_begin(&d->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
-        mha_forward(d->sub[1].out, &d->cross, &w->cross_attn, in, memory, cross,
-                    B, Tt, Ts, D, c->h, c->d_k, c->d_v);
-        x = sub_end(&d->sub[1], x, w->ln2_g, w->ln2_b, pre, p, &m->dropout_rng, rows, D);
+        in = sub_begin(be, &d->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
+        be->mha_forward(d->sub[1].out, &d->cross, &w->cross_attn, in, memory, cross,
+                        B, Tt, Ts, D, c->h, c->d_k, c->d_v);
+        x = sub_end(be, a, &d->sub[1], x, w->ln2_g, w->ln2_b, pre, p, rows, D);
         /* x = LayerNorm(x + Dropout(FFN(x))) */
-        in = sub_begin(&d->sub[2], x, w->ln3_g, w->ln3_b, pre, rows, D);
-        ffn_forward(d->sub[2].out, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
-        x = sub_end(&d->sub[2], x, w->ln3_g, w->ln3_b, pre, p, &m->dropout_rng, rows, D);
+        in = sub_begin(be, &d->sub[2], x, w->ln3_g, w->ln3_b, pre, rows, D);
+        be->ffn_forward(d->sub[2].out, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        x = sub_end(be, a, &d->sub[2], x, w->ln3_g, w->ln3_b, pre, p, rows, D);
     }
     if (pre) {
-        layernorm_forward(a->dec_ln, a->dec_mean, a->dec_rstd, x, m->params.dec_ln_g, m->params.dec_ln_b, rows, D);
+        be->layernorm_forward(a->dec_ln, a->dec_mean, a->dec_rstd, x, m->w.dec_ln_g, m->w.dec_ln_b, rows, D);
         x = a->dec_ln;
     }
     a->dec_out = x;
 
     /* The pre-softmax linear transformation IS the embedding matrix (Sec. 3.4):
      * logits (B*Tt, V) = x (B*Tt, D) @ E^T, E (V, D). */
-    gemm(0, 1, rows, V, D, 1.0f, x, D, m->params.embed, D, 0.0f, a->logits, V);
-    logsoftmax_forward(a->logp, a->logits, rows, V);
+    be->gemm(0, 1, rows, V, D, 1.0f, x, D, m->w.embed, D, 0.0f, a->logits, V);
+    be->logsoftmax_forward(a->logp, a->logits, rows, V);
     return a->logp;
 }
 
@@ -671,34 +770,33 @@ const float *model_forward(Model *m, const int *src, const int *tgt, int B, int 
  *   sub_back_end:   pre-LN only: LayerNorm's backward adds into dx.
  * ========================================================================== */
 
-static float *sub_back_begin(ModelActs *a, const SubActs *s, const float *dy, float *dx,
-                             const float *g, float *dg, float *db, int pre_ln, int rows, int D) {
+static float *sub_back_begin(const Backend *be, ModelActs *a, const SubActs *s, const float *dy,
+                             float *dx, const float *g, float *dg, float *db, int pre_ln, int rows,
+                             int D) {
     size_t n = (size_t)rows * D;
     /* forward: res = x + out, so dres reaches x unchanged (the residual
      * path) and out too. dx starts as dres: */
     if (!pre_ln) {
         /* post-LN forward: y = LayerNorm(res) */
-        memset(dx, 0, n * sizeof(float));
-        layernorm_backward(dx, dg, db, dy, s->res, s->mean, s->rstd, g, rows, D);
+        be->zero(dx, n * sizeof(float));
+        be->layernorm_backward(dx, dg, db, dy, s->res, s->mean, s->rstd, g, rows, D);
     } else {
-        memcpy(dx, dy, n * sizeof(float));     /* pre-LN: y = res */
+        be->copy(dx, dy, n * sizeof(float));     /* pre-LN: y = res */
     }
     /* forward: out = Dropout(Sublayer(.)) in place, with scales keep:
-     * d_sub = dres * keep, written in the same pass as no separate residual
-     * and dropout buffers are needed */
-    const float *keep = s->keep;
-    float *d_sub = a->d_sub;
-    SIMD
-    for (size_t i = 0; i < n; i++) d_sub[i] = dx[i] * keep[i];
+     * d_sub = dres * keep */
+    be->zero(a->d_sub, n * sizeof(float));
+    be->dropout_backward(a->d_sub, dx, s->keep, n);
     if (!pre_ln) return dx;            /* the Sublayer read x itself */
-    memset(a->d_res, 0, n * sizeof(float));
+    be->zero(a->d_res, n * sizeof(float));
     return a->d_res;                   /* the Sublayer read LayerNorm(x) */
 }
 
-static void sub_back_end(ModelActs *a, const SubActs *s, const float *x, float *dx,
-                         const float *g, float *dg, float *db, int pre_ln, int rows, int D) {
+static void sub_back_end(const Backend *be, ModelActs *a, const SubActs *s, const float *x,
+                         float *dx, const float *g, float *dg, float *db, int pre_ln, int rows,
+                         int D) {
     /* pre-LN forward: in = LayerNorm(x) */
-    if (pre_ln) layernorm_backward(dx, dg, db, a->d_res, x, s->mean, s->rstd, g, rows, D);
+    if (pre_ln) be->layernorm_backward(dx, dg, db, a->d_res, x, s->mean, s->rstd, g, rows, D);
 }
 
 static void swap(float **p, float **q) {
@@ -717,27 +815,28 @@ void model_backward(Model *m, const float *dlogits) {
     int B = m->B, Ts = m->Ts, Tt = m->Tt, D = c->d_model, V = c->vocab, pre = c->pre_ln;
     int hh = c->h, dk = c->d_k, dv = c->d_v, F = c->d_ff;
     int rt = B * Tt, rs = B * Ts;
-    Params *P = &m->params, *G = &m->grads;
+    const Backend *be = m->be;
+    Params *P = &m->w, *G = &m->dw;
     layout_backward(a, c, a->mem + a->cap_enc + a->cap_dec, B, Ts, Tt);
     float *dy = a->d_y, *dx = a->d_x;
 
     /* forward: logits = dec_out @ E^T
      *   d dec_out (rt,D) = dlogits (rt,V) @ E (V,D)
      *   dE (V,D)        += dlogits^T @ dec_out        (use 1 of 3 of E) */
-    gemm(0, 0, rt, D, V, 1.0f, dlogits, V, P->embed, D, 0.0f, dy, D);
-    gemm(1, 0, V, D, rt, 1.0f, dlogits, V, a->dec_out, D, 1.0f, G->embed, D);
+    be->gemm(0, 0, rt, D, V, 1.0f, dlogits, V, P->embed, D, 0.0f, dy, D);
+    be->gemm(1, 0, V, D, rt, 1.0f, dlogits, V, a->dec_out, D, 1.0f, G->embed, D);
 
     const float *dec_last = pre ? sub_output(&a->dec[c->N - 1].sub[2], 1) : NULL;
     if (pre) {
         /* forward: dec_out = LayerNorm(x) */
-        memset(dx, 0, (size_t)rt * D * sizeof(float));
-        layernorm_backward(dx, G->dec_ln_g, G->dec_ln_b, dy, dec_last, a->dec_mean, a->dec_rstd,
+        be->zero(dx, (size_t)rt * D * sizeof(float));
+        be->layernorm_backward(dx, G->dec_ln_g, G->dec_ln_b, dy, dec_last, a->dec_mean, a->dec_rstd,
                            P->dec_ln_g, rt, D);
         swap(&dy, &dx);
     }
 
     /* ---- decoder, last layer first ---- */
-    memset(a->d_mem, 0, (size_t)rs * D * sizeof(float));
+    be->zero(a->d_mem, (size_t)rs * D * sizeof(float));
     for (int l = c->N - 1; l >= 0; l--) {
         const DecoderLayer *w = &P->dec[l];
         DecoderLayer *gw = &G->dec[l];
@@ -749,47 +848,47 @@ void model_backward(Model *m, const float *dlogits) {
 
         /* forward: x3 = LayerNorm(x2 + Dropout(FFN(x2))) */
         in = pre ? d->sub[2].ln : x2;
-        din = sub_back_begin(a, &d->sub[2], dy, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
-        ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
+        din = sub_back_begin(be, a, &d->sub[2], dy, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
+        be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
-        sub_back_end(a, &d->sub[2], x2, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
+        sub_back_end(be, a, &d->sub[2], x2, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
         swap(&dy, &dx);
 
         /* forward: x2 = LayerNorm(x1 + Dropout(CrossAttn(x1, memory)));
          * the keys' and values' gradient flows into the memory, summed over
          * all N decoder layers that read it. */
         in = pre ? d->sub[1].ln : x1;
-        din = sub_back_begin(a, &d->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
-        mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
+        din = sub_back_begin(be, a, &d->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
+        be->mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
                      in, a->memory, B, Tt, Ts, D, hh, dk, dv);
-        sub_back_end(a, &d->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
+        sub_back_end(be, a, &d->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
         swap(&dy, &dx);
 
         /* forward: x1 = LayerNorm(x0 + Dropout(MaskedSelfAttn(x0))) */
         in = pre ? d->sub[0].ln : x0;
-        din = sub_back_begin(a, &d->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
-        mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &d->self, &w->self_attn,
+        din = sub_back_begin(be, a, &d->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
+        be->mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &d->self, &w->self_attn,
                      in, in, B, Tt, Tt, D, hh, dk, dv);
-        sub_back_end(a, &d->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
+        sub_back_end(be, a, &d->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
         swap(&dy, &dx);
     }
 
     /* forward: tgt_emb = Dropout(E[tgt] * sqrt(D) + PE)  (use 2 of 3 of E) */
     size_t nt = (size_t)rt * D;
-    memset(a->d_tgt_emb, 0, nt * sizeof(float));
-    dropout_backward(a->d_tgt_emb, dy, a->tgt_keep, nt);
-    embed_backward(G->embed, a->d_tgt_emb, a->tgt, B, Tt, D, V);
+    be->zero(a->d_tgt_emb, nt * sizeof(float));
+    be->dropout_backward(a->d_tgt_emb, dy, a->tgt_keep, nt);
+    be->embed_backward(G->embed, a->d_tgt_emb, a->tgt, B, Tt, D, V);
 
     /* ---- encoder: its output's gradient is what the cross-attentions sent ---- */
     size_t ns = (size_t)rs * D;
     if (pre) {
         /* forward: memory = LayerNorm(x) */
         const float *enc_last = sub_output(&a->enc[c->N - 1].sub[1], 1);
-        memset(dy, 0, ns * sizeof(float));
-        layernorm_backward(dy, G->enc_ln_g, G->enc_ln_b, a->d_mem, enc_last, a->enc_mean, a->enc_rstd,
+        be->zero(dy, ns * sizeof(float));
+        be->layernorm_backward(dy, G->enc_ln_g, G->enc_ln_b, a->d_mem, enc_last, a->enc_mean, a->enc_rstd,
                            P->enc_ln_g, rs, D);
     } else {
-        memcpy(dy, a->d_mem, ns * sizeof(float));
+        be->copy(dy, a->d_mem, ns * sizeof(float));
     }
     for (int l = c->N - 1; l >= 0; l--) {
         const EncoderLayer *w = &P->enc[l];
@@ -802,25 +901,25 @@ void model_backward(Model *m, const float *dlogits) {
 
         /* forward: x2 = LayerNorm(x1 + Dropout(FFN(x1))) */
         in = pre ? e->sub[1].ln : x1;
-        din = sub_back_begin(a, &e->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
-        ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
+        din = sub_back_begin(be, a, &e->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
+        be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
-        sub_back_end(a, &e->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
+        sub_back_end(be, a, &e->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
         swap(&dy, &dx);
 
         /* forward: x1 = LayerNorm(x0 + Dropout(SelfAttn(x0))) */
         in = pre ? e->sub[0].ln : x0;
-        din = sub_back_begin(a, &e->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
-        mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &e->attn, &w->self_attn,
+        din = sub_back_begin(be, a, &e->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
+        be->mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &e->attn, &w->self_attn,
                      in, in, B, Ts, Ts, D, hh, dk, dv);
-        sub_back_end(a, &e->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
+        sub_back_end(be, a, &e->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
         swap(&dy, &dx);
     }
 
     /* forward: src_emb = Dropout(E[src] * sqrt(D) + PE)  (use 3 of 3 of E) */
-    memset(a->d_src_emb, 0, ns * sizeof(float));
-    dropout_backward(a->d_src_emb, dy, a->src_keep, ns);
-    embed_backward(G->embed, a->d_src_emb, a->src, B, Ts, D, V);
+    be->zero(a->d_src_emb, ns * sizeof(float));
+    be->dropout_backward(a->d_src_emb, dy, a->src_keep, ns);
+    be->embed_backward(G->embed, a->d_src_emb, a->src, B, Ts, D, V);
     a->backward_done = 1;
 }
 
@@ -847,9 +946,9 @@ const float *model_attention(const Model *m, AttnKind kind, int layer) {
 const uint8_t *model_mask(const Model *m, AttnKind kind) {
     const ModelActs *a = m->acts;
     switch (kind) {
-    case ATTN_ENC_SELF: return m->cfg.pad_id >= 0 ? a->enc_mask : NULL;
-    case ATTN_DEC_SELF: return a->dec_mask;
-    case ATTN_DEC_CROSS: return m->cfg.pad_id >= 0 ? a->cross_mask : NULL;
+    case ATTN_ENC_SELF: return m->cfg.pad_id >= 0 ? a->h_enc_mask : NULL;
+    case ATTN_DEC_SELF: return a->h_dec_mask;
+    case ATTN_DEC_CROSS: return m->cfg.pad_id >= 0 ? a->h_cross_mask : NULL;
     }
     return NULL;
 }
@@ -859,13 +958,16 @@ const float *model_embedded(const Model *m, int decoder) {
     return decoder ? m->acts->tgt_emb : m->acts->src_emb;
 }
 
-const float *model_sublayer(const Model *m, int decoder, int layer, int sub, int part) {
+const float *model_sublayer(const Model *m, int decoder, int layer, SubKind sub, SubPart part) {
     const ModelActs *a = m->acts;
-    assert(layer >= 0 && layer < m->cfg.N && part >= 0 && part <= 2);
+    assert(layer >= 0 && layer < m->cfg.N && part >= SUB_OUT && part <= SUB_Y);
     assert(decoder ? (a->decoded && sub >= 0 && sub < 3) : (a->encoded && sub >= 0 && sub < 2));
     const SubActs *s = decoder ? &a->dec[layer].sub[sub] : &a->enc[layer].sub[sub];
-    if (part == 0) return s->out;
-    if (part == 1) return s->res;
+    switch (part) {
+    case SUB_OUT: return s->out;
+    case SUB_SUM: return s->res;
+    case SUB_Y: break;
+    }
     return sub_output(s, m->cfg.pre_ln);
 }
 
@@ -882,4 +984,14 @@ const float *model_logits(const Model *m) {
 const float *model_input_grad(const Model *m, int decoder) {
     assert(m->acts->backward_done);
     return decoder ? m->acts->d_tgt_emb : m->acts->d_src_emb;
+}
+
+const float *model_next_logp(const Model *m) {
+    const ModelActs *a = m->acts;
+    assert(a->decoded);
+    int V = m->cfg.vocab, Tt = m->Tt;
+    /* row (b, Tt-1) of logp, one copy per sequence */
+    for (int b = 0; b < m->B; b++)
+        model_read(m, a->h_next + (size_t)b * V, a->logp + ((size_t)b * Tt + Tt - 1) * V, (size_t)V * sizeof(float));
+    return a->h_next;
 }

@@ -19,6 +19,14 @@
  * pointing into it; gradients in a second with the same layout; activations
  * in a third sized for (max_B, max_Ts, max_Tt) at build time. Nothing is
  * allocated inside a forward or backward pass.
+ *
+ * Backends: every op runs through m->be (backend.h), the CPU's table after
+ * model_build; model_to(m, be) moves the model to another backend (the
+ * GPU). params and grads are always host memory (checkpoints, inspection);
+ * m->w and m->dw are the backend's view of them: the very same memory on
+ * the CPU, device copies laid out the same way on a GPU. model_pull copies
+ * the device's weights and gradients back into params/grads, model_push the
+ * other way (both do nothing on the CPU).
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -26,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "attention.h"
+#include "backend.h"
 #include "rng.h"
 
 typedef struct {
@@ -103,7 +112,10 @@ typedef struct {
     Params params;          /* weights                                         */
     Params grads;           /* same layout; model_backward accumulates here    */
     float *pe;              /* (max_len, d_model) positional encoding table    */
-    ModelActs *acts;        /* saved activations for backward                  */
+    ModelActs *acts;        /* saved activations for backward (in be's memory) */
+    const Backend *be;      /* where forward and backward run (backend.h)      */
+    Params w, dw;           /* params, grads as be sees them (see the top)     */
+    float *w_pe;            /* pe as be sees it                                */
     int max_B, max_Ts, max_Tt;  /* capacity of acts                            */
     int B, Ts, Tt;          /* sizes of the last forward pass                  */
     Rng dropout_rng;
@@ -120,6 +132,18 @@ size_t model_param_count(const Config *c);
 int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
                 uint64_t seed, char *err, size_t errlen);
 void model_free(Model *m);   /* model_free on a zeroed or freed Model is a no-op */
+
+/* Moves m to backend be (from whichever it is on): weights and PE table
+ * shared with be, activations reallocated in its memory. Returns 0, or 2
+ * with a message (out of device memory; m is then back on the CPU). */
+int model_to(Model *m, const Backend *be, char *err, size_t errlen);
+/* be -> host: params and grads get the backend's latest values (CPU: no-op) */
+void model_pull(Model *m);
+/* host -> be: the backend's weights get params' values (CPU: no-op) */
+void model_push(Model *m);
+/* bytes at p (backend memory: a pointer from the functions below, or
+ * model_forward's logp) copied to host (CPU: memcpy unless host == p) */
+void model_read(const Model *m, void *host, const void *p, size_t bytes);
 
 /* Checks every id is in [0, vocab); returns 0 or 2 with a message naming the
  * first bad position. Call before forward on any user-supplied input. */
@@ -166,28 +190,36 @@ const NamedTensor *params_find(const Params *p, const char *name);
  * with a plain message. Call before forward on user-chosen sizes. */
 int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t errlen);
 
-/* Saved activations of the last forward pass (valid until the next call).
+/* Saved activations of the last forward pass (valid until the next call),
+ * in the backend's memory (host memory on the CPU; model_read copies).   
  * decoder = 0: the encoder side (T = Ts), 1: the decoder side (T = Tt).   */
 /* (B,T,d_model) Embedding * sqrt(d_model) + PE, after dropout.             */
 const float *model_embedded(const Model *m, int decoder);
-/* One residual sub-layer of layer `layer`: sub = 0 self-attention, 1 FFN
- * (encoder) or 0 masked self-attention, 1 cross-attention, 2 FFN (decoder).
- * part = 0: Sublayer(.) after dropout; 1: the residual sum x + Sublayer(.);
- * 2: the sub-layer's output (post-LN: LayerNorm of the sum; pre-LN: the
- * sum itself). (B,T,d_model) each.                                          */
-const float *model_sublayer(const Model *m, int decoder, int layer, int sub, int part);
+/* One residual sub-layer of layer `layer`: sub = SUB_SELF_ATTN, SUB_FFN
+ * (encoder: 0, 1) or SUB_SELF_ATTN, SUB_CROSS_ATTN, SUB_DEC_FFN (decoder:
+ * 0, 1, 2). part = SUB_OUT: Sublayer(.) after dropout; SUB_SUM: the
+ * residual sum x + Sublayer(.); SUB_Y: the sub-layer's output (post-LN:
+ * LayerNorm of the sum; pre-LN: the sum itself). (B,T,d_model) each.       */
+typedef enum { SUB_SELF_ATTN = 0, SUB_FFN = 1, SUB_CROSS_ATTN = 1, SUB_DEC_FFN = 2 } SubKind;
+typedef enum { SUB_OUT = 0, SUB_SUM = 1, SUB_Y = 2 } SubPart;
+const float *model_sublayer(const Model *m, int decoder, int layer, SubKind sub, SubPart part);
 /* (B,Tt,d_model) what feeds the output projection (after the final
  * LayerNorm in pre-LN).                                                     */
 const float *model_decoder_output(const Model *m);
 /* (B*Tt, vocab) the pre-softmax logits x E^T.                              */
 const float *model_logits(const Model *m);
 /* The attention mask a layer of that kind used, (B,Tq,Tk) as in
- * model_attention, or NULL when there was none (no padding id).           */
+ * model_attention, or NULL when there was none (no padding id). Host
+ * memory on every backend.                                                */
 const uint8_t *model_mask(const Model *m, AttnKind kind);
 /* After model_backward: (B,T,d_model) the gradient with respect to the
  * embedding-plus-PE sums (before dropout) of the source (decoder = 0) or
  * target (decoder = 1) tokens. Padding positions must get exactly zero.   */
 const float *model_input_grad(const Model *m, int decoder);
+/* After a model_decode: (B, vocab) host copy of the last position's
+ * log-probabilities (what greedy decoding picks from), valid until the next
+ * call. */
+const float *model_next_logp(const Model *m);
 
 /* ---- checkpoints ----------------------------------------------------------
  * File format (little-endian), documented in chapters/07_transformer/README.md:

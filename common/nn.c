@@ -20,6 +20,7 @@
  */
 #include "nn.h"
 #include "gemm.h"
+#include "dropout_mask.h"
 #include "ops.h"
 #include "parallel.h"
 
@@ -321,19 +322,20 @@ void residual_backward(float *da, float *db, const float *dout, size_t n) {
 
 /* Inverted dropout: drop with probability p, scale the survivors by 1/(1-p)
  * so the expected value of every element is unchanged; at inference (p = 0)
- * the layer is the identity. The random draws come from the caller's Rng in
- * element order, so the same seed gives the same mask. */
-void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n, Rng *rng) {
+ * the layer is the identity. Element i's fate is dropout_keep(key, tensor, i)
+ * (dropout_mask.h): a hash of its coordinates, not a draw from a stream, so
+ * the GPU computes the very same mask and the same key gives the same mask. */
+void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+                     uint64_t key, uint32_t tensor) {
     assert(p >= 0.0f && p < 1.0f);
     if (p == 0.0f) {
         if (out != inp) memcpy(out, inp, n * sizeof(float));
         for (size_t i = 0; i < n; i++) keep[i] = 1.0f;
         return;
     }
-    float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < n; i++) {
-        /* rng_uniform is in [0, 1): P(u >= p) = 1 - p, the keep probability */
-        keep[i] = rng_uniform(rng) >= p ? scale : 0.0f;
+        /* u in [0, 1): P(u >= p) = 1 - p, the keep probability */
+        keep[i] = dropout_keep(key, tensor, i, p);
         out[i] = inp[i] * keep[i];
     }
 }

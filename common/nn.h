@@ -61,9 +61,12 @@ void residual_backward(float *da, float *db, const float *dout, size_t n);
 /* ---- dropout (Sec. 5.4) ----------------------------------------------------
  * Inverted dropout: keep each element with probability 1-p and scale it by
  * 1/(1-p), so inference needs no change. keep (n) records the scale used
- * (0 or 1/(1-p)) for backward. p == 0 copies inp and fills keep with 1.
- * out may equal inp. */
-void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n, Rng *rng);
+ * (0 or 1/(1-p)) for backward. Element i is kept when
+ * dropout_keep(key, tensor, i, p) says so (dropout_mask.h: a counter-based
+ * hash the CUDA kernel shares, so both devices draw the same mask).
+ * p == 0 copies inp and fills keep with 1. out may equal inp. */
+void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+                     uint64_t key, uint32_t tensor);
 void dropout_backward(float *dinp, const float *dout, const float *keep, size_t n);
 
 /* ---- embeddings (Sec. 3.4) and positional encoding (Sec. 3.5) -------------

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "ops.h"
 
 const char *t1_kind_name(T1Kind kind) {
@@ -28,7 +29,7 @@ int t1_layer_build(T1Layer *L, T1Kind kind, int n_max, int d, int h, int k, int 
     if (attention) assert(d % h == 0);
     int win = 2 * (r / 2) + 1 < n_max ? 2 * (r / 2) + 1 : n_max;   /* widest window */
     switch (kind) {
-    case T1_SELF_ATTENTION: L->n_params = 4 * dd; L->n_work = mha_acts_size(1, n_max, n_max, h, d_k, d_k); break;
+    case T1_SELF_ATTENTION: L->n_params = 4 * dd; L->n_work = mha_acts_size(1, n_max, n_max, h, d_k, d_k) + 4 * nd; break;
     case T1_RESTRICTED:     L->n_params = 4 * dd; L->n_work = 8 * nd + (size_t)win; break;
     case T1_RECURRENT:      L->n_params = 2 * dd + d; L->n_work = nd + d; break;
     case T1_CONVOLUTION:    L->n_params = (size_t)k * dd + d; L->n_work = 0; break;
@@ -55,12 +56,14 @@ int t1_layer_build(T1Layer *L, T1Kind kind, int n_max, int d, int h, int k, int 
     /* activations: laid out once for n_max; a shorter sequence uses the
      * front of each array, which is laid out exactly as for n */
     if (kind == T1_SELF_ATTENTION) {
+        size_t na = mha_acts_size(1, n_max, n_max, h, d_k, d_k);
         mha_acts_layout(&L->acts, L->work, 1, n_max, n_max, h, d_k, d_k);
+        L->qh = L->work + na; L->kh = L->qh + nd; L->vh = L->kh + nd; L->oh = L->vh + nd;
     } else if (kind == T1_RESTRICTED) {
         float *w = L->work;
         L->acts.q = w;       L->acts.k = w + nd;      L->acts.v = w + 2 * nd;
-        L->acts.qh = w + 3 * nd; L->acts.kh = w + 4 * nd; L->acts.vh = w + 5 * nd;
-        L->acts.oh = w + 6 * nd; L->acts.concat = w + 7 * nd;
+        L->qh = w + 3 * nd; L->kh = w + 4 * nd; L->vh = w + 5 * nd;
+        L->oh = w + 6 * nd; L->acts.concat = w + 7 * nd;
         L->acts.weights = w + 8 * nd;   /* one query's window of weights at a time */
     } else if (kind == T1_RECURRENT) {
         L->tmp = L->work; L->zeros = L->work + nd;
@@ -126,12 +129,12 @@ static void self_attention(T1Layer *L, float *out, const float *x, int n, Flops 
     mm(a->q, x, L->mha.w_q, n, d, d, &f->other);          /* q (n, h*d_k) */
     mm(a->k, x, L->mha.w_k, n, d, d, &f->other);
     mm(a->v, x, L->mha.w_v, n, d, d, &f->other);
-    heads_split(a->qh, a->q, 1, n, h, d_k);                /* qh (h, n, d_k) */
-    heads_split(a->kh, a->k, 1, n, h, d_k);
-    heads_split(a->vh, a->v, 1, n, h, d_k);
+    heads_split(L->qh, a->q, 1, n, h, d_k);                /* qh (h, n, d_k) */
+    heads_split(L->kh, a->k, 1, n, h, d_k);
+    heads_split(L->vh, a->v, 1, n, h, d_k);
     /* every query against every key: the (h, n, n) scores, Table 1's n^2 d */
-    attend(a->oh, a->weights, a->qh, a->kh, a->vh, h, n, n, d_k, &f->table);
-    heads_merge(a->concat, a->oh, 1, n, h, d_k);           /* concat (n, h*d_k) */
+    attend(L->oh, a->weights, L->qh, L->kh, L->vh, h, n, n, d_k, &f->table);
+    heads_merge(a->concat, L->oh, 1, n, h, d_k);           /* concat (n, h*d_k) */
     mm(out, a->concat, L->mha.w_o, n, d, d, &f->other);
 }
 
@@ -144,17 +147,17 @@ static void restricted(T1Layer *L, float *out, const float *x, int n, Flops *f) 
     mm(a->q, x, L->mha.w_q, n, d, d, &f->other);
     mm(a->k, x, L->mha.w_k, n, d, d, &f->other);
     mm(a->v, x, L->mha.w_v, n, d, d, &f->other);
-    heads_split(a->qh, a->q, 1, n, h, d_k);                /* (h, n, d_k): a head's rows are contiguous, */
-    heads_split(a->kh, a->k, 1, n, h, d_k);                /* so a window of keys is a (w, d_k) block   */
-    heads_split(a->vh, a->v, 1, n, h, d_k);
+    heads_split(L->qh, a->q, 1, n, h, d_k);                /* (h, n, d_k): a head's rows are contiguous, */
+    heads_split(L->kh, a->k, 1, n, h, d_k);                /* so a window of keys is a (w, d_k) block   */
+    heads_split(L->vh, a->v, 1, n, h, d_k);
     for (int hh = 0; hh < h; hh++)
         for (int i = 0; i < n; i++) {
             int lo = i - half < 0 ? 0 : i - half, hi = i + half > n - 1 ? n - 1 : i + half;
             size_t qi = ((size_t)hh * n + i) * d_k, kj = ((size_t)hh * n + lo) * d_k;
-            attend(a->oh + qi, a->weights, a->qh + qi, a->kh + kj, a->vh + kj,
+            attend(L->oh + qi, a->weights, L->qh + qi, L->kh + kj, L->vh + kj,
                    1, 1, hi - lo + 1, d_k, &f->table);
         }
-    heads_merge(a->concat, a->oh, 1, n, h, d_k);
+    heads_merge(a->concat, L->oh, 1, n, h, d_k);
     mm(out, a->concat, L->mha.w_o, n, d, d, &f->other);
 }
 

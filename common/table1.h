@@ -67,6 +67,7 @@ typedef struct {
     float *work;         /* the one allocation of activations for n_max positions    */
     size_t n_params, n_work;   /* floats in each                                      */
     MhaActs acts;        /* attention layers: views into work                        */
+    float *qh, *kh, *vh, *oh;  /* attention layers: heads split into (h, n, d_k), in work */
     float *tmp;          /* recurrent: x W (n_max, d); separable: the depthwise output */
     float *zeros;        /* recurrent: h_{-1} = 0 (d), in work                       */
 } T1Layer;

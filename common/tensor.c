@@ -130,12 +130,6 @@ void tensor_copy(Tensor *dst, const Tensor *src) {
                     *o++ = src->data[a * st[0] + b * st[1] + c * st[2] + d * st[3]];
 }
 
-void tensor_fill(Tensor *t, float value) {
-    assert(tensor_is_contiguous(t));
-    size_t n = tensor_numel(t);
-    for (size_t i = 0; i < n; i++) t->data[i] = value;
-}
-
 char *tensor_shape_str(const Tensor *t, char *buf, size_t len) {
     size_t used = (size_t)snprintf(buf, len, "%s [", t->name);
     for (int i = 0; i < t->ndim && used < len; i++)

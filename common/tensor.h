@@ -53,7 +53,6 @@ int tensor_is_contiguous(const Tensor *t);
 float *tensor_at(const Tensor *t, int i0, int i1, int i2, int i3);
 /* Copy src (any strides) into dst (contiguous, same numel), element order of src. */
 void tensor_copy(Tensor *dst, const Tensor *src);
-void tensor_fill(Tensor *t, float value);
 /* "Q [batch=2, seq=5, d_k=8]" written into buf; returns buf. */
 char *tensor_shape_str(const Tensor *t, char *buf, size_t len);
 

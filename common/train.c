@@ -1,5 +1,9 @@
 /* train.c - the copy task, one training step, checkpoints that resume
- * exactly, greedy decoding and exact-match accuracy (Section 5). */
+ * exactly, greedy decoding and exact-match accuracy (Section 5).
+ *
+ * The step runs wherever the model runs: every op goes through the model's
+ * backend table (backend.h), and the Trainer's buffers live in the same
+ * backend's memory. */
 #include "train.h"
 
 #include <assert.h>
@@ -7,18 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "nn.h"
+#include "backend.h"
+#include "fail.h"
 #include "optim.h"
-
-/* Out of memory is a failure of the world, as in tensor_new: say so, exit 1. */
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu x %zu bytes)\n", n, size);
-        exit(1);
-    }
-    return p;
-}
 
 /* ======================================================================== */
 /* the copy task                                                            */
@@ -76,51 +71,93 @@ int all_finite(const float *x, size_t n) {
     return 1;
 }
 
+/* The Trainer's arrays in the backend's memory: Adam's moments shared with
+ * the host ones (the same memory on the CPU), the targets, the per-position
+ * losses and the loss gradient. */
+static void buffers_free(Trainer *t) {
+    const Backend *be = t->be;
+    if (!be) return;
+    if (t->dm) be->unshare(t->dm, t->adam_m);
+    if (t->dv) be->unshare(t->dv, t->adam_v);
+    be->free(t->d_tgt_out);
+    be->free(t->row_loss);
+    be->free(t->dlogits);
+    t->dm = t->dv = t->row_loss = t->dlogits = NULL;
+    t->d_tgt_out = NULL;
+    t->be = NULL;
+}
+
+static int buffers_make(Trainer *t, const Backend *be) {
+    size_t N = (size_t)t->B * (t->T - 1), V = (size_t)t->model->cfg.vocab;
+    t->be = be;
+    t->dm = be->share(t->adam_m, t->n * sizeof(float));
+    t->dv = be->share(t->adam_v, t->n * sizeof(float));
+    t->d_tgt_out = be->alloc(N * sizeof(int));
+    t->row_loss = be->alloc(N * sizeof(float));
+    t->dlogits = be->alloc(N * V * sizeof(float));
+    return t->dm && t->dv && t->d_tgt_out && t->row_loss && t->dlogits ? 0 : -1;
+}
+
 int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
                  uint64_t data_seed, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt) {
-        snprintf(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
-                 "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
-        return 2;
-    }
-    if (hp->warmup < 1) {
-        snprintf(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
-        return 2;
-    }
+    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt)
+        return fail(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
+                    "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
+    if (hp->warmup < 1) return fail(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
     t->model = m;
     t->hp = *hp;
     t->n = m->params.n;
-    t->adam_m = xcalloc(t->n, sizeof(float));
-    t->adam_v = xcalloc(t->n, sizeof(float));
     t->step = 0;
     rng_seed(&t->data_rng, data_seed);
     t->B = B;
     t->T = T;
-    t->src = xcalloc((size_t)B * T, sizeof(int));
-    t->tgt_in = xcalloc((size_t)B * (T - 1), sizeof(int));
-    t->tgt_out = xcalloc((size_t)B * (T - 1), sizeof(int));
-    t->dlogits = xcalloc((size_t)B * (T - 1) * m->cfg.vocab, sizeof(float));
+    t->adam_m = calloc(t->n, sizeof(float));
+    t->adam_v = calloc(t->n, sizeof(float));
+    t->src = calloc((size_t)B * T, sizeof(int));
+    t->tgt_in = calloc((size_t)B * (T - 1), sizeof(int));
+    t->tgt_out = calloc((size_t)B * (T - 1), sizeof(int));
+    if (!t->adam_m || !t->adam_v || !t->src || !t->tgt_in || !t->tgt_out || buffers_make(t, m->be)) {
+        trainer_free(t);
+        return fail(err, errlen, "out of memory for the trainer (%zu parameters, batch %d x %d)", m->params.n, B, T);
+    }
+    return 0;
+}
+
+int trainer_to(Trainer *t, const Backend *be, char *err, size_t errlen) {
+    if (be == t->be && be == t->model->be) return 0;
+    /* the host copies of Adam's moments first, then everything moves */
+    t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
+    buffers_free(t);
+    int rc = model_to(t->model, be, err, errlen);
+    if (rc || buffers_make(t, t->model->be)) {
+        buffers_free(t);
+        if (!rc) rc = fail(err, errlen, "out of %s memory for the trainer", be->name);
+        model_to(t->model, backend_cpu(), NULL, 0);
+        if (buffers_make(t, backend_cpu())) buffers_free(t);
+        return rc;
+    }
     return 0;
 }
 
 void trainer_free(Trainer *t) {
     if (!t) return;
+    buffers_free(t);
     free(t->adam_m);
     free(t->adam_v);
     free(t->src);
     free(t->tgt_in);
     free(t->tgt_out);
-    free(t->dlogits);
     memset(t, 0, sizeof *t);
 }
 
 TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
                              int B, int Ts, int Tt, StepStats *st) {
     Model *m = t->model;
+    const Backend *be = m->be;
     const Config *c = &m->cfg;
     int V = c->vocab, N = B * Tt;
-    assert(B >= 1 && B <= t->B && Tt >= 1 && Tt <= t->T - 1);
+    assert(B >= 1 && B <= t->B && Tt >= 1 && Tt <= t->T - 1 && be == t->be);
 
     /* gradients accumulate (+=) in every backward, so start from zero */
     model_zero_grad(m);
@@ -130,7 +167,9 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
 
     /* label-smoothed cross-entropy over the non-padding targets (Sec. 5.4) */
     int n_tokens = 0;
-    float loss = smoothed_xent_forward(logp, tgt_out, N, V, t->hp.eps_ls, c->pad_id, &n_tokens);
+    be->upload(t->d_tgt_out, tgt_out, (size_t)N * sizeof(int));
+    float loss = be->smoothed_xent_forward(t->row_loss, logp, t->d_tgt_out, N, V, t->hp.eps_ls,
+                                           c->pad_id, &n_tokens);
     if (st) {
         st->loss = loss;
         st->n_tokens = n_tokens;
@@ -143,25 +182,22 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
     if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
 
     /* backward: d loss / d logits through the log-softmax, then the model */
-    memset(t->dlogits, 0, (size_t)N * V * sizeof(float));
-    smoothed_xent_backward(t->dlogits, logp, tgt_out, N, V, t->hp.eps_ls, c->pad_id);
+    be->zero(t->dlogits, (size_t)N * V * sizeof(float));
+    be->smoothed_xent_backward(t->dlogits, logp, t->d_tgt_out, N, V, t->hp.eps_ls, c->pad_id);
     model_backward(m, t->dlogits);
 
-    /* every gradient finite? (and their norm, to watch training) */
-    const float *g = m->grads.mem;
-    double sq = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        if (!isfinite(g[i])) return TRAIN_NONFINITE_GRAD;
-        sq += (double)g[i] * g[i];
-    }
+    /* every gradient finite? (one NaN or inf makes the sum of squares NaN
+     * or inf) and their norm, to watch training */
+    double sq = be->sum_squares(m->dw.mem, t->n);
+    if (!isfinite(sq)) return TRAIN_NONFINITE_GRAD;
 
     /* Adam with the Sec. 5.3 schedule over the whole flat parameter array:
      * params.mem and grads.mem share one layout, so one call updates the
      * embedding, every attention and FFN matrix and every LayerNorm. */
     uint64_t step = t->step + 1;
     float lr = lr_schedule((int)step, c->d_model, t->hp.warmup, t->hp.factor);
-    adam_update(m->params.mem, g, t->adam_m, t->adam_v, t->n, lr,
-                t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
+    be->adam_update(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
+                    t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
     t->step = step;
     if (st) {
         st->lr = lr;
@@ -175,12 +211,19 @@ TrainStatus train_step(Trainer *t, StepStats *st) {
     return train_step_batch(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
 }
 
+void trainer_pull(Trainer *t) {
+    model_pull(t->model);
+    t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
+    t->be->download(t->adam_v, t->dv, t->n * sizeof(float));
+}
+
 /* ---- checkpoints ---------------------------------------------------------- */
 
-int trainer_save(const Trainer *t, const char *path, char *err, size_t errlen) {
+int trainer_save(Trainer *t, const char *path, char *err, size_t errlen) {
     /* Everything the next step depends on: the weights (in the model), the
      * step (for the learning rate and Adam's bias correction), Adam's m and
-     * v, and where both random streams are. */
+     * v, and where both random streams are; first brought to the host. */
+    trainer_pull(t);
     TrainState ts = {
         .step = t->step,
         .rng_state = {t->data_rng.state, t->model->dropout_rng.state},
@@ -219,11 +262,13 @@ int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
         return rc;
     }
     /* trainer_init sized its moments by m->params.n, the same n the loader
-     * used: take the loaded ones instead of its zeros */
-    free(t->adam_m);
-    free(t->adam_v);
-    t->adam_m = ts.adam_m;
-    t->adam_v = ts.adam_v;
+     * used: copy the loaded ones over its zeros (in place: on the CPU
+     * backend, where a loaded model starts, the step's buffers share them) */
+    assert(t->n == m->params.n && t->be == backend_cpu());
+    memcpy(t->adam_m, ts.adam_m, t->n * sizeof(float));
+    memcpy(t->adam_v, ts.adam_v, t->n * sizeof(float));
+    free(ts.adam_m);
+    free(ts.adam_v);
     t->step = ts.step;
     t->data_rng.state = ts.rng_state[0];
     m->dropout_rng.state = ts.rng_state[1];
@@ -261,7 +306,8 @@ int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts,
          * causal mask makes earlier positions' outputs unchanged anyway. */
         for (int b = 0; b < B; b++)
             memcpy(prefix + (size_t)b * t, ys + (size_t)b * T_out, (size_t)t * sizeof(int));
-        const float *logp = model_decode(m, prefix, t, 0);
+        model_decode(m, prefix, t, 0);
+        const float *next = model_next_logp(m);   /* (B, V) the last position's rows, on the host */
         calls++;
         int all_done = 1;
         for (int b = 0; b < B; b++) {
@@ -271,7 +317,7 @@ int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts,
                 continue;
             }
             /* the last position's distribution predicts the next token */
-            const float *row = logp + ((size_t)b * t + (t - 1)) * V;
+            const float *row = next + (size_t)b * V;
             int best = 0;
             for (int v = 1; v < V; v++)
                 if (row[v] > row[best]) best = v;
@@ -290,11 +336,15 @@ int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts,
 double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc) {
     assert(n >= 1 && T >= 2);
     int mb = m->max_B;
-    int *src = xcalloc((size_t)mb * T, sizeof(int));
-    int *tgt_in = xcalloc((size_t)mb * (T - 1), sizeof(int));
-    int *tgt_out = xcalloc((size_t)mb * (T - 1), sizeof(int));
-    int *ys = xcalloc((size_t)mb * T, sizeof(int));
-    int *prefix = xcalloc((size_t)mb * (T - 1), sizeof(int));
+    int *src = calloc((size_t)mb * T, sizeof(int));
+    int *tgt_in = calloc((size_t)mb * (T - 1), sizeof(int));
+    int *tgt_out = calloc((size_t)mb * (T - 1), sizeof(int));
+    int *ys = calloc((size_t)mb * T, sizeof(int));
+    int *prefix = calloc((size_t)mb * (T - 1), sizeof(int));
+    if (!src || !tgt_in || !tgt_out || !ys || !prefix) {
+        free(src), free(tgt_in), free(tgt_out), free(ys), free(prefix);
+        return -1.0;
+    }
     Rng rng;
     rng_seed(&rng, eval_seed);
     long exact = 0, tokens = 0;

@@ -67,6 +67,11 @@ typedef struct {
     int B, T;              /* copy batch: B sequences of T tokens             */
     int *src;              /* (B,T)                                           */
     int *tgt_in, *tgt_out; /* (B,T-1) each                                    */
+    /* in the backend's memory (be, the model's): */
+    const Backend *be;
+    float *dm, *dv;        /* adam_m, adam_v as be sees them (CPU: the same)  */
+    int *d_tgt_out;        /* (B,T-1) targets of the step                     */
+    float *row_loss;       /* (B*(T-1)) per-position losses (scratch)         */
     float *dlogits;        /* (B*(T-1), vocab) gradient of the loss           */
 } Trainer;
 
@@ -91,6 +96,13 @@ const char *train_status_str(TrainStatus s);
 int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
                  uint64_t data_seed, char *err, size_t errlen);
 void trainer_free(Trainer *t);   /* no-op on a zeroed or freed Trainer */
+/* Moves the trainer and its model to backend be (model_to, and Adam's
+ * moments and the step's buffers with them). Returns 0, or 2 with a message
+ * (out of device memory: everything is then back on the CPU). */
+int trainer_to(Trainer *t, const Backend *be, char *err, size_t errlen);
+/* be -> host: the model's params and grads and Adam's adam_m, adam_v get
+ * the backend's latest values (nothing moves on the CPU) */
+void trainer_pull(Trainer *t);
 
 /* One step on a fresh copy batch from t->data_rng. */
 TrainStatus train_step(Trainer *t, StepStats *st);
@@ -104,7 +116,7 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
  * m/v). Atomic: model_save writes a unique temporary and renames it; it
  * refuses a state with NaN or inf in it. Returns 0, 2 (state not finite)
  * or 1 (I/O) with err set. */
-int trainer_save(const Trainer *t, const char *path, char *err, size_t errlen);
+int trainer_save(Trainer *t, const char *path, char *err, size_t errlen);
 /* Resumes a run: builds *m from the checkpoint (capacity max_B sequences,
  * at least B; lengths T, T-1) and sets up *t as trainer_init does, then
  * restores step, both RNGs and the Adam moments from the file. The file's
@@ -134,7 +146,7 @@ int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts,
  * (a stream of its own, never the training data's): the fraction whose
  * greedy decode equals the source token for token. *token_acc (may be NULL)
  * gets the fraction of the n*(T-1) decoded tokens that are right. Decodes in
- * batches of m->max_B. */
+ * batches of m->max_B. Returns -1 when out of memory. */
 double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc);
 
 #endif

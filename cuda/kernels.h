@@ -15,8 +15,10 @@
  * Nothing here allocates, except the cuBLAS handle made on first use and
  * freed by cuda_release().
  *
- * Only in a build with USE_CUDA (nvcc found); call only when
- * device_cuda_available() says a GPU is there.
+ * Compiled into build/libaiyn_cuda.so (with nvcc) and reached through the
+ * backend table (backend_cuda.c); the tools in cuda/tools link the .so.
+ * cuda/host_shim.c implements every function here with the CPU's, for
+ * checking the host code without a GPU.
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -34,6 +36,12 @@ extern "C" {
  * The caller owns the result and frees it with cuda_free (NULL: no-op). */
 void *cuda_alloc(size_t bytes);
 void cuda_free(void *dev);
+/* cudaMalloc of bytes, or NULL when the GPU is full (what the backend uses) */
+void *cuda_try_alloc(size_t bytes);
+/* device to device */
+void cuda_copy(void *dev_dst, const void *dev_src, size_t bytes);
+/* number of CUDA GPUs (0 without the driver's device files), asked once */
+int cuda_device_count(void);
 void cuda_upload(void *dev_dst, const void *host_src, size_t bytes);
 void cuda_download(void *host_dst, const void *dev_src, size_t bytes);
 void cuda_zero(void *dev, size_t bytes);
@@ -195,6 +203,22 @@ void cuda_smoothed_xent_backward(float *dlogits, const float *logp, const int *t
  * One bias-corrected Adam step on n parameters in place, as adam_update. */
 void cuda_adam_update(float *param, const float *grad, float *m, float *v, size_t n,
                       float lr, float beta1, float beta2, float eps, int step);
+
+/* ---- what the backend needs beyond the ops above (backend_kernels.cu) ------ */
+/* attention.h's heads_split / heads_merge: out (B,h,T,d) <-> inp (B,T,h*d) */
+void cuda_heads_split(float *out, const float *inp, int B, int T, int h, int d);
+void cuda_heads_merge(float *out, const float *inp, int B, int T, int h, int d);
+/* nn.h's dropout_forward: keep[i] = dropout_keep(key, tensor, i, p) of
+ * common/dropout_mask.h, the CPU's mask bit for bit. out may equal inp.
+ * backward: dinp += dout * keep. */
+void cuda_dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+                          uint64_t key, uint32_t tensor);
+void cuda_dropout_backward(float *dinp, const float *dout, const float *keep, size_t n);
+/* out = a + b */
+void cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
+/* sum of x[i]^2 in double, in a fixed order (deterministic); NaN or inf if
+ * any x[i] is. Waits for the GPU. */
+double cuda_sum_squares(const float *x, size_t n);
 
 /* ---- self-test (selftest.c): each kernel against its CPU reference --------
  * Check i (0 <= i < cuda_selftest_count()) runs one op (every version of it)

@@ -12,6 +12,7 @@
 #include <assert.h>
 
 #include "cuda_util.h"
+#include "dropout_mask.h"
 #include "kernels.h"
 
 #define LN_EPS 1e-5f   // LAYERNORM_EPS in nn.h
@@ -157,24 +158,17 @@ extern "C" void cuda_relu_backward(float *dinp, const float *dout, const float *
 
 // ---- residual + dropout (Sec. 5.4: "we apply dropout to the output of each
 // sub-layer, before it is added to the sub-layer input") ------------------------------------
-// splitmix64 of (seed, i): a counter-based generator. Each element's random
-// number depends only on its index, so threads need no shared state and the
-// mask does not depend on how the work is split.
-__device__ __forceinline__ float hash_uniform(uint64_t seed, size_t i) {
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);   // 24 bits: uniform in [0, 1)
-}
-
+// The mask comes from common/dropout_mask.h, the counter-based generator the
+// CPU uses too: each element's random number depends only on (seed, site,
+// index), so threads need no shared state and the mask does not depend on
+// how the work is split. This fused kernel uses site 0.
 __global__ void residual_dropout_forward_kernel(float *out, float *keep, const float *x,
                                                 const float *sub, float p, float scale,
                                                 size_t n, uint64_t seed) {
     FOR_EACH(i, n) {
         // inverted dropout: survivors are scaled by 1/(1-p) now, so inference
         // (p = 0) needs no rescaling later
-        float k = hash_uniform(seed, i) >= p ? scale : 0.0f;
+        float k = dropout_uniform(seed, 0, i) >= p ? scale : 0.0f;
         keep[i] = k;
         out[i] = x[i] + sub[i] * k;
     }

@@ -40,6 +40,19 @@ extern "C" void *cuda_alloc(size_t bytes) {
     return p;
 }
 
+extern "C" void *cuda_try_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();   // clear it: running out is not a sticky error
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void cuda_copy(void *dev_dst, const void *dev_src, size_t bytes) {
+    if (dev_dst != dev_src) CUDA_CHECK(cudaMemcpy(dev_dst, dev_src, bytes, cudaMemcpyDeviceToDevice));
+}
+
 extern "C" void cuda_free(void *dev) {
     if (dev) CUDA_CHECK(cudaFree(dev));
 }

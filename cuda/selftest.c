@@ -14,7 +14,6 @@
  */
 #include "kernels.h"
 
-#ifdef USE_CUDA
 
 #include <math.h>
 #include <stdarg.h>
@@ -574,4 +573,3 @@ int cuda_selftest_run(int i, int size, CudaCheck *results, int max) {
     return sink.n;
 }
 
-#endif /* USE_CUDA */

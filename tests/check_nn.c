@@ -187,18 +187,15 @@ START_TEST(test_dropout) {
     float *keep = malloc(n * sizeof(float)), *keep2 = malloc(n * sizeof(float));
     float *y2 = malloc(n * sizeof(float));
     for (int i = 0; i < n; i++) x[i] = 1.0f + (i % 7);
-    Rng r;
 
     /* p = 0: the identity (inference), keep all ones */
-    rng_seed(&r, 1);
-    dropout_forward(y, keep, x, 0.0f, n, &r);
+    dropout_forward(y, keep, x, 0.0f, n, 1, 0);
     ck_assert_close_arrays(y, x, n, 0.0);
     for (int i = 0; i < n; i++) ck_assert_float_eq(keep[i], 1.0f);
 
     /* p = 0.1 (Sec. 5.4): about 90% kept, survivors scaled by exactly 1/0.9 */
     float p = 0.1f, scale = 1.0f / (1.0f - p);
-    rng_seed(&r, 7);
-    dropout_forward(y, keep, x, p, n, &r);
+    dropout_forward(y, keep, x, p, n, 7, 0);
     int kept = 0;
     for (int i = 0; i < n; i++) {
         ck_assert(keep[i] == 0.0f || keep[i] == scale);
@@ -208,19 +205,16 @@ START_TEST(test_dropout) {
     /* binomial: std of the kept fraction is sqrt(.9*.1/n) ~ 0.001; allow 5 std */
     ck_assert_msg(fabs(kept / (double)n - 0.9) < 0.005, "kept fraction %g", kept / (double)n);
 
-    /* the same seed draws the same mask; another seed a different one */
-    rng_seed(&r, 7);
-    dropout_forward(y2, keep2, x, p, n, &r);
+    /* the same key draws the same mask; another key a different one */
+    dropout_forward(y2, keep2, x, p, n, 7, 0);
     ck_assert(memcmp(keep, keep2, n * sizeof(float)) == 0);
     ck_assert(memcmp(y, y2, n * sizeof(float)) == 0);
-    rng_seed(&r, 8);
-    dropout_forward(y2, keep2, x, p, n, &r);
+    dropout_forward(y2, keep2, x, p, n, 8, 0);
     ck_assert(memcmp(keep, keep2, n * sizeof(float)) != 0);
 
     /* in place (out == inp) gives the same result */
     memcpy(y2, x, n * sizeof(float));
-    rng_seed(&r, 7);
-    dropout_forward(y2, keep2, y2, p, n, &r);
+    dropout_forward(y2, keep2, y2, p, n, 7, 0);
     ck_assert(memcmp(y, y2, n * sizeof(float)) == 0);
 
     /* backward uses the forward's mask: dropped elements get no gradient */
@@ -523,9 +517,8 @@ END_TEST
 
 static double loss_dropout(void *v) {
     Ctx *c = v;
-    Rng r;
-    rng_seed(&r, 99);   /* the same mask on every call, as within one training step */
-    dropout_forward(c->out, c->keep, c->x, c->p, (size_t)c->N, &r);
+    /* the same key: the same mask on every call, as within one training step */
+    dropout_forward(c->out, c->keep, c->x, c->p, (size_t)c->N, 99, 0);
     return weighted_sum(c->out, c->R, (size_t)c->N);
 }
 

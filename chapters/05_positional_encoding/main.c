@@ -22,9 +22,10 @@
  *   5. goes past a pretend training length: a learned position table has no
  *      row there, the formula keeps its structure.
  *
- * With --device cuda, every self-attention of part 4 also runs on the GPU
- * (cuda/model_gpu.c: gpu_mha_forward_host) and the program prints
- * "GPU vs CPU: max |diff| = ..." for the outputs and weights.
+ * Part 4's self-attention runs on the backend --device picks (backend.h:
+ * the CPU's functions, or the CUDA kernels); every run is checked against
+ * the CPU's mha_forward, the reference, and the program prints
+ * "cuda vs CPU: max |diff| = ..." (0 on the CPU) for outputs and weights.
  *
  * Run:  make && ./build/05_positional_encoding [--d-model 32] [--max-len 128] [--device cuda]
  * Output: tables and heatmaps on the terminal; PNGs (with gnuplot) in --out.
@@ -37,8 +38,7 @@
 
 #include "attention.h"
 #include "cli.h"
-#include "device.h"
-#include "model_gpu.h"
+#include "backend.h"
 #include "nn.h"
 #include "ops.h"
 #include "rng.h"
@@ -255,16 +255,29 @@ typedef struct {
     int d_model, h, d_k;
     MhaParams p;       /* w_q, w_k, w_v (d_model, d_model), w_o (d_model, d_model) */
     float *params;     /* the one allocation the four point into */
-    float *acts_buf;   /* mha_acts_size() floats */
+    float *acts_buf;   /* mha_acts_size() floats: the CPU reference's */
     MhaActs acts;
-    Device dev;        /* DEVICE_CUDA: every run is repeated on the GPU     */
-    int gpu_runs;      /* how many runs were compared                        */
-    double gpu_out_diff, gpu_w_diff;   /* worst |GPU - CPU| over those runs  */
+    float *ref_out;    /* (1,T,d_model) the CPU reference's output          */
+    /* the same layer on the chosen backend, in its memory */
+    const Backend *be;
+    MhaParams dp;      /* the weights as the backend sees them              */
+    float *dparams, *dacts_buf, *dx, *dout;
+    MhaActs dacts;
+    float *weights;    /* (1,h,T,T) the backend's weights, on the host       */
+    int runs;          /* how many runs were compared                        */
+    double out_diff, w_diff;   /* worst |backend - CPU| over those runs     */
 } SelfAttn;
 
-static void selfattn_build(SelfAttn *s, int d_model, int h, Device dev, Rng *rng) {
+/* n bytes of the backend's memory, or exit 1 saying so */
+static void *be_alloc(const Backend *be, size_t bytes) {
+    void *p = be->alloc(bytes);
+    if (!p) cli_fail(PROG, "out of %s memory", be->name);
+    return p;
+}
+
+static void selfattn_build(SelfAttn *s, int d_model, int h, const Backend *be, Rng *rng) {
     memset(s, 0, sizeof *s);
-    s->dev = dev;
+    s->be = be;
     s->d_model = d_model;
     s->h = h;
     s->d_k = d_model / h;
@@ -276,33 +289,46 @@ static void selfattn_build(SelfAttn *s, int d_model, int h, Device dev, Rng *rng
     s->p.w_k = s->params + n;
     s->p.w_v = s->params + 2 * n;
     s->p.w_o = s->params + 3 * n;
-    s->acts_buf = xalloc(mha_acts_size(1, N_TOKENS, N_TOKENS, h, s->d_k, s->d_k));
+    size_t na = mha_acts_size(1, N_TOKENS, N_TOKENS, h, s->d_k, s->d_k), nx = (size_t)N_TOKENS * d_model;
+    s->acts_buf = xalloc(na);
     mha_acts_layout(&s->acts, s->acts_buf, 1, N_TOKENS, N_TOKENS, h, s->d_k, s->d_k);
+    s->ref_out = xalloc(nx);
+    s->weights = xalloc((size_t)h * N_TOKENS * N_TOKENS);
+    /* the backend's copies: the weights shared (on the CPU: the same memory) */
+    if (!(s->dparams = be->share(s->params, 4 * n * sizeof(float)))) cli_fail(PROG, "out of %s memory", be->name);
+    s->dp = (MhaParams){s->dparams, s->dparams + n, s->dparams + 2 * n, s->dparams + 3 * n};
+    s->dacts_buf = be_alloc(be, na * sizeof(float));
+    mha_acts_layout(&s->dacts, s->dacts_buf, 1, N_TOKENS, N_TOKENS, h, s->d_k, s->d_k);
+    s->dx = be_alloc(be, nx * sizeof(float));
+    s->dout = be_alloc(be, nx * sizeof(float));
 }
 
 static void selfattn_free(SelfAttn *s) {
+    s->be->unshare(s->dparams, s->params);
+    s->be->free(s->dacts_buf), s->be->free(s->dx), s->be->free(s->dout);
     free(s->params);
     free(s->acts_buf);
+    free(s->ref_out);
+    free(s->weights);
 }
 
-/* out (1,T,d_model) = MultiHead(x, x, x) with no mask: pure self-attention.
- * On --device cuda the same layer also runs on the GPU (upload, projections,
- * cuda_sdpa_forward, W^O, download) and the worst difference is kept. */
+/* out (1,T,d_model) = MultiHead(x, x, x) with no mask: pure self-attention,
+ * on the backend (upload x, be->mha_forward, download out and the weights
+ * into s->weights); then the CPU's mha_forward on the same x, the
+ * reference, and the worst difference so far is kept. */
 static void selfattn_run(SelfAttn *s, float *out, const float *x) {
-    mha_forward(out, &s->acts, &s->p, x, x, NULL, 1, N_TOKENS, N_TOKENS, s->d_model, s->h, s->d_k, s->d_k);
-    if (s->dev != DEVICE_CUDA) return;
+    const Backend *be = s->be;
     size_t n_out = (size_t)N_TOKENS * s->d_model, n_w = (size_t)s->h * N_TOKENS * N_TOKENS;
-    float *out_gpu = xalloc(n_out), *w_gpu = xalloc(n_w);   /* (1,T,d_model), (1,h,T,T) */
-    char err[256];
-    if (gpu_mha_forward_host(out_gpu, w_gpu, &s->p, x, x, NULL, 1, N_TOKENS, N_TOKENS, s->d_model, s->h,
-                             s->d_k, s->d_k, err, sizeof err))
-        cli_fail(PROG, "--device cuda: %s", err);
-    Diff d_out = diff_arrays(out_gpu, out, n_out), d_w = diff_arrays(w_gpu, s->acts.weights, n_w);
-    if (d_out.max_abs > s->gpu_out_diff) s->gpu_out_diff = d_out.max_abs;   /* NaN counts as inf */
-    if (d_w.max_abs > s->gpu_w_diff) s->gpu_w_diff = d_w.max_abs;
-    s->gpu_runs++;
-    free(out_gpu);
-    free(w_gpu);
+    be->upload(s->dx, x, n_out * sizeof(float));
+    be->mha_forward(s->dout, &s->dacts, &s->dp, s->dx, s->dx, NULL, 1, N_TOKENS, N_TOKENS, s->d_model, s->h,
+                    s->d_k, s->d_k);
+    be->download(out, s->dout, n_out * sizeof(float));
+    be->download(s->weights, s->dacts.weights, n_w * sizeof(float));
+    mha_forward(s->ref_out, &s->acts, &s->p, x, x, NULL, 1, N_TOKENS, N_TOKENS, s->d_model, s->h, s->d_k, s->d_k);
+    Diff d_out = diff_arrays(out, s->ref_out, n_out), d_w = diff_arrays(s->weights, s->acts.weights, n_w);
+    if (d_out.max_abs > s->out_diff) s->out_diff = d_out.max_abs;   /* NaN counts as inf */
+    if (d_w.max_abs > s->w_diff) s->w_diff = d_w.max_abs;
+    s->runs++;
 }
 
 /* max over rows i of |out_perm[i] - out[perm[i]]|: 0 when attention only
@@ -316,7 +342,7 @@ static double perm_diff(const float *out, const float *out_perm, const int *perm
     return m;
 }
 
-static void show_permutation(const float *pe, int d_model, int h, uint64_t seed, Device dev, const char *out) {
+static void show_permutation(const float *pe, int d_model, int h, uint64_t seed, const Backend *be, const char *out) {
     show_section("4. Without PE, self-attention cannot see word order (Sec. 3.5)");
     const char *vocab[4] = {"the", "cat", "eats", "fish"};
     int ids[N_TOKENS] = {0, 1, 2, 0, 3};               /* the cat eats the fish */
@@ -328,7 +354,7 @@ static void show_permutation(const float *pe, int d_model, int h, uint64_t seed,
     float *table = xalloc((size_t)4 * d_model);
     rng_fill_normal(&rng, table, (size_t)4 * d_model, 0.0f, 1.0f / sqrtf((float)d_model));
     SelfAttn sa;
-    selfattn_build(&sa, d_model, h, dev, &rng);
+    selfattn_build(&sa, d_model, h, be, &rng);
     float *zero_pe = xalloc((size_t)N_TOKENS * d_model);
 
     /* two reorderings: the note's "cat eats fish" -> "fish eats cat" (swap
@@ -367,7 +393,7 @@ static void show_permutation(const float *pe, int d_model, int h, uint64_t seed,
         const float *posenc = use_pe ? pe : zero_pe;
         embed_forward(x, ids, table, posenc, 1, N_TOKENS, d_model, 4);
         selfattn_run(&sa, y, x);
-        memcpy(use_pe ? w1 : w0, sa.acts.weights, sizeof(float) * h * N_TOKENS * N_TOKENS);
+        memcpy(use_pe ? w1 : w0, sa.weights, sizeof(float) * h * N_TOKENS * N_TOKENS);
         for (int q = 0; q < 2; q++) {
             int pid[N_TOKENS];
             for (int i = 0; i < N_TOKENS; i++) pid[i] = ids[perms[q][i]];
@@ -398,9 +424,8 @@ static void show_permutation(const float *pe, int d_model, int h, uint64_t seed,
     printf("\n  Without PE the reordered output is the old output, rows reordered (up to\n"
            "  float rounding): \"cat\" gets the same vector whether it eats or is eaten.\n"
            "  Adding PE makes the result depend on where each word stands.\n");
-    if (sa.gpu_runs > 0)
-        printf("\n  GPU vs CPU: max |diff| = %.3g (output), %.3g (weights)  [all %d self-attention runs above,"
-               " cuda/model_gpu.c]\n", sa.gpu_out_diff, sa.gpu_w_diff, sa.gpu_runs);
+    printf("\n  %s vs CPU: max |diff| = %.3g (output), %.3g (weights)  [all %d self-attention runs above on the\n"
+           "  %s backend, each against the CPU's mha_forward]\n", be->name, sa.out_diff, sa.w_diff, sa.runs, be->name);
 
     printf("\n");
     show_heatmap("  head 1 weights, no PE (rows: queries, columns: keys; both \"the\" rows match):",
@@ -489,7 +514,7 @@ int main(int argc, char **argv) {
         {"--heads", CLI_INT, &h, "attention heads h (part 4)", 1, 64},
         {"--seed", CLI_U64, &seed, "random seed (embeddings, weights, shuffle)", 0, 0},
         {"--out", CLI_STRING, &out, "output folder for .dat/.gp/.png", 0, 0},
-        {"--device", CLI_STRING, &device, "cpu or cuda (cuda: part 4's attention also runs on the GPU)", 0, 0},
+        {"--device", CLI_STRING, &device, "cpu or cuda (cuda: part 4's attention runs on the GPU)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "sinusoidal positional encoding (Sec. 3.5) and why attention needs it",
               opts, CLI_COUNT(opts));
@@ -502,12 +527,11 @@ int main(int argc, char **argv) {
     if (seq > max_len) cli_fail(PROG, "--seq %d must not exceed --max-len %d", seq, max_len);
     if (train_len >= max_len)
         cli_fail(PROG, "--train-len %d must be below --max-len %d (part 5 looks past it)", train_len, max_len);
-    Device dev;
-    if (device_select(device, &dev) != 0)
-        cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
+    const Backend *be = backend_select(device);
+    if (!be) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
     cli_check_floats(PROG, "the PE table (--max-len x --d-model)", 2, (size_t)max_len, (size_t)d_model);
     if (plot_mkdir(out) != 0) cli_fail(PROG, "cannot create the output folder --out %s", out);
-    printf("%s: d_model = %d, max_len = %d, device = %s\n", PROG, d_model, max_len, device_name(dev));
+    printf("%s: d_model = %d, max_len = %d, device = %s\n", PROG, d_model, max_len, be->name);
 
     float *pe = xalloc((size_t)max_len * d_model);
     posenc_fill(pe, max_len, d_model);
@@ -515,7 +539,7 @@ int main(int argc, char **argv) {
     show_pe(pe, max_len, d_model, seq, out);
     show_rotation(pe, max_len, d_model);
     show_dot_products(pe, max_len, d_model, seq, out);
-    show_permutation(pe, d_model, h, seed, dev, out);
+    show_permutation(pe, d_model, h, seed, be, out);
     show_extrapolation(pe, max_len, d_model, train_len, out);
 
     free(pe);

@@ -31,6 +31,11 @@
  *                         against PyTorch (tools/parity/, `make parity`)
  *   --export-safetensors F  the weights in the safetensors format
  *
+ * --device cuda runs the same model (common/model.c) with the CUDA backend's
+ * kernels: the numbers printed, the guesses and the heatmaps are the GPU's;
+ * at the end the model moves back to the CPU for the same forward pass, and
+ * the program prints how far the two are apart ("cuda vs CPU: max |diff|").
+ *
  * Run:  make && ./build/07_transformer [--layers 2] [--d-model 32] [--heads 4]
  */
 #include <math.h>
@@ -41,11 +46,10 @@
 #include <time.h>
 
 #include "cli.h"
+#include "backend.h"
 #include "fileio.h"
-#include "device.h"
 #include "grad_dump.h"
 #include "model.h"
-#include "model_gpu.h"
 #include "rng.h"
 #include "show.h"
 #include "tensor.h"
@@ -213,6 +217,28 @@ static void shape3(const char *name, const float *x, int B, int T, const char *t
     show_shape(&t, note);
 }
 
+/* A host copy of the first n floats at p, which the model holds wherever it
+ * runs (model_read; on the CPU a plain copy). Four rotating buffers, so a
+ * few can be alive at once; host_free() at the end. */
+static float *host_buf[4];
+static size_t host_cap[4];
+static int host_next;
+
+static const float *host(const Model *m, const float *p, size_t n) {
+    int i = host_next++ % 4;
+    if (n > host_cap[i]) {
+        free(host_buf[i]);
+        if (!(host_buf[i] = malloc(n * sizeof(float)))) cli_fail(PROG, "out of memory");
+        host_cap[i] = n;
+    }
+    model_read(m, host_buf[i], p, n * sizeof(float));
+    return host_buf[i];
+}
+
+static void host_free(void) {
+    for (int i = 0; i < 4; i++) free(host_buf[i]), host_buf[i] = NULL, host_cap[i] = 0;
+}
+
 /* The first few numbers of position 0: enough to watch a vector change. */
 static void peek(const char *what, const float *x, int C) {
     char name[64];
@@ -228,11 +254,11 @@ static void row_stats(const float *x, int C, double *mean, double *std) {
     *std = sqrt(s2 / C);
 }
 
-static void print_addnorm(const Model *m, int dec, int l, int sub, int rows_T, const char *tdim) {
+static void print_addnorm(const Model *m, int dec, int l, SubKind sub, int rows_T, const char *tdim) {
     int B = m->B, D = m->cfg.d_model;
-    const float *y = model_sublayer(m, dec, l, sub, 2);
+    const float *y = model_sublayer(m, dec, l, sub, SUB_Y);
     double mean, sd;
-    row_stats(y, D, &mean, &sd);
+    row_stats(host(m, y, (size_t)D), D, &mean, &sd);   /* position 0 */
     char note[128];
     if (m->cfg.pre_ln) snprintf(note, sizeof note, "x + Sublayer(LayerNorm(x))  (pre-LN)");
     else snprintf(note, sizeof note, "LayerNorm(x + Sublayer(x))  position 0: mean %.3f, std %.3f", mean, sd);
@@ -247,6 +273,7 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
     Tensor E = tensor_wrap(m->params.embed, "E", "vocab d_model", V, D);
     show_shape(&E, "the ONE embedding matrix: source, target and output projection");
     const float *emb = model_embedded(m, 0);
+    const float *emb0 = host(m, emb, (size_t)D);
     const float *e_row = m->params.embed + (size_t)src[0] * D;
     float scaled[8];
     int k = D < 6 ? D : 6;
@@ -255,7 +282,7 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
     peek("E[id]                ", e_row, D);
     peek("E[id] * sqrt(d_model)", scaled, k);
     peek("PE(pos=0)            ", m->pe, D);
-    peek("sum (encoder input)  ", emb, D);
+    peek("sum (encoder input)  ", emb0, D);
     printf("  sqrt(d_model) = %.3f: the scale brings the small Xavier-initialised rows up to\n"
            "  the size of PE's entries (which lie in [-1, 1]) so position does not drown meaning.\n",
            sqrt((double)D));
@@ -267,14 +294,14 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
         printf(" encoder layer %d\n", l);
         char note[96];
         snprintf(note, sizeof note, "MultiHead(x, x, x), %d heads of d_k=%d, d_v=%d", c->h, c->d_k, c->d_v);
-        shape3("self-attention", model_sublayer(m, 0, l, 0, 0), B, Ts, "seq", D, "d_model", note);
+        shape3("self-attention", model_sublayer(m, 0, l, SUB_SELF_ATTN, SUB_OUT), B, Ts, "seq", D, "d_model", note);
         Tensor w = tensor_wrap((float *)model_attention(m, ATTN_ENC_SELF, l), "weights",
                                "batch heads query key", B, c->h, Ts, Ts);
         show_shape(&w, "softmax(Q K^T / sqrt(d_k)), Eq. (1)");
-        print_addnorm(m, 0, l, 0, Ts, "seq");
-        shape3("feed-forward", model_sublayer(m, 0, l, 1, 0), B, Ts, "seq", D, "d_model",
+        print_addnorm(m, 0, l, SUB_SELF_ATTN, Ts, "seq");
+        shape3("feed-forward", model_sublayer(m, 0, l, SUB_FFN, SUB_OUT), B, Ts, "seq", D, "d_model",
                "max(0, x W1 + b1) W2 + b2, Eq. (2)");
-        print_addnorm(m, 0, l, 1, Ts, "seq");
+        print_addnorm(m, 0, l, SUB_FFN, Ts, "seq");
     }
     shape3("memory", model_memory(m), B, Ts, "seq", D, "d_model", "the encoder's output: keys and values "
            "for every decoder layer");
@@ -282,17 +309,17 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
     show_section("4. Decoder: N layers with a third sub-layer (Figure 1, right)");
     for (int l = 0; l < c->N; l++) {
         printf(" decoder layer %d\n", l);
-        shape3("masked self-attn", model_sublayer(m, 1, l, 0, 0), B, Tt, "seq", D, "d_model",
+        shape3("masked self-attn", model_sublayer(m, 1, l, SUB_SELF_ATTN, SUB_OUT), B, Tt, "seq", D, "d_model",
                "position i sees positions <= i only (Sec. 3.2.3)");
-        print_addnorm(m, 1, l, 0, Tt, "seq");
+        print_addnorm(m, 1, l, SUB_SELF_ATTN, Tt, "seq");
         Tensor w = tensor_wrap((float *)model_attention(m, ATTN_DEC_CROSS, l), "cross weights",
                                "batch heads query key", B, c->h, Tt, Ts);
-        shape3("cross-attention", model_sublayer(m, 1, l, 1, 0), B, Tt, "seq", D, "d_model",
+        shape3("cross-attention", model_sublayer(m, 1, l, SUB_CROSS_ATTN, SUB_OUT), B, Tt, "seq", D, "d_model",
                "queries from the decoder, keys/values = memory");
         show_shape(&w, "one row per target position over the source");
-        print_addnorm(m, 1, l, 1, Tt, "seq");
-        shape3("feed-forward", model_sublayer(m, 1, l, 2, 0), B, Tt, "seq", D, "d_model", "Eq. (2)");
-        print_addnorm(m, 1, l, 2, Tt, "seq");
+        print_addnorm(m, 1, l, SUB_CROSS_ATTN, Tt, "seq");
+        shape3("feed-forward", model_sublayer(m, 1, l, SUB_DEC_FFN, SUB_OUT), B, Tt, "seq", D, "d_model", "Eq. (2)");
+        print_addnorm(m, 1, l, SUB_DEC_FFN, Tt, "seq");
     }
 
     show_section("5. Output: linear (= E^T) and softmax (Sec. 3.4)");
@@ -303,7 +330,7 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
 
 static void print_next_token(const Model *m, const float *logp, const int *tgt, int Tt, int top) {
     int V = m->cfg.vocab;
-    const float *row = logp + (size_t)(Tt - 1) * V;   /* batch 0, last position */
+    const float *row = host(m, logp + (size_t)(Tt - 1) * V, (size_t)V);   /* batch 0, last position */
     printf("  after '%s' (target position %d) the model's next-token guesses:\n",
            token_name(tgt[Tt - 1], V, 0), Tt - 1);
     int used[16] = {0}, nused = 0;
@@ -323,8 +350,7 @@ static void print_next_token(const Model *m, const float *logp, const int *tgt, 
 
 /* ---- heatmaps ------------------------------------------------------------- */
 
-/* gm: take the weights from the GPU's forward pass instead (NULL: the CPU's) */
-static void heatmaps(const Model *m, const GpuModel *gm, const int *src, const int *tgt, int Ts, int Tt,
+static void heatmaps(const Model *m, const int *src, const int *tgt, int Ts, int Tt,
                      int layer, int head, const char *out) {
     const Config *c = &m->cfg;
     int V = c->vocab;
@@ -338,18 +364,14 @@ static void heatmaps(const Model *m, const GpuModel *gm, const int *src, const i
         {ATTN_DEC_SELF, "decoder masked self-attention", "dec_self", Tt, Tt, tlp, tlp},
         {ATTN_DEC_CROSS, "cross-attention (target x source)", "cross", Tt, Ts, tlp, slp},
     };
-    float *gpu_w = gm ? malloc((size_t)m->B * c->h * (Tt > Ts ? Tt : Ts) * Ts * sizeof(float)) : NULL;
-    if (gm && !gpu_w) cli_fail(PROG, "out of memory");
     for (int i = 0; i < 3; i++) {
-        const float *all = model_attention(m, maps[i].kind, layer);
-        if (gm) gpu_model_attention(gm, maps[i].kind, layer, gpu_w), all = gpu_w;
-        const float *w = all + (size_t)head * maps[i].tq * maps[i].tk;
+        size_t n = (size_t)maps[i].tq * maps[i].tk;   /* batch 0, one head: (Tq,Tk) */
+        const float *w = host(m, model_attention(m, maps[i].kind, layer) + head * n, n);
         snprintf(title, sizeof title, "%s, layer %d, head %d", maps[i].what, layer, head);
         show_heatmap(title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl);
         snprintf(name, sizeof name, "%s_layer%d_head%d", maps[i].file, layer, head);
         plot_heatmap(out, name, title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl, "key", "query");
     }
-    free(gpu_w);
 }
 
 /* ---- --dump: numbers for comparing with another implementation ---------- */
@@ -402,256 +424,288 @@ static void fail_rc(int rc, const char *err) {
     exit(rc == 1 ? 1 : 2);
 }
 
-/* ---- main ------------------------------------------------------------------- */
+/* ---- the run: flags, then one function per section ------------------------------ */
 
-int main(int argc, char **argv) {
+typedef struct {
     /* size flags: 0 (or -1 for dropout) means "what --config says" */
-    int N = 0, d_model = 0, d_ff = 0, h = 0, d_k = 0, d_v = 0, vocab = 0, max_len = 0;
-    float dropout = -1.0f;
-    int pre_ln = 0, summary = 0, table3 = 0, layer = 0, head = 0, batch = 0, len = 0, dump_attn = 0;
-    uint64_t seed = 42;
-    const char *config = "small", *out = "out/07_transformer", *device = "cpu";
-    const char *save = NULL, *load = NULL, *src_s = NULL, *tgt_s = NULL, *dump_path = NULL;
-    const char *batch_path = NULL, *grad_path = NULL, *adam_path = NULL, *st_path = NULL;
-    float eps_ls = 0.1f;
-    int warmup = 4000;
+    int N, d_model, d_ff, h, d_k, d_v, vocab, max_len;
+    float dropout;
+    int pre_ln, summary, table3, layer, head, batch, len, dump_attn;
+    uint64_t seed;
+    const char *config, *out, *device, *save, *load, *src_s, *tgt_s, *dump_path;
+    const char *batch_path, *grad_path, *adam_path, *st_path;   /* gradients on demand, safetensors */
+    float eps_ls;
+    int warmup;
+    const Backend *be;   /* where the forward pass runs */
+} Opts;
+
+typedef struct {
+    int B, Ts, Tt;
+    int *src, *tgt;      /* (B,Ts), (B,Tt) token ids */
+} Input;
+
+static void parse_flags(Opts *o, int argc, char **argv) {
+    *o = (Opts){.dropout = -1.0f, .seed = 42, .config = "small", .out = "out/07_transformer", .device = "cpu",
+                 .eps_ls = 0.1f, .warmup = 4000};
     CliOption opts[] = {
-        {"--config",    CLI_STRING, &config,   "size preset: small, base (Table 3) or big (Table 3)", 0, 0},
-        {"--layers",    CLI_INT,    &N,        "N, layers per stack (0: preset; small 2)", 0, MODEL_MAX_N},
-        {"--d-model",   CLI_INT,    &d_model,  "d_model (0: preset; small 32)", 0, MODEL_MAX_WIDTH},
-        {"--d-ff",      CLI_INT,    &d_ff,     "d_ff, FFN inner width (0: preset; small 64)", 0, MODEL_MAX_WIDTH},
-        {"--heads",     CLI_INT,    &h,        "h, attention heads (0: preset; small 4)", 0, MODEL_MAX_HEADS},
-        {"--d-k",       CLI_INT,    &d_k,      "d_k per head (0: d_model / h)", 0, MODEL_MAX_WIDTH},
-        {"--d-v",       CLI_INT,    &d_v,      "d_v per head (0: d_model / h)", 0, MODEL_MAX_WIDTH},
-        {"--vocab",     CLI_INT,    &vocab,    "vocabulary size (0: preset; small 12 named toy tokens)", 0, MODEL_MAX_VOCAB},
-        {"--max-len",   CLI_INT,    &max_len,  "longest sequence, rows of PE (0: preset; small 64)", 0, MODEL_MAX_LEN},
-        {"--dropout",   CLI_FLOAT,  &dropout,  "P_drop, used only in training (-1: preset)", -1, 0.99},
-        {"--pre-ln",    CLI_FLAG,   &pre_ln,   "LayerNorm before each sub-layer (not the paper)", 0, 0},
-        {"--seed",      CLI_U64,    &seed,     "random seed for the weights (and --batch tokens)", 0, 0},
-        {"--src",       CLI_STRING, &src_s,    "source token ids, e.g. \"3 4 5 6 3 7 2\" (default: the toy sentence)", 0, 0},
-        {"--tgt",       CLI_STRING, &tgt_s,    "target token ids, e.g. \"1 8 9\"", 0, 0},
-        {"--batch",     CLI_INT,    &batch,    "instead: a random batch of this many sequences (timing)", 0, 4096},
-        {"--len",       CLI_INT,    &len,      "tokens per random sequence (with --batch; default 32)", 0, MODEL_MAX_LEN},
-        {"--layer",     CLI_INT,    &layer,    "which layer's attention to draw", 0, MODEL_MAX_N},
-        {"--head",      CLI_INT,    &head,     "which head's attention to draw", 0, MODEL_MAX_HEADS},
-        {"--summary",   CLI_FLAG,   &summary,  "print the architecture tree with parameter counts and stop", 0, 0},
-        {"--table3",    CLI_FLAG,   &table3,   "print Table 3's model sizes, ours beside the paper's, and stop", 0, 0},
-        {"--save",      CLI_STRING, &save,     "write the model's weights to this checkpoint file", 0, 0},
-        {"--load",      CLI_STRING, &load,     "read the model from this checkpoint (its config wins)", 0, 0},
-        {"--dump",      CLI_STRING, &dump_path, "write logits of the forward pass to this text file", 0, 0},
-        {"--dump-attn", CLI_FLAG,   &dump_attn, "with --dump: also every attention weight", 0, 0},
-        {"--batch-file", CLI_STRING, &batch_path, "forward+backward on this batch (format: README.md), dropout off", 0, 0},
-        {"--grad-dump", CLI_STRING, &grad_path, "with --batch-file: loss, logits and every gradient (safetensors)", 0, 0},
-        {"--adam-dump", CLI_STRING, &adam_path, "with --batch-file: one Adam step, new weights and moments (safetensors)", 0, 0},
-        {"--label-smoothing", CLI_FLOAT, &eps_ls, "eps_ls of the --batch-file loss (Sec. 5.4)", 0, 0.99},
-        {"--warmup",    CLI_INT,    &warmup,   "warmup_steps of the --adam-dump learning rate (Sec. 5.3)", 1, 10000000},
-        {"--export-safetensors", CLI_STRING, &st_path, "write the weights in the safetensors format", 0, 0},
-        {"--device",    CLI_STRING, &device,   "cpu or cuda (cuda: the forward pass also runs on the GPU)", 0, 0},
-        {"--out",       CLI_STRING, &out,      "output folder for heatmap data and PNGs", 0, 0},
+        {"--config",    CLI_STRING, &o->config,   "size preset: small, base (Table 3) or big (Table 3)", 0, 0},
+        {"--layers",    CLI_INT,    &o->N,        "N, layers per stack (0: preset; small 2)", 0, MODEL_MAX_N},
+        {"--d-model",   CLI_INT,    &o->d_model,  "d_model (0: preset; small 32)", 0, MODEL_MAX_WIDTH},
+        {"--d-ff",      CLI_INT,    &o->d_ff,     "d_ff, FFN inner width (0: preset; small 64)", 0, MODEL_MAX_WIDTH},
+        {"--heads",     CLI_INT,    &o->h,        "h, attention heads (0: preset; small 4)", 0, MODEL_MAX_HEADS},
+        {"--d-k",       CLI_INT,    &o->d_k,      "d_k per head (0: d_model / h)", 0, MODEL_MAX_WIDTH},
+        {"--d-v",       CLI_INT,    &o->d_v,      "d_v per head (0: d_model / h)", 0, MODEL_MAX_WIDTH},
+        {"--vocab",     CLI_INT,    &o->vocab,    "vocabulary size (0: preset; small 12 named toy tokens)", 0, MODEL_MAX_VOCAB},
+        {"--max-len",   CLI_INT,    &o->max_len,  "longest sequence, rows of PE (0: preset; small 64)", 0, MODEL_MAX_LEN},
+        {"--dropout",   CLI_FLOAT,  &o->dropout,  "P_drop, used only in training (-1: preset)", -1, 0.99},
+        {"--pre-ln",    CLI_FLAG,   &o->pre_ln,   "LayerNorm before each sub-layer (not the paper)", 0, 0},
+        {"--seed",      CLI_U64,    &o->seed,     "random seed for the weights (and --batch tokens)", 0, 0},
+        {"--src",       CLI_STRING, &o->src_s,    "source token ids, e.g. \"3 4 5 6 3 7 2\" (default: the toy sentence)", 0, 0},
+        {"--tgt",       CLI_STRING, &o->tgt_s,    "target token ids, e.g. \"1 8 9\"", 0, 0},
+        {"--batch",     CLI_INT,    &o->batch,    "instead: a random batch of this many sequences (timing)", 0, 4096},
+        {"--len",       CLI_INT,    &o->len,      "tokens per random sequence (with --batch; default 32)", 0, MODEL_MAX_LEN},
+        {"--layer",     CLI_INT,    &o->layer,    "which layer's attention to draw", 0, MODEL_MAX_N},
+        {"--head",      CLI_INT,    &o->head,     "which head's attention to draw", 0, MODEL_MAX_HEADS},
+        {"--summary",   CLI_FLAG,   &o->summary,  "print the architecture tree with parameter counts and stop", 0, 0},
+        {"--table3",    CLI_FLAG,   &o->table3,   "print Table 3's model sizes, ours beside the paper's, and stop", 0, 0},
+        {"--save",      CLI_STRING, &o->save,     "write the model's weights to this checkpoint file", 0, 0},
+        {"--load",      CLI_STRING, &o->load,     "read the model from this checkpoint (its config wins)", 0, 0},
+        {"--dump",      CLI_STRING, &o->dump_path, "write logits of the forward pass to this text file", 0, 0},
+        {"--dump-attn", CLI_FLAG,   &o->dump_attn, "with --dump: also every attention weight", 0, 0},
+        {"--batch-file", CLI_STRING, &o->batch_path, "forward+backward on this batch (format: README.md), dropout off", 0, 0},
+        {"--grad-dump", CLI_STRING, &o->grad_path, "with --batch-file: loss, logits and every gradient (safetensors)", 0, 0},
+        {"--adam-dump", CLI_STRING, &o->adam_path, "with --batch-file: one Adam step, new weights and moments (safetensors)", 0, 0},
+        {"--label-smoothing", CLI_FLOAT, &o->eps_ls, "eps_ls of the --batch-file loss (Sec. 5.4)", 0, 0.99},
+        {"--warmup",    CLI_INT,    &o->warmup,   "warmup_steps of the --adam-dump learning rate (Sec. 5.3)", 1, 10000000},
+        {"--export-safetensors", CLI_STRING, &o->st_path, "write the weights in the safetensors format", 0, 0},
+        {"--device",    CLI_STRING, &o->device,   "cpu or cuda (cuda: the forward pass runs on the GPU)", 0, 0},
+        {"--out",       CLI_STRING, &o->out,      "output folder for heatmap data and PNGs", 0, 0},
     };
     cli_parse(argc, argv, PROG, "the encoder-decoder Transformer of Figure 1, one forward pass, stage by stage",
               opts, CLI_COUNT(opts));
-    Device dev;
-    if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
+    if (!(o->be = backend_select(o->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", o->device);
+}
 
-    /* ---- the config: preset, then the flags on top ---- */
+/* the config: the preset, then the size flags on top */
+static Config make_config(const Opts *o) {
     Config c = config_base();   /* pad_id 0, post-LN */
-    if (!strcmp(config, "small")) {
+    if (!strcmp(o->config, "small")) {
         c.N = 2, c.d_model = 32, c.d_ff = 64, c.h = 4, c.vocab = TOY_N, c.max_len = 64, c.dropout = 0.1f;
-    } else if (!strcmp(config, "big")) {
+    } else if (!strcmp(o->config, "big")) {
         c.d_model = 1024, c.d_ff = 4096, c.h = 16, c.dropout = 0.3f;
-    } else if (strcmp(config, "base")) {
-        cli_fail(PROG, "--config must be small, base or big, got '%s'", config);
+    } else if (strcmp(o->config, "base")) {
+        cli_fail(PROG, "--config must be small, base or big, got '%s'", o->config);
     }
-    if (N) c.N = N;
-    if (d_model) c.d_model = d_model;
-    if (d_ff) c.d_ff = d_ff;
-    if (h) c.h = h;
-    if (vocab) c.vocab = vocab;
-    if (max_len) c.max_len = max_len;
-    if (dropout >= 0) c.dropout = dropout;
-    c.pre_ln = pre_ln;
-    if ((!d_k || !d_v) && c.d_model % c.h != 0)
+    if (o->N) c.N = o->N;
+    if (o->d_model) c.d_model = o->d_model;
+    if (o->d_ff) c.d_ff = o->d_ff;
+    if (o->h) c.h = o->h;
+    if (o->vocab) c.vocab = o->vocab;
+    if (o->max_len) c.max_len = o->max_len;
+    if (o->dropout >= 0) c.dropout = o->dropout;
+    c.pre_ln = o->pre_ln;
+    if ((!o->d_k || !o->d_v) && c.d_model % c.h != 0)
         cli_fail(PROG, "d_model (%d) must be divisible by h (%d) when --d-k/--d-v are derived from it; "
                  "give --d-k and --d-v", c.d_model, c.h);
-    c.d_k = d_k ? d_k : c.d_model / c.h;
-    c.d_v = d_v ? d_v : c.d_model / c.h;
+    c.d_k = o->d_k ? o->d_k : c.d_model / c.h;
+    c.d_v = o->d_v ? o->d_v : c.d_model / c.h;
+    return c;
+}
 
-    if (table3) {
-        print_table3();
-        return 0;
-    }
+/* --table3, and --summary without a model to load: print and stop (1), else 0 */
+static int info_only(const Opts *o, const Config *c) {
     char err[512];
-    if (!load && config_validate(&c, err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (batch_path) {
-        if (dev == DEVICE_CUDA) cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
-        GradJob job = {batch_path, load, grad_path, adam_path, st_path, eps_ls, warmup};
-        int rc = grad_job_run(&job, &c, seed, err, sizeof err);   /* common/grad_dump.c */
+    if (o->table3) {
+        print_table3();
+        return 1;
+    }
+    if (!o->load && config_validate(c, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (o->batch_path) {   /* --batch-file: gradients on demand, then stop */
+        if (o->be != backend_cpu())
+            cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
+        GradJob job = {o->batch_path, o->load, o->grad_path, o->adam_path, o->st_path, o->eps_ls, o->warmup};
+        int rc = grad_job_run(&job, c, o->seed, err, sizeof err);   /* common/grad_dump.c */
         if (rc) fail_rc(rc, err);
-        return 0;
+        return 1;
     }
-    if (grad_path || adam_path) cli_fail(PROG, "--grad-dump and --adam-dump need --batch-file");
-    if (summary && !load) {
-        /* small models are also built, to check the formulas against the
-         * tensors that really exist */
-        Model sm;
-        int built = model_param_count(&c) <= 20000000 && model_build(&sm, &c, 1, 1, 1, seed, err, sizeof err) == 0;
-        print_summary(&c, built ? &sm : NULL);
-        if (built) model_free(&sm);
-        return 0;
-    }
+    if (o->grad_path || o->adam_path) cli_fail(PROG, "--grad-dump and --adam-dump need --batch-file");
+    if (!o->summary || o->load) return 0;
+    /* small models are also built, to check the formulas against the tensors that really exist */
+    Model sm;
+    int built = model_param_count(c) <= 20000000 && model_build(&sm, c, 1, 1, 1, o->seed, err, sizeof err) == 0;
+    print_summary(c, built ? &sm : NULL);
+    if (built) model_free(&sm);
+    return 1;
+}
 
-    /* ---- the input: the toy pair, given ids, or a random batch ---- */
-    int B = 1, Ts, Tt;
-    int *src, *tgt;
-    if (batch > 0 || len > 0) {
-        if (src_s || tgt_s) cli_fail(PROG, "--batch/--len make random tokens; do not combine with --src/--tgt");
-        B = batch > 0 ? batch : 1;
-        Ts = Tt = len > 0 ? len : 32;
-        cli_check_floats(PROG, "--batch x --len", 2, (size_t)B, (size_t)Ts);
-        src = malloc((size_t)B * Ts * sizeof(int));
-        tgt = malloc((size_t)B * Tt * sizeof(int));
+/* the input's sizes and buffers: the toy pair, given ids, or a random batch */
+static void input_alloc(const Opts *o, Input *in) {
+    in->B = 1, in->Ts = in->Tt = 0;
+    if (o->batch > 0 || o->len > 0) {
+        if (o->src_s || o->tgt_s) cli_fail(PROG, "--batch/--len make random tokens; do not combine with --src/--tgt");
+        in->B = o->batch > 0 ? o->batch : 1;
+        in->Ts = in->Tt = o->len > 0 ? o->len : 32;
+        cli_check_floats(PROG, "--batch x --len", 2, (size_t)in->B, (size_t)in->Ts);
+        in->src = malloc((size_t)in->B * in->Ts * sizeof(int));
+        in->tgt = malloc((size_t)in->B * in->Tt * sizeof(int));
     } else {
-        src = malloc(MODEL_MAX_LEN * sizeof(int));
-        tgt = malloc(MODEL_MAX_LEN * sizeof(int));
-        Ts = 7, Tt = 4;
+        in->src = malloc(MODEL_MAX_LEN * sizeof(int));
+        in->tgt = malloc(MODEL_MAX_LEN * sizeof(int));
+        if (in->src && in->tgt) {
+            in->Ts = o->src_s ? parse_ids("--src", o->src_s, in->src, MODEL_MAX_LEN) : 7;
+            in->Tt = o->tgt_s ? parse_ids("--tgt", o->tgt_s, in->tgt, MODEL_MAX_LEN) : (o->src_s ? 1 : 4);
+        }
     }
-    if (!src || !tgt) cli_fail(PROG, "out of memory");
+    if (!in->src || !in->tgt) cli_fail(PROG, "out of memory");
+}
 
-    Model m;
-    if (load) {
-        /* The checkpoint's config decides the sizes; capacity comes from the
-         * input, which we only know after parsing it - so read the ids first
-         * with a generous cap, then load with exactly that capacity. */
-        if (batch == 0 && len == 0) {
-            Ts = src_s ? parse_ids("--src", src_s, src, MODEL_MAX_LEN) : 7;
-            Tt = tgt_s ? parse_ids("--tgt", tgt_s, tgt, MODEL_MAX_LEN) : (src_s ? 1 : 4);
-        }
-        if (model_load(&m, load, B, Ts, Tt, NULL, NULL, err, sizeof err)) cli_fail(PROG, "--load: %s", err);
-        c = m.cfg;
-        printf("loaded %s: %zu parameters (config from the file; size flags are not used)\n", load, m.params.n);
+/* the model: built from the config or loaded (its config wins), with room for the input */
+static void build_model(const Opts *o, Config *c, const Input *in, Model *m) {
+    char err[512];
+    if (o->load) {
+        if (model_load(m, o->load, in->B, in->Ts, in->Tt, NULL, NULL, err, sizeof err)) cli_fail(PROG, "--load: %s", err);
+        *c = m->cfg;
+        printf("loaded %s: %zu parameters (config from the file; size flags are not used)\n", o->load, m->params.n);
     } else {
-        if (batch == 0 && len == 0) {
-            Ts = src_s ? parse_ids("--src", src_s, src, MODEL_MAX_LEN) : 7;
-            Tt = tgt_s ? parse_ids("--tgt", tgt_s, tgt, MODEL_MAX_LEN) : (src_s ? 1 : 4);
-        }
-        if (Ts > c.max_len || Tt > c.max_len)
-            cli_fail(PROG, "%d tokens do not fit --max-len %d (the rows of the PE table)", Ts > Tt ? Ts : Tt,
-                     c.max_len);
-        if (model_build(&m, &c, B, Ts, Tt, seed, err, sizeof err)) cli_fail(PROG, "%s", err);
+        if (in->Ts > c->max_len || in->Tt > c->max_len)
+            cli_fail(PROG, "%d tokens do not fit --max-len %d (the rows of the PE table)",
+                     in->Ts > in->Tt ? in->Ts : in->Tt, c->max_len);
+        if (model_build(m, c, in->B, in->Ts, in->Tt, o->seed, err, sizeof err)) cli_fail(PROG, "%s", err);
     }
-    if (summary) {
-        print_summary(&c, &m);
-        model_free(&m);
-        free(src), free(tgt);
-        return 0;
-    }
-    if (batch > 0 || len > 0) {
+}
+
+/* the input's token ids (random, the toy pair, or what --src/--tgt gave), checked */
+static void input_fill(const Opts *o, const Model *m, Input *in) {
+    const Config *c = &m->cfg;
+    char err[512];
+    if (o->batch > 0 || o->len > 0) {
         Rng r;
-        rng_seed(&r, seed + 1);
-        for (int i = 0; i < B * Ts; i++) src[i] = 3 + rng_int(&r, c.vocab - 3 > 0 ? c.vocab - 3 : 1);
-        for (int i = 0; i < B * Tt; i++) tgt[i] = i % Tt == 0 ? 1 : 3 + rng_int(&r, c.vocab - 3 > 0 ? c.vocab - 3 : 1);
+        rng_seed(&r, o->seed + 1);
+        for (int i = 0; i < in->B * in->Ts; i++) in->src[i] = 3 + rng_int(&r, c->vocab - 3 > 0 ? c->vocab - 3 : 1);
+        for (int i = 0; i < in->B * in->Tt; i++)
+            in->tgt[i] = i % in->Tt == 0 ? 1 : 3 + rng_int(&r, c->vocab - 3 > 0 ? c->vocab - 3 : 1);
     } else {
-        if (!src_s) for (int i = 0; i < Ts; i++) src[i] = TOY_SRC[i] % c.vocab;
-        if (!tgt_s) {
-            if (src_s) tgt[0] = 1 % c.vocab;
-            else for (int i = 0; i < Tt; i++) tgt[i] = TOY_TGT[i] % c.vocab;
+        if (!o->src_s) for (int i = 0; i < in->Ts; i++) in->src[i] = TOY_SRC[i] % c->vocab;
+        if (!o->tgt_s) {
+            if (o->src_s) in->tgt[0] = 1 % c->vocab;
+            else for (int i = 0; i < in->Tt; i++) in->tgt[i] = TOY_TGT[i] % c->vocab;
         }
     }
-    if (model_check_tokens(&c, src, B * Ts, "--src", err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (model_check_tokens(&c, tgt, B * Tt, "--tgt", err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (model_check_sizes(&m, B, Ts, Tt, err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (layer >= c.N) cli_fail(PROG, "--layer %d: the model has layers 0..%d", layer, c.N - 1);
-    if (head >= c.h) cli_fail(PROG, "--head %d: the model has heads 0..%d", head, c.h - 1);
-    if (plot_mkdir(out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out);
+    if (model_check_tokens(c, in->src, in->B * in->Ts, "--src", err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (model_check_tokens(c, in->tgt, in->B * in->Tt, "--tgt", err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (model_check_sizes(m, in->B, in->Ts, in->Tt, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (o->layer >= c->N) cli_fail(PROG, "--layer %d: the model has layers 0..%d", o->layer, c->N - 1);
+    if (o->head >= c->h) cli_fail(PROG, "--head %d: the model has heads 0..%d", o->head, c->h - 1);
+    if (plot_mkdir(o->out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", o->out);
+}
 
-    /* ---- 1. the input ---- */
+static void section_input(const Opts *o, const Model *m, const Input *in) {
+    const Config *c = &m->cfg;
     show_section("1. Input: source and (shifted-right) target token ids");
     printf("  %s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d, %zu parameters, seed %llu\n",
-           c.pre_ln ? "pre-LN" : "post-LN (the paper)", c.N, c.d_model, c.d_ff, c.h, c.d_k, c.d_v, c.vocab,
-           m.params.n, (unsigned long long)seed);
-    Tensor ts = tensor_wrap(NULL, "source ids", "batch seq", B, Ts);
-    Tensor tt = tensor_wrap(NULL, "target ids", "batch seq", B, Tt);
+           c->pre_ln ? "pre-LN" : "post-LN (the paper)", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab,
+           m->params.n, (unsigned long long)o->seed);
+    printf("  backend: %s (every op of common/model.c runs through its table)\n", m->be->name);
+    Tensor ts = tensor_wrap(NULL, "source ids", "batch seq", in->B, in->Ts);
+    Tensor tt = tensor_wrap(NULL, "target ids", "batch seq", in->B, in->Tt);
     show_shape(&ts, NULL);
     show_shape(&tt, "the decoder reads the target so far and predicts the next token");
-    if (B == 1) {
-        if (c.vocab < TOY_N && (!src_s || !tgt_s))
-            printf("  (--vocab %d < 12: the toy sentence's ids are taken modulo %d)\n", c.vocab, c.vocab);
-        printf("  source:");
-        for (int i = 0; i < Ts; i++) printf(" %s(%d)", token_name(src[i], c.vocab, 0), src[i]);
-        printf("\n  target:");
-        for (int i = 0; i < Tt; i++) printf(" %s(%d)", token_name(tgt[i], c.vocab, 0), tgt[i]);
-        printf("\n");
-    }
+    if (in->B != 1) return;
+    if (c->vocab < TOY_N && (!o->src_s || !o->tgt_s))
+        printf("  (--vocab %d < 12: the toy sentence's ids are taken modulo %d)\n", c->vocab, c->vocab);
+    printf("  source:");
+    for (int i = 0; i < in->Ts; i++) printf(" %s(%d)", token_name(in->src[i], c->vocab, 0), in->src[i]);
+    printf("\n  target:");
+    for (int i = 0; i < in->Tt; i++) printf(" %s(%d)", token_name(in->tgt[i], c->vocab, 0), in->tgt[i]);
+    printf("\n");
+}
 
-    /* ---- the forward pass (inference: no dropout) ---- */
+/* Section 7: the forward pass timed. Matrix-product FLOPs counted by hand. */
+static void section_time(const Model *m, const Input *in, double wall, double cpu) {
+    const Config *c = &m->cfg;
+    int B = in->B, Ts = in->Ts, Tt = in->Tt;
+    show_section("7. Time");
+    double D = c->d_model, Fd = c->d_ff, hk = (double)c->h * c->d_k, hv = (double)c->h * c->d_v;
+    double rs = (double)B * Ts, rt = (double)B * Tt;
+    double enc = rs * (2 * D * hk + 2 * D * hv + 2 * D * Fd) + (double)B * c->h * Ts * Ts * (c->d_k + c->d_v);
+    double dec = rt * (2 * D * hk + 2 * D * hv + 2 * D * Fd) + (double)B * c->h * Tt * Tt * (c->d_k + c->d_v)
+               + rt * (D * hk + D * hv) + rs * (D * hk + D * hv) + (double)B * c->h * Tt * Ts * (c->d_k + c->d_v);
+    double flops = 2 * (c->N * (enc + dec) + rt * D * c->vocab);   /* multiply-adds x 2 */
+    printf("  forward pass of %d x (%d source, %d target) tokens on the %s backend: %.1f ms wall clock,\n"
+           "  %.1f ms CPU time (all threads); %.3g GFLOP in matrix products = %.1f GFLOP/s.\n"
+           "  --config base --batch 8 --len 32 times the paper's base model.\n",
+           B, Ts, Tt, m->be->name, 1e3 * wall, 1e3 * cpu, flops / 1e9, flops / 1e9 / (wall > 0 ? wall : 1e-9));
+}
+
+/* Section 8: the model moves to the CPU (the reference; on the CPU nothing
+ * moves) and runs the same pass; the difference says how far the backend's
+ * float32 rounding took it. logp_be: the backend's result, on the host. */
+static const float *section_check(Model *m, const Input *in, const float *logp_be) {
+    char err[512];
+    const char *name = m->be->name;
+    show_section("8. The same forward pass on the CPU");
+    if (model_to(m, backend_cpu(), err, sizeof err)) cli_fail(PROG, "%s", err);
+    const float *logp = model_forward(m, in->src, in->tgt, in->B, in->Ts, in->Tt, 0);
+    Diff d = diff_arrays(logp_be, logp, (size_t)in->B * in->Tt * m->cfg.vocab);
+    printf("  %s vs CPU: max |diff| = %.3g (log-probabilities, the whole forward pass)\n", name, d.max_abs);
+    return logp;
+}
+
+int main(int argc, char **argv) {
+    Opts o;
+    parse_flags(&o, argc, argv);
+    Config c = make_config(&o);
+    if (info_only(&o, &c)) return 0;
+    Input in;
+    input_alloc(&o, &in);
+    Model m;
+    build_model(&o, &c, &in, &m);
+    if (o.summary) {
+        print_summary(&c, &m);
+        model_free(&m), free(in.src), free(in.tgt);
+        return 0;
+    }
+    input_fill(&o, &m, &in);
+    char err[512];
+    if (model_to(&m, o.be, err, sizeof err)) cli_fail(PROG, "--device %s: %s", o.device, err);
+    section_input(&o, &m, &in);
+
+    /* the forward pass (inference: no dropout), once to warm up (a GPU's
+     * first call loads cuBLAS), once timed */
+    model_forward(&m, in.src, in.tgt, in.B, in.Ts, in.Tt, 0);
     double t0 = now_s();
     clock_t c0 = clock();
-    const float *logp = model_forward(&m, src, tgt, B, Ts, Tt, 0);
-    double t1 = now_s(), cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    size_t nl = (size_t)in.B * in.Tt * c.vocab;
+    float *logp = malloc(nl * sizeof(float));
+    if (!logp) cli_fail(PROG, "out of memory");
+    model_read(&m, logp, model_forward(&m, in.src, in.tgt, in.B, in.Ts, in.Tt, 0), nl * sizeof(float));
+    double wall = now_s() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;   /* the read waited for it */
 
-    /* --device cuda: the same forward pass on the GPU (cuda/model_gpu.c: the
-     * weights uploaded once, every op a kernel); from here on the guesses and
-     * heatmaps use the GPU's numbers */
-    const float *cpu_logp = logp;   /* --dump writes the CPU's numbers */
-    GpuModel *gm = NULL;
-    float *gpu_logp = NULL;
-    double gpu_s = 0;
-    if (dev == DEVICE_CUDA) {
-        size_t nl = (size_t)B * Tt * c.vocab;
-        if (gpu_model_build(&gm, &m, err, sizeof err)) cli_fail(PROG, "--device cuda: %s", err);
-        if (!(gpu_logp = malloc(nl * sizeof(float)))) cli_fail(PROG, "out of memory");
-        gpu_model_forward(gm, src, tgt, B, Ts, Tt, 0);   /* warm-up: the first call loads cuBLAS */
-        double g0 = now_s();
-        gpu_model_forward(gm, src, tgt, B, Ts, Tt, 0);
-        gpu_model_logp(gm, gpu_logp);
-        gpu_s = now_s() - g0;
-        Diff d = diff_arrays(gpu_logp, logp, nl);
-        printf("\nGPU vs CPU: max |diff| = %.3g (log-probabilities, the whole forward pass)\n", d.max_abs);
-        logp = gpu_logp;
-    }
-
-    print_stages(&m, logp, src, Ts, Tt);
-    print_next_token(&m, logp, tgt, Tt, c.vocab < 5 ? c.vocab : 5);
-
+    print_stages(&m, logp, in.src, in.Ts, in.Tt);
+    print_next_token(&m, logp, in.tgt, in.Tt, c.vocab < 5 ? c.vocab : 5);
     show_section("6. Attention weights (terminal + PNG)");
     printf("Rows are queries, columns keys; each row sums to 1. The decoder's self-attention\n"
            "is lower-triangular: the mask of Sec. 3.2.3 gives later positions weight 0.\n");
-    heatmaps(&m, gm, src, tgt, Ts, Tt, layer, head, out);
+    heatmaps(&m, in.src, in.tgt, in.Ts, in.Tt, o.layer, o.head, o.out);
+    section_time(&m, &in, wall, cpu);
+    const float *cpu_logp = section_check(&m, &in, logp);
 
-    show_section("7. Time");
-    double flops = 0;   /* multiply-adds x 2 of the matrix products */
-    {
-        double D = c.d_model, Fd = c.d_ff, hk = (double)c.h * c.d_k, hv = (double)c.h * c.d_v;
-        double rs = (double)B * Ts, rt = (double)B * Tt;
-        double enc = rs * (2 * D * hk + 2 * D * hv + 2 * D * Fd) + (double)B * c.h * Ts * Ts * (c.d_k + c.d_v);
-        double dec = rt * (2 * D * hk + 2 * D * hv + 2 * D * Fd) + (double)B * c.h * Tt * Tt * (c.d_k + c.d_v)
-                   + rt * (D * hk + D * hv) + rs * (D * hk + D * hv) + (double)B * c.h * Tt * Ts * (c.d_k + c.d_v);
-        flops = 2 * (c.N * (enc + dec) + rt * D * c.vocab);
-    }
-    printf("  forward pass of %d x (%d source, %d target) tokens: %.1f ms wall clock, %.1f ms CPU time\n"
-           "  (all threads); %.3g GFLOP in matrix products = %.1f GFLOP/s.\n"
-           "  --config base --batch 8 --len 32 times the paper's base model.\n",
-           B, Ts, Tt, 1e3 * (t1 - t0), 1e3 * cpu, flops / 1e9, flops / 1e9 / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
-    if (gm) printf("  on the GPU (--device cuda): %.2f ms wall clock = %.1f GFLOP/s.\n", 1e3 * gpu_s,
-                   flops / 1e9 / (gpu_s > 0 ? gpu_s : 1e-9));
-
-    if (dump_path) dump(&m, cpu_logp, src, tgt, Ts, Tt, dump_attn, dump_path);
-    if (save) {
-        int rc = model_save(&m, save, NULL, err, sizeof err);   /* 1: I/O, 2: bad state */
+    /* --dump writes the CPU's numbers (the model is on the CPU now) */
+    if (o.dump_path) dump(&m, cpu_logp, in.src, in.tgt, in.Ts, in.Tt, o.dump_attn, o.dump_path);
+    if (o.save) {
+        int rc = model_save(&m, o.save, NULL, err, sizeof err);   /* 1: I/O, 2: bad state */
         if (rc == 1) fio_fail(PROG, "--save: %s", err);
         if (rc) cli_fail(PROG, "--save: %s", err);
-        printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", save);
+        printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", o.save);
     }
-    if (st_path) {
-        int rc = model_export_safetensors(&m, st_path, err, sizeof err);
+    if (o.st_path) {
+        int rc = model_export_safetensors(&m, o.st_path, err, sizeof err);
         if (rc) fail_rc(rc, err);
-        printf("  wrote the weights to %s (safetensors)\n", st_path);
+        printf("  wrote the weights to %s (safetensors)\n", o.st_path);
     }
-    gpu_model_free(gm);
-    free(gpu_logp);
+    host_free();
+    free(logp);
     model_free(&m);
-    free(src);
-    free(tgt);
+    free(in.src), free(in.tgt);
     return 0;
 }

@@ -17,12 +17,14 @@
  * after training; PNGs go to --out. Checkpoints (with optimizer state) can
  * be resumed and land on the same weights, bit for bit.
  *
- * --device cuda trains on the GPU (cuda/model_gpu.h: a GpuModel mirrors the
- * Model, gpu_train_step is train_step's twin) on the same batches from the
- * same data RNG, at the same Sec. 5.3 rate. Only the dropout masks differ
- * (the GPU draws them from a hash of its own), so at --dropout 0 the loss
- * curve is the CPU's to float rounding. The weights and Adam's m, v come
- * back to the CPU Model for checkpoints, decoding and the evaluation.
+ * --device cuda picks the CUDA backend once (trainer_to: the model, Adam's
+ * m, v and the step's buffers move to the GPU); every call after that is
+ * the same as on the CPU: train_step, greedy_decode, copy_exact_match run
+ * common/model.c and common/train.c with the GPU's kernels behind the
+ * backend table. The dropout masks come from the same counter-based hash
+ * on both devices (common/dropout_mask.h), so a GPU run follows the CPU's
+ * loss curve to float rounding, dropout on. trainer_save brings the
+ * weights and Adam's moments back to the host for the checkpoint.
  *
  *   build/08_training                       small model, solves the task in ~20-25 s
  *   build/08_training --layers 2 --d-model 512 --d-ff 2048 --heads 8 \
@@ -41,9 +43,9 @@
 
 #include "cli.h"
 #include "device.h"
+#include "backend.h"
 #include "grad_dump.h"
 #include "model.h"
-#include "model_gpu.h"
 #include "nn.h"
 #include "optim.h"
 #include "show.h"
@@ -127,6 +129,8 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
     };
     int h = m->cfg.h;
     float avg[COPY_LEN * COPY_LEN * 4];
+    float *w = malloc((size_t)h * T * T * sizeof(float));   /* one layer's weights, on the host */
+    if (!w) cli_fail(PROG, "out of memory");
     for (int pass = 0; pass < 2; pass++) {   /* terminal first, then the PNGs */
         for (int k = 0; k < 3; k++) {
             int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
@@ -134,7 +138,8 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
             const char *const *rl = kinds[k].kind == ATTN_ENC_SELF ? sl : tl;
             const char *const *cl = kinds[k].kind == ATTN_DEC_SELF ? tl : sl;
             for (int layer = pass == 0 ? m->cfg.N - 1 : 0; layer < m->cfg.N; layer++) {
-                const float *w = model_attention(m, kinds[k].kind, layer);   /* (1,h,Tq,Tk) */
+                /* (1,h,Tq,Tk), copied from wherever the model runs */
+                model_read(m, w, model_attention(m, kinds[k].kind, layer), (size_t)h * Tq * Tk * sizeof(float));
                 for (int i = 0; i < Tq * Tk; i++) {
                     float s = 0;
                     for (int head = 0; head < h; head++) s += w[(size_t)head * Tq * Tk + i];
@@ -144,7 +149,7 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
                 snprintf(title, sizeof title, "%s training: %s, layer %d of %d, mean of %d heads",
                          when, kinds[k].what, layer + 1, m->cfg.N, h);
                 if (pass == 0) {
-                    Tensor wt = tensor_wrap((float *)w, "weights", "batch heads query key", 1, h, Tq, Tk);
+                    Tensor wt = tensor_wrap(w, "weights", "batch heads query key", 1, h, Tq, Tk);
                     show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
                                                                     : "(Eq. 1: one softmax row per query)");
                     show_heatmap(title, avg, Tq, Tk, rl, cl);
@@ -155,6 +160,7 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
             }
         }
     }
+    free(w);
 }
 
 /* ---- section 1: the data ---------------------------------------------------------- */
@@ -298,74 +304,11 @@ static void section_schedule(const char *out, int d_model, int warmup, float fac
     }
 }
 
-/* ---- where the steps run: the CPU or the GPU -------------------------------------------
- * The Trainer keeps what both devices share: the data RNG and the batch
- * buffers, the step count, the hyperparameters, and Adam's m and v on the
- * host. On the GPU the weights and Adam's moments live in a GpuModel and
- * are copied back (runner_to_host) before anything on the CPU reads them:
- * a checkpoint, decoding, the evaluation.
- *
- * Dropout on the GPU draws its masks from a stream seeded when the GpuModel
- * is built (from the Model's dropout RNG). So that a resumed run draws the
- * same masks as one that never stopped, a checkpoint moves the Model's
- * dropout RNG on by one draw, saves that state, and the GpuModel is rebuilt
- * from it (at the next step) - exactly what --resume does. */
-typedef struct {
-    Trainer *tr;
-    Device dev;
-    GpuModel *gpu;   /* DEVICE_CUDA: the model being trained; NULL until built */
-} Runner;
-
-/* Uploads the Model's weights and the Trainer's Adam moments to a new GpuModel. */
-static void runner_gpu_build(Runner *r) {
-    char err[256];
-    if (gpu_model_build(&r->gpu, r->tr->model, err, sizeof err)) {
-        fprintf(stderr, "%s: --device cuda: %s\n", PROG, err);
-        exit(2);
-    }
-    gpu_model_upload_adam(r->gpu, r->tr->adam_m, r->tr->adam_v);
-}
-
-/* One optimizer step on a fresh batch: train_step on the CPU; on the GPU the
- * same batch from the same data RNG and the Sec. 5.3 rate for the same step. */
-static TrainStatus runner_step(Runner *r, StepStats *st) {
-    if (r->dev == DEVICE_CPU) return train_step(r->tr, st);
-    Trainer *t = r->tr;
-    if (!r->gpu) runner_gpu_build(r);
-    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->model->cfg.vocab, &t->data_rng);
-    int step = (int)t->step + 1;
-    float lr = lr_schedule(step, t->model->cfg.d_model, t->hp.warmup, t->hp.factor);
-    TrainStatus ts = gpu_train_step(r->gpu, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1,
-                                    &t->hp, lr, step, st);
-    if (ts == TRAIN_OK) t->step = (uint64_t)step;   /* on NaN/inf nothing changed, as on the CPU */
-    return ts;
-}
-
-/* GPU -> CPU: the weights into the Model, Adam's m, v into the Trainer. */
-static void runner_to_host(Runner *r) {
-    if (!r->gpu) return;
-    gpu_model_download_params(r->gpu, r->tr->model);
-    gpu_model_download_adam(r->gpu, r->tr->adam_m, r->tr->adam_v);
-}
-
-/* trainer_save, with the GPU's state brought home first (see above for the
- * dropout stream). Returns 0 or non-zero with err set. */
-static int runner_save(Runner *r, const char *path, char *err, size_t errlen) {
-    if (r->dev == DEVICE_CUDA) {
-        runner_to_host(r);
-        rng_u32(&r->tr->model->dropout_rng);
-        gpu_model_free(r->gpu);
-        r->gpu = NULL;
-    }
-    return trainer_save(r->tr, path, err, errlen);
-}
-
-/* --nan-at: one weight set to NaN on the device that trains */
-static void runner_poison(Runner *r) {
-    Model *m = r->tr->model;
-    if (r->gpu) gpu_model_download_params(r->gpu, m);
-    m->params.mem[0] = NAN;
-    if (r->gpu) gpu_model_upload_params(r->gpu, m);
+/* --nan-at: one weight set to NaN wherever the model runs */
+static void poison(Trainer *t) {
+    trainer_pull(t);
+    t->model->params.mem[0] = NAN;
+    model_push(t->model);
 }
 
 /* ---- section 6: the training loop ---------------------------------------------------- */
@@ -396,14 +339,13 @@ static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first,
     p->last_draw = now_s();
 }
 
-/* Trains from tr->step up to o->steps on r's device, printing ~12 progress
- * lines, saving every o->ckpt_every steps, then plots the loss and
- * learning-rate curves; the CPU Model holds the trained weights after.
+/* Trains from tr->step up to o->steps on the trainer's backend, printing ~12
+ * progress lines, saving every o->ckpt_every steps, then plots the loss and
+ * learning-rate curves.
  * Returns 0; 1 when a step met a NaN/inf (nothing updated, the last
  * checkpoint on disk untouched); when a checkpoint could not be written, 1
  * (I/O) or 2 (the state held NaN/inf, so it was not saved). */
-static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
-    Trainer *tr = r->tr;
+static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
     char err[512];
     const char *good = o->good_path;
     uint64_t first = tr->step, good_step = tr->step;
@@ -415,7 +357,8 @@ static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
     float *floor_line = calloc(todo ? todo : 1, sizeof(float));
     if (!loss_hist || !lr_hist || !step_x || !floor_line) {
         fprintf(stderr, "%s: out of memory for %d steps of history\n", PROG, todo);
-        exit(1);
+        free(loss_hist), free(lr_hist), free(step_x), free(floor_line);
+        return 1;
     }
     printf("%d steps (from %llu to %d), %d target tokens each; a line every %d steps\n",
            todo, (unsigned long long)first, o->steps, tr->B * (tr->T - 1), every);
@@ -427,9 +370,9 @@ static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
             if (pg.tty) printf("\n");
             printf("  --nan-at %d: setting %s[0] to NaN before this step\n", o->nan_at,
                    tr->model->params.tensors[0].name);
-            runner_poison(r);
+            poison(tr);
         }
-        TrainStatus ts = runner_step(r, &st);
+        TrainStatus ts = train_step(tr, &st);
         if (ts != TRAIN_OK) {
             if (pg.tty) printf("\n");
             fflush(stdout);
@@ -453,7 +396,7 @@ static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
         if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
-            int save_rc = runner_save(r, o->ckpt_path, err, sizeof err);   /* 1: I/O, 2: not finite */
+            int save_rc = trainer_save(tr, o->ckpt_path, err, sizeof err);   /* 1: I/O, 2: not finite */
             if (save_rc) {
                 fprintf(stderr, "%s: %s\n", PROG, err);
                 if (good) fprintf(stderr, "  The last good checkpoint, %s (step %llu), is intact.\n", good,
@@ -468,7 +411,6 @@ static int train_loop(Runner *r, const LoopOpts *o, float eps_ls) {
         }
     }
     double train_s = now_s() - pg.t0;
-    runner_to_host(r);
     double fl = smoothed_loss_floor(tr->model->cfg.vocab, eps_ls, tr->model->cfg.pad_id);
     if (rc == 0 && done > 0) {
         printf("trained %d steps in %.1f s: %.1f ms/step, %.0f target tokens/s; final loss %.4f (floor %.4f)\n",
@@ -500,201 +442,207 @@ static void decode_and_print(Model *m, const int *src, int T) {
     printf("   %s\n", memcmp(src, y, (size_t)T * sizeof(int)) ? "WRONG" : "ok");
 }
 
-int main(int argc, char **argv) {
-    /* ---- defaults: small enough to train in seconds on 2 cores ---------- */
-    int layers = 2, d_model = 64, d_ff = 128, heads = 4;
-    int batch = 128, steps = 600, warmup = 200;
-    float factor = 1.0f, eps_ls = 0.1f, dropout = 0.1f;
-    int no_reg = 0, ckpt_every = 0, n_eval = 1000, n_examples = 5, nan_at = 0;
-    uint64_t seed = 42, eval_seed = 2017;
-    const char *out = "out/08_training", *ckpt_path = NULL, *resume = NULL;
-    const char *device = "cpu", *decode = NULL, *st_path = NULL;
+/* ---- the run: flags, then one function per section ---------------------------------- */
+typedef struct {
+    int layers, d_model, d_ff, heads, batch, steps, warmup;
+    float factor, eps_ls, dropout;
+    int no_reg, ckpt_every, n_eval, n_examples, nan_at;
+    uint64_t seed, eval_seed;
+    const char *out, *ckpt_path, *resume, *device, *decode, *st_path;
+    char ckpt_buf[1024];
+    TrainHyper hp;
+    const Backend *be;      /* where every step, decode and evaluation runs */
+} Run;
+
+/* defaults small enough to train in seconds on 2 cores; then the flags */
+static void parse_flags(Run *r, int argc, char **argv) {
+    *r = (Run){.layers = 2, .d_model = 64, .d_ff = 128, .heads = 4, .batch = 128, .steps = 600,
+               .warmup = 200, .factor = 1.0f, .eps_ls = 0.1f, .dropout = 0.1f, .n_eval = 1000,
+               .n_examples = 5, .seed = 42, .eval_seed = 2017, .out = "out/08_training", .device = "cpu"};
     CliOption opts[] = {
-        {"--layers", CLI_INT, &layers, "N: layers in the encoder and in the decoder", 1, 64},
-        {"--d-model", CLI_INT, &d_model, "d_model (paper 512)", 2, 4096},
-        {"--d-ff", CLI_INT, &d_ff, "d_ff, FFN inner width (paper 2048)", 1, 16384},
-        {"--heads", CLI_INT, &heads, "h, attention heads; must divide d_model (paper 8)", 1, 256},
-        {"--batch", CLI_INT, &batch, "sequences per step", 1, 4096},
-        {"--steps", CLI_INT, &steps, "train until this many optimizer steps in total", 0, 10000000},
-        {"--warmup", CLI_INT, &warmup, "warmup_steps of Sec. 5.3 (paper 4000)", 1, 10000000},
-        {"--factor", CLI_FLOAT, &factor, "multiplies the Sec. 5.3 learning rate (paper 1)", 1e-6, 1e12},
-        {"--label-smoothing", CLI_FLOAT, &eps_ls, "eps_ls of Sec. 5.4 (paper 0.1)", 0, 0.99},
-        {"--dropout", CLI_FLOAT, &dropout, "P_drop of Sec. 5.4 (paper 0.1)", 0, 0.95},
-        {"--no-regularization", CLI_FLAG, &no_reg, "no dropout and no label smoothing", 0, 0},
-        {"--seed", CLI_U64, &seed, "seed for weights, training data and dropout", 0, 0},
-        {"--eval", CLI_INT, &n_eval, "held-out sequences for exact-match accuracy (0: skip)", 0, 1000000},
-        {"--eval-seed", CLI_U64, &eval_seed, "seed of the held-out sequences", 0, 0},
-        {"--examples", CLI_INT, &n_examples, "fresh sequences decoded and printed at the end", 0, 100},
-        {"--decode", CLI_STRING, &decode, "also decode these 9 ids (2..10), e.g. \"3 5 7 2 9 4 10 6 8\"", 0, 0},
-        {"--checkpoint-every", CLI_INT, &ckpt_every, "save a checkpoint every K steps (0: only at the end)", 0, 10000000},
-        {"--checkpoint", CLI_STRING, &ckpt_path, "checkpoint file (default: OUT/copy.ckpt)", 0, 0},
-        {"--resume", CLI_STRING, &resume, "continue the run saved in this checkpoint", 0, 0},
-        {"--nan-at", CLI_INT, &nan_at, "poison one weight with NaN before this step, to watch the guard (0: never)", 0, 10000000},
-        {"--export-safetensors", CLI_STRING, &st_path, "also write the trained weights in the safetensors format", 0, 0},
-        {"--device", CLI_STRING, &device, "cpu or cuda (cuda: train on the GPU; decode and evaluate on the CPU)", 0, 0},
-        {"--out", CLI_STRING, &out, "output folder for plots and the checkpoint", 0, 0},
+        {"--layers", CLI_INT, &r->layers, "N: layers in the encoder and in the decoder", 1, 64},
+        {"--d-model", CLI_INT, &r->d_model, "d_model (paper 512)", 2, 4096},
+        {"--d-ff", CLI_INT, &r->d_ff, "d_ff, FFN inner width (paper 2048)", 1, 16384},
+        {"--heads", CLI_INT, &r->heads, "h, attention heads; must divide d_model (paper 8)", 1, 256},
+        {"--batch", CLI_INT, &r->batch, "sequences per step", 1, 4096},
+        {"--steps", CLI_INT, &r->steps, "train until this many optimizer steps in total", 0, 10000000},
+        {"--warmup", CLI_INT, &r->warmup, "warmup_steps of Sec. 5.3 (paper 4000)", 1, 10000000},
+        {"--factor", CLI_FLOAT, &r->factor, "multiplies the Sec. 5.3 learning rate (paper 1)", 1e-6, 1e12},
+        {"--label-smoothing", CLI_FLOAT, &r->eps_ls, "eps_ls of Sec. 5.4 (paper 0.1)", 0, 0.99},
+        {"--dropout", CLI_FLOAT, &r->dropout, "P_drop of Sec. 5.4 (paper 0.1)", 0, 0.95},
+        {"--no-regularization", CLI_FLAG, &r->no_reg, "no dropout and no label smoothing", 0, 0},
+        {"--seed", CLI_U64, &r->seed, "seed for weights, training data and dropout", 0, 0},
+        {"--eval", CLI_INT, &r->n_eval, "held-out sequences for exact-match accuracy (0: skip)", 0, 1000000},
+        {"--eval-seed", CLI_U64, &r->eval_seed, "seed of the held-out sequences", 0, 0},
+        {"--examples", CLI_INT, &r->n_examples, "fresh sequences decoded and printed at the end", 0, 100},
+        {"--decode", CLI_STRING, &r->decode, "also decode these 9 ids (2..10), e.g. \"3 5 7 2 9 4 10 6 8\"", 0, 0},
+        {"--checkpoint-every", CLI_INT, &r->ckpt_every, "save a checkpoint every K steps (0: only at the end)", 0, 10000000},
+        {"--checkpoint", CLI_STRING, &r->ckpt_path, "checkpoint file (default: OUT/copy.ckpt)", 0, 0},
+        {"--resume", CLI_STRING, &r->resume, "continue the run saved in this checkpoint", 0, 0},
+        {"--nan-at", CLI_INT, &r->nan_at, "poison one weight with NaN before this step, to watch the guard (0: never)", 0, 10000000},
+        {"--export-safetensors", CLI_STRING, &r->st_path, "also write the trained weights in the safetensors format", 0, 0},
+        {"--device", CLI_STRING, &r->device, "cpu or cuda (cuda: train, decode and evaluate on the GPU)", 0, 0},
+        {"--out", CLI_STRING, &r->out, "output folder for plots and the checkpoint", 0, 0},
     };
     cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
               opts, CLI_COUNT(opts));
-    if (no_reg) dropout = 0, eps_ls = 0;
-    Device dev;
-    if (device_select(device, &dev) < 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
-    if (!resume && d_model % heads)
-        cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d): d_k = d_model / h (Sec. 3.2.2)", d_model, heads);
-    char ckpt_buf[1024];
-    if (!ckpt_path) {
-        snprintf(ckpt_buf, sizeof ckpt_buf, "%s/copy.ckpt", out);
-        ckpt_path = ckpt_buf;
+    if (r->no_reg) r->dropout = 0, r->eps_ls = 0;
+    if (!(r->be = backend_select(r->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", r->device);
+    if (!r->resume && r->d_model % r->heads)
+        cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d): d_k = d_model / h (Sec. 3.2.2)",
+                 r->d_model, r->heads);
+    if (!r->ckpt_path) {
+        snprintf(r->ckpt_buf, sizeof r->ckpt_buf, "%s/copy.ckpt", r->out);
+        r->ckpt_path = r->ckpt_buf;
     }
-    const int T = COPY_LEN, Tt = COPY_LEN - 1, V = COPY_VOCAB;
-    char err[512];
-    TrainHyper hp = train_hyper_paper();   /* Adam's betas and eps as in Sec. 5.3 */
-    hp.eps_ls = eps_ls;
-    hp.warmup = warmup;
-    hp.factor = factor;
+    r->hp = train_hyper_paper();   /* Adam's betas and eps as in Sec. 5.3 */
+    r->hp.eps_ls = r->eps_ls, r->hp.warmup = r->warmup, r->hp.factor = r->factor;
+}
 
-    /* ---- the model and trainer: fresh, or from a checkpoint ------------ */
-    Model m;
-    Trainer tr;
-    memset(&m, 0, sizeof m);
-    if (resume) {
-        if (trainer_resume(&tr, &m, resume, &hp, batch, T, batch, err, sizeof err)) cli_fail(PROG, "%s", err);
-        if (m.cfg.vocab != V) {
-            int v = m.cfg.vocab;
-            trainer_free(&tr);
-            model_free(&m);
-            cli_fail(PROG, "%s: vocabulary %d, but the copy task has %d tokens", resume, v, V);
+/* the model and trainer, fresh or from a checkpoint, on the chosen backend */
+static void build(Run *r, Model *m, Trainer *tr) {
+    char err[512];
+    memset(m, 0, sizeof *m);
+    if (r->resume) {
+        if (trainer_resume(tr, m, r->resume, &r->hp, r->batch, COPY_LEN, r->batch, err, sizeof err))
+            cli_fail(PROG, "%s", err);
+        if (m->cfg.vocab != COPY_VOCAB) {
+            int v = m->cfg.vocab;
+            trainer_free(tr), model_free(m);
+            cli_fail(PROG, "%s: vocabulary %d, but the copy task has %d tokens", r->resume, v, COPY_VOCAB);
         }
-        /* the file decides the architecture; the flags the training regime */
-        m.cfg.dropout = dropout;
+        m->cfg.dropout = r->dropout;   /* the file decides the architecture; the flags the training regime */
     } else {
         Config c = config_base();
-        c.N = layers;
-        c.d_model = d_model;
-        c.d_ff = d_ff;
-        c.h = heads;
-        c.d_k = c.d_v = d_model / heads;
-        c.vocab = V;
-        c.max_len = T;
-        c.dropout = dropout;
-        c.pad_id = COPY_PAD;
-        if (model_build(&m, &c, batch, T, Tt, seed, err, sizeof err)) cli_fail(PROG, "%s", err);
+        c.N = r->layers, c.d_model = r->d_model, c.d_ff = r->d_ff, c.h = r->heads;
+        c.d_k = c.d_v = r->d_model / r->heads;
+        c.vocab = COPY_VOCAB, c.max_len = COPY_LEN, c.dropout = r->dropout, c.pad_id = COPY_PAD;
+        if (model_build(m, &c, r->batch, COPY_LEN, COPY_LEN - 1, r->seed, err, sizeof err)) cli_fail(PROG, "%s", err);
         /* the data stream gets a seed of its own, so it is not the weights' stream */
-        if (trainer_init(&tr, &m, &hp, batch, T, seed ^ 0xDA7A5EEDull, err, sizeof err)) {
-            model_free(&m);
+        if (trainer_init(tr, m, &r->hp, r->batch, COPY_LEN, r->seed ^ 0xDA7A5EEDull, err, sizeof err)) {
+            model_free(m);
             cli_fail(PROG, "%s", err);
         }
     }
-    int user_src[COPY_LEN];
-    if (decode) parse_decode(user_src, decode, T, &m.cfg);
-    if (plot_mkdir(out)) {
-        trainer_free(&tr);
-        model_free(&m);
-        cli_fail(PROG, "cannot create the output folder --out %s", out);
+    if (trainer_to(tr, r->be, err, sizeof err)) {
+        trainer_free(tr), model_free(m);
+        cli_fail(PROG, "--device %s: %s", r->device, err);
     }
-    const Config *c = &m.cfg;
+}
 
-    section_data(&tr);
-    section_label_smoothing(out, eps_ls);
-    section_schedule(out, c->d_model, warmup, factor);
-
+static void section_model(const Run *r, const Model *m, const Trainer *tr) {
+    const Config *c = &m->cfg;
     show_section("4. The model (Figure 1)");
     printf("N=%d, d_model=%d, d_ff=%d, h=%d, d_k=d_v=%d, vocab %d, P_drop %.2f, %s; %zu parameters\n",
-           c->N, c->d_model, c->d_ff, c->h, c->d_k, V, c->dropout, c->pre_ln ? "pre-LN" : "post-LN (paper)",
-           m.params.n);
+           c->N, c->d_model, c->d_ff, c->h, c->d_k, c->vocab, c->dropout,
+           c->pre_ln ? "pre-LN" : "post-LN (paper)", m->params.n);
     printf("Adam (beta1 %.2f, beta2 %.2f, eps %.0e), batch %d, label smoothing %.2f\n",
-           hp.beta1, hp.beta2, hp.adam_eps, batch, eps_ls);
-    if (resume) printf("resumed from %s at step %llu (architecture from the file)\n", resume, (unsigned long long)tr.step);
-    Runner run = {.tr = &tr, .dev = dev};
-    if (dev == DEVICE_CUDA) {
-        runner_gpu_build(&run);
-        printf("device: cuda - training runs on the GPU (cuda/model_gpu.c), on the same batches and learning\n"
-               "rates as on the CPU; its dropout masks are drawn on the GPU, so with P_drop > 0 the loss\n"
-               "curve differs from a --device cpu run (at --dropout 0 the two agree to float rounding).\n"
-               "Decoding, the evaluation and checkpoints use the CPU copy of the weights.\n");
-    } else {
-        printf("device: cpu\n");
-    }
+           r->hp.beta1, r->hp.beta2, r->hp.adam_eps, r->batch, r->eps_ls);
+    if (r->resume)
+        printf("resumed from %s at step %llu (architecture from the file)\n", r->resume, (unsigned long long)tr->step);
+    printf("device: %s (every op of common/model.c and train.c runs through this backend's table)\n", m->be->name);
+}
 
-    /* one example to watch before and after: the user's, or a fresh one */
-    Rng ex_rng;
-    rng_seed(&ex_rng, eval_seed ^ 0xE8A3D1Eull);
-    int ex_src[COPY_LEN], ex_ys[COPY_LEN], ex_prefix[COPY_LEN], tmp_in[COPY_LEN], tmp_out[COPY_LEN];
-    if (decode) memcpy(ex_src, user_src, sizeof ex_src);
-    else copy_batch(ex_src, tmp_in, tmp_out, 1, T, V, &ex_rng);
-
-    show_section("5. Before training: greedy decoding and attention");
-    decode_and_print(&m, ex_src, T);
-    greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
-    show_attention(&m, ex_src, ex_ys, T, "before", out);
-
-    show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
-    LoopOpts lo = {.steps = steps, .ckpt_every = ckpt_every, .nan_at = nan_at,
-                   .ckpt_path = ckpt_path, .good_path = resume, .out = out};
-    int rc = train_loop(&run, &lo, eps_ls);
-    if (rc) {
-        gpu_model_free(run.gpu);
-        trainer_free(&tr);
-        model_free(&m);
-        return rc;
-    }
-
-    /* Everything a step touches (weights, gradients, Adam's m and v,
-     * activations) was allocated before step 1, so the peak stays put
-     * however many steps run. ru_maxrss is in KiB on Linux. */
+/* Everything a step touches (weights, gradients, Adam's m and v,
+ * activations) was allocated before step 1, so the peak stays put however
+ * many steps run. ru_maxrss is in KiB on Linux. */
+static void print_memory(const Model *m) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("memory: peak resident %.1f MiB; weights + gradients + Adam m, v = 4 x %zu floats = %.1f MiB,\n"
            "        all allocated before step 1 (nothing is allocated inside a step)\n",
-           ru.ru_maxrss / 1024.0, m.params.n, 4.0 * m.params.n * sizeof(float) / (1 << 20));
+           ru.ru_maxrss / 1024.0, m->params.n, 4.0 * m->params.n * sizeof(float) / (1 << 20));
+}
 
+/* sections 7 and 8: decoded examples, accuracy, attention after training */
+static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng) {
+    const int T = COPY_LEN;
+    int tmp_in[COPY_LEN], tmp_out[COPY_LEN], ex_ys[COPY_LEN], ex_prefix[COPY_LEN];
     show_section("7. After training: greedy decoding (Sec. 6.1 with beam size 1)");
-    for (int e = 0; e < n_examples; e++) {
+    for (int e = 0; e < r->n_examples; e++) {
         int s[COPY_LEN];
-        copy_batch(s, tmp_in, tmp_out, 1, T, V, &ex_rng);
-        decode_and_print(&m, s, T);
+        copy_batch(s, tmp_in, tmp_out, 1, T, COPY_VOCAB, ex_rng);
+        decode_and_print(m, s, T);
     }
-    printf("the example from section 5%s:\n", decode ? " (your --decode)" : "");
-    decode_and_print(&m, ex_src, T);
-    if (n_eval > 0) {
+    printf("the example from section 5%s:\n", r->decode ? " (your --decode)" : "");
+    decode_and_print(m, ex_src, T);
+    if (r->n_eval > 0) {
         double t0 = now_s(), tok;
-        double acc = copy_exact_match(&m, n_eval, T, eval_seed, &tok);
+        double acc = copy_exact_match(m, r->n_eval, T, r->eval_seed, &tok);
+        if (acc < 0) cli_fail(PROG, "out of memory for the evaluation");
         printf("exact match on %d held-out sequences (seed %llu): %.1f%%  (tokens right: %.2f%%; %.1f s)\n",
-               n_eval, (unsigned long long)eval_seed, 100 * acc, 100 * tok, now_s() - t0);
+               r->n_eval, (unsigned long long)r->eval_seed, 100 * acc, 100 * tok, now_s() - t0);
     }
-
     show_section("8. After training: attention");
-    greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
-    show_attention(&m, ex_src, ex_ys, T, "after", out);
+    greedy_decode(m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
+    show_attention(m, ex_src, ex_ys, T, "after", r->out);
     printf("Once the task is learned, the cross-attention is a diagonal shifted by one column: decoder\n"
            "position i (fed token i) must output source token i+1, so it looks at source position i+1.\n"
-           "Compare with the maps before training in section 5 (and attn_*_layer*.png in %s).\n", out);
+           "Compare with the maps before training in section 5 (and attn_*_layer*.png in %s).\n", r->out);
+}
 
+/* section 9: the checkpoint (brought to the host by trainer_save), and the
+ * safetensors export if asked. 0, or 1 (I/O) / 2 (a state that is not finite). */
+static int section_checkpoint(const Run *r, Trainer *tr) {
+    char err[512];
     show_section("9. Checkpoint");
-    int save_rc = runner_save(&run, ckpt_path, err, sizeof err);
-    gpu_model_free(run.gpu);
-    if (save_rc) {
+    int rc = trainer_save(tr, r->ckpt_path, err, sizeof err);
+    if (rc) {
         fprintf(stderr, "%s: %s\n", PROG, err);
-        trainer_free(&tr);
-        model_free(&m);
-        return save_rc;   /* 1: I/O, 2: a state that is not finite */
+        return rc;
     }
-    printf("saved %s at step %llu (weights + Adam m, v + both RNG states%s; written to a temporary, then renamed)\n",
-           ckpt_path, (unsigned long long)tr.step, dev == DEVICE_CUDA ? ", downloaded from the GPU" : "");
-    printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, ckpt_path, steps * 2,
-           dev == DEVICE_CUDA ? " --device cuda" : "");
-    if (st_path) {   /* the same weights, for PyTorch / JAX (safetensors; names as in the checkpoint) */
-        int st_rc = model_export_safetensors(&m, st_path, err, sizeof err);
-        if (st_rc) fprintf(stderr, "%s: error: %s\n", PROG, err);
-        else printf("wrote the weights to %s (safetensors)\n", st_path);
-        if (st_rc) {
-            trainer_free(&tr);
-            model_free(&m);
-            return st_rc;
-        }
+    printf("saved %s at step %llu (weights + Adam m, v + both RNG states; written to a temporary, then renamed)\n",
+           r->ckpt_path, (unsigned long long)tr->step);
+    printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, r->ckpt_path, r->steps * 2,
+           tr->be == backend_cpu() ? "" : " --device cuda");
+    if (r->st_path) {   /* the same weights, for PyTorch / JAX (safetensors; names as in the checkpoint) */
+        rc = model_export_safetensors(tr->model, r->st_path, err, sizeof err);
+        if (rc) fprintf(stderr, "%s: error: %s\n", PROG, err);
+        else printf("wrote the weights to %s (safetensors)\n", r->st_path);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    Run r;
+    Model m;
+    Trainer tr;
+    parse_flags(&r, argc, argv);
+    build(&r, &m, &tr);
+    int user_src[COPY_LEN];
+    if (r.decode) parse_decode(user_src, r.decode, COPY_LEN, &m.cfg);
+    if (plot_mkdir(r.out)) {
+        trainer_free(&tr), model_free(&m);
+        cli_fail(PROG, "cannot create the output folder --out %s", r.out);
     }
 
+    section_data(&tr);
+    section_label_smoothing(r.out, r.eps_ls);
+    section_schedule(r.out, m.cfg.d_model, r.warmup, r.factor);
+    section_model(&r, &m, &tr);
+
+    /* one example to watch before and after: the user's, or a fresh one */
+    Rng ex_rng;
+    rng_seed(&ex_rng, r.eval_seed ^ 0xE8A3D1Eull);
+    int ex_src[COPY_LEN], ex_ys[COPY_LEN], ex_prefix[COPY_LEN], tmp_in[COPY_LEN], tmp_out[COPY_LEN];
+    if (r.decode) memcpy(ex_src, user_src, sizeof ex_src);
+    else copy_batch(ex_src, tmp_in, tmp_out, 1, COPY_LEN, COPY_VOCAB, &ex_rng);
+
+    show_section("5. Before training: greedy decoding and attention");
+    decode_and_print(&m, ex_src, COPY_LEN);
+    greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, COPY_LEN, COPY_LEN, COPY_START, -1, COPY_PAD);
+    show_attention(&m, ex_src, ex_ys, COPY_LEN, "before", r.out);
+
+    show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
+    LoopOpts lo = {.steps = r.steps, .ckpt_every = r.ckpt_every, .nan_at = r.nan_at,
+                   .ckpt_path = r.ckpt_path, .good_path = r.resume, .out = r.out};
+    int rc = train_loop(&tr, &lo, r.eps_ls);
+    if (!rc) {
+        print_memory(&m);
+        section_after(&r, &m, ex_src, &ex_rng);
+        rc = section_checkpoint(&r, &tr);
+    }
     trainer_free(&tr);
     model_free(&m);
-    return 0;
+    return rc;
 }

@@ -255,7 +255,7 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
             t1_forward(&L, y, x, n, &f);                 /* warm-up run; counts the FLOPs */
             double first = now_s() - t0;
             if (kd == T1_SELF_ATTENTION)     /* the score tensor the library laid out for n */
-                s->score_floats[p] = (double)(L.acts.oh - L.acts.weights);
+                s->score_floats[p] = (double)(L.acts.concat - L.acts.weights);
             if (kd == T1_SELF_ATTENTION)
                 s->acts_floats[p] = (double)mha_acts_size(1, n, n, c->h, d / c->h, d / c->h);
             if (kd == T1_RESTRICTED)         /* one query's window of weights at a time */

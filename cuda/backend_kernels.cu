@@ -1,14 +1,15 @@
-// model_gpu_kernels.cu - the few kernels the whole model needs beyond kernels.h
-// (declared in model_gpu.h).
+// backend_kernels.cu - the few kernels the CUDA backend needs beyond the
+// per-op files (declared at the end of kernels.h).
 //
 //   heads split/merge   CPU: heads_split / heads_merge (attention.c)   a permutation
-//   dropout             CPU: dropout_forward/backward (nn.c)          on the embeddings
-//   sum of squares      CPU: train.c's gradient-norm loop             two passes, fixed order
+//   dropout             CPU: dropout_forward/backward (nn.c)          the same mask
+//   residual            CPU: residual_forward (nn.c)
+//   sum of squares      CPU: the CPU backend's sum_squares            two passes, fixed order
 #include <assert.h>
 
 #include "cuda_util.h"
+#include "dropout_mask.h"
 #include "kernels.h"
-#include "model_gpu.h"
 
 #define FOR_EACH(idx, n)                                                          \
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < (n); \
@@ -47,20 +48,12 @@ extern "C" void cuda_heads_merge(float *out, const float *inp, int B, int T, int
 }
 
 // ---- dropout (Sec. 5.4) ----------------------------------------------------------------
-// The same splitmix64 counter hash as nn.cu's fused residual dropout: each
-// element's draw depends only on (seed, i).
-__device__ __forceinline__ float dropout_uniform(uint64_t seed, size_t i) {
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
-
+// dropout_keep is common/dropout_mask.h's, compiled for the device: the
+// same (key, tensor, index) gives the same keep as the CPU's dropout_forward.
 __global__ void dropout_forward_kernel(float *out, float *keep, const float *inp, float p,
-                                       float scale, size_t n, uint64_t seed) {
+                                       size_t n, uint64_t key, uint32_t tensor) {
     FOR_EACH(i, n) {
-        float k = dropout_uniform(seed, i) >= p ? scale : 0.0f;   // inverted dropout
+        float k = dropout_keep(key, tensor, i, p);   // 0 or 1/(1-p): inverted dropout
         keep[i] = k;
         out[i] = inp[i] * k;
     }
@@ -72,11 +65,21 @@ __global__ void dropout_backward_kernel(float *dinp, const float *dout, const fl
 }
 
 extern "C" void cuda_dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
-                                     uint64_t seed) {
+                                     uint64_t key, uint32_t tensor) {
     assert(p >= 0.0f && p < 1.0f);
     if (n == 0) return;
-    dropout_forward_kernel<<<grid_for(n, 256), 256>>>(out, keep, inp, p, 1.0f / (1.0f - p), n,
-                                                      seed);
+    dropout_forward_kernel<<<grid_for(n, 256), 256>>>(out, keep, inp, p, n, key, tensor);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---- residual (Sec. 3.1): out = a + b ------------------------------------------------
+__global__ void residual_forward_kernel(float *out, const float *a, const float *b, size_t n) {
+    FOR_EACH(i, n) out[i] = a[i] + b[i];
+}
+
+extern "C" void cuda_residual_forward(float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    residual_forward_kernel<<<grid_for(n, 256), 256>>>(out, a, b, n);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,173 @@
+/* backend_cuda.c - the CUDA backend: backend.h's table filled with cuda/'s
+ * kernels (kernels.h). Built into build/libaiyn_cuda.so with the .cu files;
+ * a program opens it with dlopen() only when --device cuda asks
+ * (common/backend.c), so the CPU path never loads cudart or cuBLAS.
+ *
+ * Each entry does what the CPU function of the same name does; where the
+ * CPU has one function and the GPU several kernels (multi-head attention,
+ * the FFN) the composition is here, quoting the forward line each backward
+ * step undoes. Nothing here knows about the Transformer: the model is
+ * common/model.c, for both devices.
+ *
+ * Memory: every pointer the table takes or returns is device memory.
+ * Multi-head attention needs the heads in (B,h,T,d) order for the batched
+ * kernels; that copy lives in a workspace of this file (grown on first
+ * use, like the cuBLAS handle; the process's exit frees both), so
+ * MhaActs keeps the (B,T,h*d) layout the CPU uses.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static void *gpu_alloc(size_t bytes) {
+    void *p = cuda_try_alloc(bytes);
+    if (p) cuda_zero(p, bytes ? bytes : 1);
+    return p;
+}
+
+static void *gpu_share(void *host, size_t bytes) {
+    void *p = cuda_try_alloc(bytes);
+    if (p) cuda_upload(p, host, bytes);
+    return p;
+}
+
+static void gpu_unshare(void *view, void *host) { cuda_free(view); }
+
+/* ---- the workspace: float buffers for one call, grown when too small -------- */
+static float *ws;
+static size_t ws_floats;
+
+static float *workspace(size_t floats) {
+    if (floats > ws_floats) {
+        cuda_free(ws);
+        ws = cuda_alloc(floats * sizeof(float));   /* out of GPU memory: says so, exits 1 */
+        ws_floats = floats;
+    }
+    return ws;
+}
+
+/* ---- multi-head attention (attention.c's mha_forward / mha_backward) -------- */
+
+static void gpu_mha_forward(float *out, MhaActs *a, const MhaParams *p, const float *x_q,
+                            const float *x_kv, const uint8_t *mask, int B, int Tq, int Tk,
+                            int D, int h, int dk, int dv) {
+    size_t nq = (size_t)B * Tq * h * dk, nk = (size_t)B * Tk * h * dk;
+    size_t nv = (size_t)B * Tk * h * dv, no = (size_t)B * Tq * h * dv;
+    float *qh = workspace(nq + nk + nv + no), *kh = qh + nq, *vh = kh + nk, *oh = vh + nv;
+    /* project: Q W^Q, K W^K, V W^V for all heads at once */
+    cuda_linear_forward(a->q, x_q, p->w_q, NULL, B * Tq, D, h * dk);
+    cuda_linear_forward(a->k, x_kv, p->w_k, NULL, B * Tk, D, h * dk);
+    cuda_linear_forward(a->v, x_kv, p->w_v, NULL, B * Tk, D, h * dv);
+    /* split: [batch, seq, h*d] -> [batch, heads, seq, d] */
+    cuda_heads_split(qh, a->q, B, Tq, h, dk);
+    cuda_heads_split(kh, a->k, B, Tk, h, dk);
+    cuda_heads_split(vh, a->v, B, Tk, h, dv);
+    /* Eq. (1) for every head; the weights are kept for backward */
+    cuda_sdpa_forward(oh, a->weights, qh, kh, vh, mask, B, h, Tq, Tk, dk, dv);
+    /* Concat(head_1..head_h) W^O */
+    cuda_heads_merge(a->concat, oh, B, Tq, h, dv);
+    cuda_linear_forward(out, a->concat, p->w_o, NULL, B * Tq, h * dv, D);
+}
+
+static void gpu_mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
+                             const float *dout, const MhaActs *a, const MhaParams *p,
+                             const float *x_q, const float *x_kv, int B, int Tq, int Tk, int D,
+                             int h, int dk, int dv) {
+    size_t nq = (size_t)B * Tq * h * dk, nk = (size_t)B * Tk * h * dk, nv = (size_t)B * Tk * h * dv;
+    size_t nw = (size_t)B * h * Tq * Tk, no = (size_t)B * h * Tq * dv;
+    float *qh = workspace(2 * (nq + nk + nv) + 2 * no + nw + nq + nk + nv);
+    float *kh = qh + nq, *vh = kh + nk;                 /* the forward's heads, again */
+    float *dconcat = vh + nv, *doh = dconcat + no;      /* (B,Tq,h*d_v), (B,h,Tq,d_v) */
+    float *dscores = doh + no;                          /* (B,h,Tq,Tk)                */
+    float *dqh = dscores + nw, *dkh = dqh + nq, *dvh = dkh + nk;
+    float *dq = dvh + nv, *dk_ = dq + nq, *dv_ = dk_ + nk;
+    cuda_heads_split(qh, a->q, B, Tq, h, dk);
+    cuda_heads_split(kh, a->k, B, Tk, h, dk);
+    cuda_heads_split(vh, a->v, B, Tk, h, dv);
+    /* forward: out = concat W_O */
+    cuda_zero(dconcat, no * sizeof(float));
+    cuda_linear_backward(dconcat, g->w_o, NULL, dout, a->concat, p->w_o, B * Tq, h * dv, D);
+    /* forward: concat = merge(oh) */
+    cuda_heads_split(doh, dconcat, B, Tq, h, dv);
+    /* forward: oh = sdpa(qh, kh, vh) */
+    cuda_zero(dqh, (nq + nk + nv) * sizeof(float));   /* dqh, dkh, dvh are adjacent */
+    cuda_sdpa_backward(dqh, dkh, dvh, dscores, doh, a->weights, qh, kh, vh, B, h, Tq, Tk, dk, dv);
+    /* forward: qh = split(q) etc. */
+    cuda_heads_merge(dq, dqh, B, Tq, h, dk);
+    cuda_heads_merge(dk_, dkh, B, Tk, h, dk);
+    cuda_heads_merge(dv_, dvh, B, Tk, h, dv);
+    /* forward: q = x_q W_Q, k = x_kv W_K, v = x_kv W_V */
+    cuda_linear_backward(dx_q, g->w_q, NULL, dq, x_q, p->w_q, B * Tq, D, h * dk);
+    cuda_linear_backward(dx_kv, g->w_k, NULL, dk_, x_kv, p->w_k, B * Tk, D, h * dk);
+    cuda_linear_backward(dx_kv, g->w_v, NULL, dv_, x_kv, p->w_v, B * Tk, D, h * dv);
+}
+
+/* ---- the FFN (nn.c's ffn_forward / ffn_backward, Eq. 2) ---------------------- */
+
+static void gpu_ffn_forward(float *out, float *hidden, const float *x, const float *W1,
+                            const float *b1, const float *W2, const float *b2, int N, int D, int F) {
+    cuda_linear_forward(hidden, x, W1, b1, N, D, F);
+    cuda_relu_forward(hidden, hidden, (size_t)N * F);
+    cuda_linear_forward(out, hidden, W2, b2, N, F, D);
+}
+
+static void gpu_ffn_backward(float *dx, float *dW1, float *db1, float *dW2, float *db2,
+                             float *dhidden, const float *dout, const float *hidden, const float *x,
+                             const float *W1, const float *W2, int N, int D, int F) {
+    size_t nh = (size_t)N * F;
+    float *dpre = workspace(nh);
+    /* forward: out = hidden W2 + b2 */
+    cuda_zero(dhidden, nh * sizeof(float));
+    cuda_linear_backward(dhidden, dW2, db2, dout, hidden, W2, N, F, D);
+    /* forward: hidden = max(0, pre): the gradient passes where hidden > 0 */
+    cuda_zero(dpre, nh * sizeof(float));
+    cuda_relu_backward(dpre, dhidden, hidden, nh);
+    /* forward: pre = x W1 + b1 */
+    cuda_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, F);
+}
+
+static const Backend cuda_table = {
+    .abi = BACKEND_ABI,
+    .name = "cuda",
+    .alloc = gpu_alloc,
+    .free = cuda_free,
+    .share = gpu_share,
+    .unshare = gpu_unshare,
+    .zero = cuda_zero,
+    .copy = cuda_copy,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .gemm = cuda_gemm,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .sdpa_forward = cuda_sdpa_forward,
+    .mha_forward = gpu_mha_forward,
+    .mha_backward = gpu_mha_backward,
+    .ffn_forward = gpu_ffn_forward,
+    .ffn_backward = gpu_ffn_backward,
+    .dropout_forward = cuda_dropout_forward,
+    .dropout_backward = cuda_dropout_backward,
+    .residual_forward = cuda_residual_forward,
+    .embed_forward = cuda_embed_forward,
+    .embed_backward = cuda_embed_backward,
+    .logsoftmax_forward = cuda_logsoftmax_forward,
+    .smoothed_xent_forward = cuda_smoothed_xent_forward,
+    .smoothed_xent_backward = cuda_smoothed_xent_backward,
+    .adam_update = cuda_adam_update,
+    .sum_squares = cuda_sum_squares,
+};
+
+/* The .so's one entry point (common/backend.c looks it up with dlsym). */
+const Backend *aiyn_backend_cuda(char *err, size_t errlen) {
+    if (cuda_device_count() < 1) {
+        snprintf(err, errlen, "no CUDA GPU is visible");
+        return NULL;
+    }
+    return &cuda_table;
+}
