@@ -2,10 +2,11 @@
  *
  * Two passes: first the JSON header is built in memory (so its length N,
  * which comes first in the file, is known), then the header and every
- * tensor's bytes are streamed to path.tmp, which is renamed over path only
- * when every byte is on disk.
+ * tensor's bytes are streamed to a unique temporary beside path (FioWriter,
+ * fileio.h), renamed over path only when every byte is on disk.
  */
 #include "safetensors.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -131,40 +132,23 @@ int safetensors_write(const char *path, const SafeTensor *t, int n, const char *
         return fail(1, err, errlen, "safetensors: out of memory building the header");
     }
 
-    /* ---- write path.tmp, then rename ---- */
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) {
+    /* ---- write a unique temporary, then rename (common/fileio.h) ---- */
+    FioWriter w;
+    if (fio_create(&w, path, err, errlen)) {
         free(h.s);
-        return fail(1, err, errlen, "safetensors: out of memory");
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        free(h.s), free(tmp);
-        return fail(1, err, errlen, "cannot create '%s.tmp': %s", path, strerror(e));
+        return 1;
     }
     unsigned char len8[8];
     put_u64le(len8, (uint64_t)h.len);
-    int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(h.s, 1, h.len, f) != h.len;
+    int bad = fwrite(len8, 1, 8, w.f) != 8 || fwrite(h.s, 1, h.len, w.f) != h.len;
     for (int i = 0; i < n && !bad; i++) {
         size_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
-        bad = write_words(f, t[i].data, numel) != 0;
+        bad = write_words(w.f, t[i].data, numel) != 0;
     }
-    int e = bad ? (errno ? errno : EIO) : 0;
-    if (!e && fflush(f) != 0) e = errno ? errno : EIO;
-    if (!e && fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) e = errno;
-    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
-    if (!e && rename(tmp, path) != 0) e = errno;
     free(h.s);
-    if (e) {
-        remove(tmp);
-        free(tmp);
-        return fail(1, err, errlen, "writing '%s' failed: %s; '%s' was left as it was", path, strerror(e), path);
-    }
-    free(tmp);
+    /* fio_commit checks every write above (the stream's error flag), then
+     * flushes, fsyncs and renames; on failure path is left as it was */
+    if (fio_commit(&w, err, errlen)) return 1;
     return 0;
 }
