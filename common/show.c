@@ -28,7 +28,7 @@
 #define MATRIX_MAX_ROWS 20   /* show_matrix rows beyond this are summarised */
 #define NUM_MAX_COLS 8       /* heatmaps this narrow print their numbers   */
 #define NUM_MAX_ROWS 16      /* ... and this short                         */
-#define VLABEL_MAX 6         /* vertical column labels: at most this tall  */
+#define KEY_LABEL_W 16       /* labels in a heatmap key: at most this wide  */
 #define NLEVELS 10           /* shades in the ramp                         */
 
 /* ---- colour on/off -------------------------------------------------------- */
@@ -222,14 +222,66 @@ void show_vector(const char *name, const float *x, int n) {
 static const char SHADES[NLEVELS + 1] = " .:-=+*#%@";
 static const int PALETTE256[NLEVELS] = {53, 54, 60, 24, 30, 36, 35, 77, 148, 220};
 
-static int level_of(float v, double lo, double hi) {
+static ShowScale g_scale = SHOW_SCALE_AUTO;
+
+void show_set_scale(ShowScale s) { g_scale = s; }
+
+/* Which scale a map is drawn on: --minmax wins; AUTO picks the fixed 0..1
+ * scale when every finite entry is a probability (a weight, a 0/1 mask). */
+static ShowScale resolve_scale(ShowScale asked, const float *x, long n) {
+    if (g_scale == SHOW_SCALE_MINMAX) return SHOW_SCALE_MINMAX;
+    if (asked != SHOW_SCALE_AUTO) return asked;
+    for (long i = 0; i < n; i++)
+        if (isfinite(x[i]) && (x[i] < 0 || x[i] > 1)) return SHOW_SCALE_MINMAX;
+    return SHOW_SCALE_PROB;
+}
+
+/* Shade level 0..NLEVELS-1 of v.
+ * PROB: fixed 0..1. Level 0 (blank) means exactly 0; any weight above 0
+ * gets 1..NLEVELS-1, so a faint weight never looks like a blocked one and
+ * a near-uniform row of 12 (0.083 each) is a row of the faintest shade.
+ * MINMAX: lo..hi stretched over every level. */
+static int level_of(float v, ShowScale sc, double lo, double hi) {
+    if (sc == SHOW_SCALE_PROB) {
+        if (!(v > 0)) return 0;
+        int l = 1 + (int)(v * (NLEVELS - 1));
+        return l >= NLEVELS ? NLEVELS - 1 : l;
+    }
     if (!(hi > lo)) return NLEVELS / 2;
     int l = (int)((v - lo) / (hi - lo) * NLEVELS);
     return l < 0 ? 0 : l >= NLEVELS ? NLEVELS - 1 : l;
 }
 
+/* The header name of column j in key mode: a..z then A..Z. */
+static char key_letter(int j) { return (char)(j < 26 ? 'a' + j : 'A' + (j - 26)); }
+
+/* Prints "key: a=the b=cat ..." wrapped to SCREEN_W, indented by ind. A
+ * label longer than KEY_LABEL_W is cut and marked '~' so that what is left
+ * cannot be read as a whole token. */
+static void print_key(const char *const *labels, int shown, int ind) {
+    char lb[32], cut[KEY_LABEL_W * 4 + 1], item[KEY_LABEL_W * 4 + 8];
+    int col = printf("%*s key:", ind, "");
+    for (int j = 0; j < shown; j++) {
+        const char *s = label_of(labels, j, lb, sizeof lb);
+        int w = text_fit(cut, sizeof cut, s, KEY_LABEL_W);
+        int was_cut = w < text_width(s);
+        snprintf(item, sizeof item, " %c=%s%s", key_letter(j), cut, was_cut ? "~" : "");
+        int iw = 3 + w + was_cut;
+        if (col + iw > SCREEN_W) col = printf("\n%*s     ", ind, "") - 1;
+        printf("%s", item);
+        col += iw;
+    }
+    printf("\n");
+}
+
 void show_heatmap(const char *title, const float *x, int rows, int cols,
                   const char *const *row_labels, const char *const *col_labels) {
+    show_heatmap_scaled(title, x, rows, cols, row_labels, col_labels, SHOW_SCALE_AUTO);
+}
+
+void show_heatmap_scaled(const char *title, const float *x, int rows, int cols,
+                         const char *const *row_labels, const char *const *col_labels,
+                         ShowScale scale) {
     char lb[32], num[64], buf[256];
     int color = show_color();
     if (title && *title) {
@@ -242,14 +294,17 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
     }
 
     /* value range over finite entries (-inf marks masked scores, drawn apart) */
+    long n = (long)rows * cols, nfinite = 0, nzero = 0;
     double lo = INFINITY, hi = -INFINITY;
-    int nonfinite = 0;
-    for (long i = 0; i < (long)rows * cols; i++) {
-        if (!isfinite(x[i])) { nonfinite = 1; continue; }
+    for (long i = 0; i < n; i++) {
+        if (!isfinite(x[i])) continue;
+        nfinite++;
+        nzero += x[i] == 0;
         if (x[i] < lo) lo = x[i];
         if (x[i] > hi) hi = x[i];
     }
     if (lo > hi) lo = hi = 0;
+    ShowScale sc = resolve_scale(scale, x, n);
 
     int rshown = rows <= HEAT_MAX_ROWS ? rows : HEAT_MAX_ROWS;
     int lw = 1;
@@ -260,45 +315,37 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
     if (lw > LABEL_W_MAX) lw = LABEL_W_MAX;
 
     /* Small matrices carry their numbers so a reader can check them by
-     * hand; larger ones are pure shade, 3 columns a cell. */
+     * hand (cells of 8: a 6-wide number); larger ones are pure shade. */
     int numbers = cols <= NUM_MAX_COLS && rows <= NUM_MAX_ROWS;
-    int cw = numbers ? 8 : 3;
     int dec = numbers ? decimals_for(max_abs_finite(x, rows, cols), 6, 3) : 0;
     int avail = SCREEN_W - lw - 1;
-    int shown = avail / cw < cols ? avail / cw : cols;
-    if (shown < 1) shown = 1;
-
-    /* column labels: across when they fit in a cell, else written downwards */
     int longest = 1;
-    for (int j = 0; j < shown; j++) {
+    for (int j = 0; j < cols; j++) {
         int w = text_width(label_of(col_labels, j, lb, sizeof lb));
         if (w > longest) longest = w;
     }
-    if (numbers || longest <= cw - 1) {
-        printf("%*s ", lw, "");
-        for (int j = 0; j < shown; j++) {
-            if (numbers) { printf(" "); put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 2, 1); printf(" "); }
-            else { put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 1, 1); printf(" "); }
-        }
-        printf("\n");
-    } else {
-        int height = longest < VLABEL_MAX ? longest : VLABEL_MAX;
-        for (int k = 0; k < height; k++) {
-            printf("%*s ", lw, "");
-            for (int j = 0; j < shown; j++) {
-                char cut[64];
-                text_fit(cut, sizeof cut, label_of(col_labels, j, lb, sizeof lb), VLABEL_MAX);
-                /* the k-th character (code point) of the label, if any */
-                const unsigned char *p = (const unsigned char *)cut;
-                int c = 0;
-                while (*p && c < k) { p++; while ((*p & 0xC0) == 0x80) p++; c++; }
-                int len = 0;
-                if (*p) { len = 1; while ((p[len] & 0xC0) == 0x80) len++; }
-                printf(" %.*s%s", len, (const char *)p, len ? " " : "  ");
-            }
-            printf("\n");
-        }
+    /* Column labels are written whole, across: the cell widens to the
+     * longest label when the map still fits. Otherwise the columns are
+     * lettered a, b, ... with a key below - never a label cut into a
+     * shorter one, which could read as another token ("w10" -> "w1"). */
+    int cw = numbers ? 8 : 3, field = numbers ? 6 : 2, key = 0;
+    if (longest > field) {
+        if (!numbers && (longest + 1) * cols <= avail) cw = longest + 1, field = longest;
+        else key = 1;
     }
+    int shown = avail / cw < cols ? avail / cw : cols;
+    if (shown > 52) shown = 52; /* letters a..z, A..Z */
+    if (shown < 1) shown = 1;
+
+    printf("%*s ", lw, "");
+    for (int j = 0; j < shown; j++) {
+        char letter[2] = {key_letter(j), '\0'};
+        const char *s = key ? letter : label_of(col_labels, j, lb, sizeof lb);
+        if (numbers) printf(" ");
+        put_fit(s, field, 1);
+        printf("%*s", cw - field - numbers, "");
+    }
+    printf("\n");
 
     for (int i = 0; i < rshown; i++) {
         put_fit(label_of(row_labels, i, lb, sizeof lb), lw, 0);
@@ -306,17 +353,20 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
         for (int j = 0; j < shown; j++) {
             float v = x[(long)i * cols + j];
             int fin = isfinite(v);
-            int l = fin ? level_of(v, lo, hi) : 0;
+            int l = fin ? level_of(v, sc, lo, hi) : 0;
+            int blank = sc == SHOW_SCALE_PROB && fin && l == 0; /* exactly 0: no shade */
             if (numbers) fmt_num(num, sizeof num, v, 6, dec);
             if (color) {
                 int bg = fin ? PALETTE256[l] : 240;
                 int fg = (!fin || l >= NLEVELS / 2) ? 16 : 231; /* dark text on light cells */
-                if (numbers) printf("\033[48;5;%d;38;5;%dm %s \033[0m", bg, fg, num);
-                else printf("\033[48;5;%dm%s\033[0m", bg, fin ? "   " : " x ");
+                if (blank && numbers) printf(" %s ", num);
+                else if (blank) printf("%*s", cw, "");
+                else if (numbers) printf("\033[48;5;%d;38;5;%dm %s \033[0m", bg, fg, num);
+                else printf("\033[48;5;%dm %-*s\033[0m", bg, cw - 1, fin ? "" : "x");
             } else {
                 char s = fin ? SHADES[l] : 'x';
                 if (numbers) printf(" %s%c", num, s);
-                else printf("%c%c ", s, s);
+                else { for (int k = 0; k < cw - 1; k++) putchar(s); putchar(' '); }
             }
         }
         printf("\n");
@@ -327,21 +377,48 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
         if (shown < cols) printf("... %d more columns", cols - shown);
         printf("\n");
     }
+    if (key) print_key(col_labels, shown, lw);
 
-    /* legend: which shade is which value */
+    /* legend: which scale, which shade is which value, and the map's range */
+    double m = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
     char slo[32], shi[32];
-    fmt_num(slo, sizeof slo, (float)lo, 1, decimals_for(fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi), 9, 4));
-    fmt_num(shi, sizeof shi, (float)hi, 1, decimals_for(fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi), 9, 4));
-    printf("%*s scale: %s ", lw, "", slo);
+    fmt_num(slo, sizeof slo, (float)lo, 1, decimals_for(m, 9, 3));
+    fmt_num(shi, sizeof shi, (float)hi, 1, decimals_for(m, 9, 3));
+    if (sc == SHOW_SCALE_PROB) printf("%*s scale: fixed 0 ", lw, "");
+    else printf("%*s scale: min-max %s ", lw, "", slo);
     if (color) {
-        for (int l = 0; l < NLEVELS; l++) printf("\033[48;5;%dm  ", PALETTE256[l]);
+        if (sc == SHOW_SCALE_PROB) printf("  ");
+        for (int l = sc == SHOW_SCALE_PROB; l < NLEVELS; l++) printf("\033[48;5;%dm  ", PALETTE256[l]);
         printf("\033[0m");
     } else {
         printf("[%s]", SHADES);
     }
-    printf(" %s", shi);
-    if (nonfinite) printf("   x: -inf/nan");
-    printf("\n");
+    if (nfinite == 0) printf(" %s; this map has no finite entry\n", sc == SHOW_SCALE_PROB ? "1, blank = 0" : shi);
+    else if (sc == SHOW_SCALE_PROB) printf(" 1, blank = 0; this map %s..%s\n", slo, shi);
+    else printf(" %s (stretched to this map)\n", shi);
+
+    /* say what an empty map is, rather than let a reader guess */
+    if (nfinite == 0)
+        printf("%*s empty: all %ld entries are -inf/nan (x), nothing to attend to\n", lw, "", n);
+    else if (nzero == n)
+        printf("%*s empty: all %ld entries are exactly 0\n", lw, "", n);
+    else if (nfinite < n)
+        printf("%*s x: -inf/nan\n", lw, "");
+    if (nfinite > 0 && nzero < n) {
+        int col = 0, nz = 0;
+        for (int i = 0; i < rows; i++) {
+            int all0 = 1;
+            for (int j = 0; j < cols && all0; j++) all0 = x[(long)i * cols + j] == 0;
+            if (!all0) continue;
+            if (nz++ == 0) col = printf("%*s rows entirely 0:", lw, "");
+            if (col + 12 > SCREEN_W) { printf(" ..."); break; }
+            col += printf(" ");
+            char cut[64];
+            col += text_fit(cut, sizeof cut, label_of(row_labels, i, lb, sizeof lb), LABEL_W_MAX);
+            printf("%s", cut);
+        }
+        if (nz) printf("\n");
+    }
 }
 
 /* ---- plot files ------------------------------------------------------------ */

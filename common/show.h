@@ -30,11 +30,28 @@ void show_matrix(const char *title, const float *x, int rows, int cols,
 void show_vector(const char *name, const float *x, int n);
 
 /* Terminal heatmap of a rows x cols matrix, rows labelled on the left,
- * columns along the top (truncated to fit 80 columns), with a legend of
- * the value range. Labels may be NULL (indices are used). Rows or columns
- * beyond what fits are summarised ("... 12 more"). */
+ * columns along the top, with a legend that says which scale it uses and
+ * the map's own range. Labels may be NULL (indices are used). Rows or
+ * columns beyond what fits are summarised ("... 12 more").
+ *
+ * Scale. Attention weights are probabilities, so a map whose entries all
+ * lie in [0, 1] is drawn on the fixed scale 0..1 (SHOW_SCALE_PROB): a
+ * near-uniform untrained map looks faint, a peaked trained one bright, and
+ * blank means exactly 0. Any other map is stretched from its own min to its
+ * own max (SHOW_SCALE_MINMAX) and the legend prints that range. --minmax
+ * (show_set_scale) stretches every map.
+ *
+ * Column labels are printed whole and across; when they do not fit, the
+ * columns are lettered a, b, ... and a key line names them. A map that is
+ * all 0 or all -inf says "empty: ..." under the legend. */
+typedef enum { SHOW_SCALE_AUTO, SHOW_SCALE_PROB, SHOW_SCALE_MINMAX } ShowScale;
 void show_heatmap(const char *title, const float *x, int rows, int cols,
                   const char *const *row_labels, const char *const *col_labels);
+void show_heatmap_scaled(const char *title, const float *x, int rows, int cols,
+                         const char *const *row_labels, const char *const *col_labels,
+                         ShowScale scale);
+/* SHOW_SCALE_MINMAX: every later map min-max (what --minmax does). */
+void show_set_scale(ShowScale s);
 
 /* ---- plot files ---------------------------------------------------------- */
 
