@@ -516,11 +516,25 @@ static void gp_preamble(FILE *f, const char *name, const char *title, int w, int
     fprintf(f, "\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n");
 }
 
-/* "set xtics ('the' 0, 'cat' 1, ...)": every label up to 40, else every
- * k-th so that they stay readable. */
-static void gp_tics(FILE *f, const char *which, const char *const *labels, int n) {
+/* How many labels fit along an axis of px pixels when each needs need px:
+ * the step between labelled tics, rounded up to 1, 2, 5, 10, 20, 50, ... so
+ * that the labelled indices are easy to count. */
+static int tic_step(int n, double px, double need) {
+    int fit = (int)(px / need);
+    if (fit < 2) fit = 2;
+    if (n <= fit) return 1;
+    int raw = (n + fit - 1) / fit;
+    for (int base = 1;; base *= 10) {
+        if (raw <= base) return base;
+        if (raw <= 2 * base) return 2 * base;
+        if (raw <= 5 * base) return 5 * base;
+    }
+}
+
+/* "set xtics ('the' 0, 'cat' 1, ...)": every label when they fit, else
+ * every step-th (the index then says where one is). */
+static void gp_tics(FILE *f, const char *which, const char *const *labels, int n, int step) {
     char lb[32];
-    int step = n > 40 ? (n + 39) / 40 : 1;
     fprintf(f, "set %s (", which);
     for (int i = 0; i < n; i += step) {
         if (i) fprintf(f, ", ");
@@ -531,25 +545,56 @@ static void gp_tics(FILE *f, const char *which, const char *const *labels, int n
 }
 
 static void say_written(const char *dir, const char *name, int rendered) {
-    if (rendered) printf("  [plot] %s/%s.png  (data %s.dat, script %s.gp)\n", dir, name, name, name);
-    else printf("  [plot] %s/%s.dat + %s.gp  (no PNG)\n", dir, name, name);
+    if (rendered) printf("  [plot] %s/%s.png (+ .dat, .gp)\n", dir, name);
+    else printf("  [plot] %s/%s.dat + .gp (no PNG)\n", dir, name);
 }
 
-void plot_heatmap(const char *dir, const char *name, const char *title,
-                  const float *x, int rows, int cols,
-                  const char *const *row_labels, const char *const *col_labels,
-                  const char *xlabel, const char *ylabel) {
-    char path[4096], lb[32];
-    if (plot_mkdir(dir) != 0) return;
+/* Widest label (in characters) of n labels. */
+static int widest_label(const char *const *labels, int n) {
+    char lb[32];
+    int w = 1;
+    for (int i = 0; i < n; i++) {
+        int k = text_width(label_of(labels, i, lb, sizeof lb));
+        if (k > w) w = k;
+    }
+    return w;
+}
 
-    /* The .dat is a plain gnuplot "matrix" (one line per row, values
-     * separated by spaces); the labels sit in '#' lines above it so that
-     * the file explains itself. The tic labels themselves go into the .gp
-     * script, where any characters can be quoted and long lists thinned
-     * (gnuplot's "matrix rowheaders columnheaders" would label every cell
-     * and cannot be told otherwise). */
-    FILE *f = open_in(dir, name, "dat", path, sizeof path);
-    if (!f) return;
+/* One heatmap panel's axes: ranges with row 0 at the top (like the matrix
+ * on paper), tic labels that stay readable on a panel of pw x ph pixels
+ * (short labels across, long ones turned upright, thinned when crowded),
+ * and the colour range: the fixed 0..1 of probabilities, or the map's own
+ * min..max, named on the colour bar. */
+static void gp_heat_axes(FILE *f, int rows, int cols, const char *const *row_labels,
+                         const char *const *col_labels, double pw, double ph, ShowScale sc) {
+    fprintf(f, "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset tics scale 0\n", cols - 1, rows - 1);
+    int xw = widest_label(col_labels, cols), yw = widest_label(row_labels, rows);
+    (void)yw;
+    /* 7 px a character at 10 pt; an upright label needs only its height */
+    int across = xw <= 3;
+    if (across) fprintf(f, "set xtics norotate\n");
+    else fprintf(f, "set xtics rotate by 90 right\n");
+    gp_tics(f, "xtics", col_labels, cols, tic_step(cols, pw, across ? 7.0 * xw + 8 : 16));
+    gp_tics(f, "ytics", row_labels, rows, tic_step(rows, ph, 16));
+    if (sc == SHOW_SCALE_PROB) fprintf(f, "set cbrange [0:1]\nset cblabel 'weight (fixed scale 0..1)'\n");
+    else fprintf(f, "set autoscale cb\nset cblabel 'value (scale: min..max of this map)'\n");
+}
+
+/* The numbers of a small map, written on its cells: dark text on the light
+ * (upper) half of the colour range, white below. */
+static void gp_cell_numbers(FILE *f, const float *x, long n, ShowScale sc) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (long i = 0; i < n; i++)
+        if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
+    double mid = sc == SHOW_SCALE_PROB ? 0.5 : lo <= hi ? 0.5 * (lo + hi) : 0;
+    fprintf(f, ", \\\n     '' matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
+               "with labels textcolor rgb variable notitle", mid);
+}
+
+/* The '#' header and the matrix of one map, as gnuplot reads it. */
+static void dat_matrix(FILE *f, const char *title, const float *x, int rows, int cols,
+                       const char *const *row_labels, const char *const *col_labels) {
+    char lb[32];
     fprintf(f, "# ");
     comment_text(f, title);
     fprintf(f, "\n# %d rows x %d columns (NaN: -inf or nan)\n# row labels:", rows, cols);
@@ -561,40 +606,122 @@ void plot_heatmap(const char *dir, const char *name, const char *title,
         for (int j = 0; j < cols; j++) dat_num(f, x[(long)i * cols + j]);
         fputc('\n', f);
     }
+}
+
+/* Pixels for a heatmap of rows x cols cells: about 30 px a cell, between
+ * 480 and 1200 wide, 400 and 1000 tall. */
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void plot_heatmap(const char *dir, const char *name, const char *title,
+                  const float *x, int rows, int cols,
+                  const char *const *row_labels, const char *const *col_labels,
+                  const char *xlabel, const char *ylabel) {
+    char path[4096];
+    if (plot_mkdir(dir) != 0) return;
+    ShowScale sc = resolve_scale(SHOW_SCALE_AUTO, x, (long)rows * cols);
+
+    /* The .dat is a plain gnuplot "matrix" (one line per row, values
+     * separated by spaces); the labels sit in '#' lines above it so that
+     * the file explains itself. The tic labels themselves go into the .gp
+     * script, where any characters can be quoted and long lists thinned
+     * (gnuplot's "matrix rowheaders columnheaders" would label every cell
+     * and cannot be told otherwise). */
+    FILE *f = open_in(dir, name, "dat", path, sizeof path);
+    if (!f) return;
+    dat_matrix(f, title, x, rows, cols, row_labels, col_labels);
     int ok = !ferror(f);
     if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
 
     f = open_in(dir, name, "gp", path, sizeof path);
     if (!f) return;
-    int side = 160 + 40 * (cols > rows ? cols : rows);
-    if (side > 1000) side = 1000;
-    if (side < 480) side = 480;
-    gp_preamble(f, name, title, side + 120, side);
+    /* square cells when the map is roughly square; a long thin map (128
+     * positions x 32 dimensions) fills the canvas instead of a sliver */
+    int w = clampi(260 + 30 * cols, 480, 1200), h = clampi(180 + 30 * rows, 400, 1000);
+    int square = rows <= 2 * cols && cols <= 2 * rows;
+    if (square) w = h = clampi(200 + 30 * (cols > rows ? cols : rows), 480, 1000), w += 160;
+    gp_preamble(f, name, title, w, h);
     fprintf(f, "set xlabel ");
     gp_string(f, xlabel ? xlabel : "");
     fprintf(f, "\nset ylabel ");
     gp_string(f, ylabel ? ylabel : "");
-    /* row 0 at the top, like the matrix on paper */
-    fprintf(f, "\nset xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\n", cols - 1, rows - 1);
-    fprintf(f, "set tics scale 0\nset xtics rotate by 45 right\nset size ratio -1\n");
-    /* beyond ~40 labels they overlap: keep every k-th */
-    gp_tics(f, "xtics", col_labels, cols);
-    gp_tics(f, "ytics", row_labels, rows);
+    fprintf(f, "\n%s", square ? "set size ratio -1\n" : "");
+    double pw = square ? h - 160 : w - 260, ph = h - 160;
+    gp_heat_axes(f, rows, cols, row_labels, col_labels, pw, ph, sc);
     fprintf(f, "plot ");
     snprintf(path, sizeof path, "%s.dat", name);
     gp_string(f, path);
     fprintf(f, " matrix using 1:2:3 with image notitle");
     /* small maps carry their numbers, as in the terminal */
-    if (rows <= 10 && cols <= 10) {
-        /* dark text on the light (upper) half of the palette, white below */
-        double lo = INFINITY, hi = -INFINITY;
-        for (long i = 0; i < (long)rows * cols; i++)
-            if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
-        double mid = lo <= hi ? 0.5 * (lo + hi) : 0;
-        fprintf(f, ", \\\n     '' matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
-                   "with labels textcolor rgb variable notitle", mid);
-    }
+    if (rows <= 10 && cols <= 10) gp_cell_numbers(f, x, (long)rows * cols, sc);
     fprintf(f, "\n");
+    ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+
+    say_written(dir, name, plot_render(dir, name));
+}
+
+void plot_heads_grid(const char *dir, const char *name, const char *title,
+                     const float *w, int heads, int rows, int cols,
+                     const char *const *row_labels, const char *const *col_labels,
+                     const char *xlabel, const char *ylabel) {
+    char path[4096];
+    if (heads < 1 || rows < 1 || cols < 1 || plot_mkdir(dir) != 0) return;
+    long per = (long)rows * cols;
+    ShowScale sc = resolve_scale(SHOW_SCALE_AUTO, w, per * heads);
+
+    /* one gnuplot data block per head (blocks are separated by two blank
+     * lines and picked with "index h-1") */
+    FILE *f = open_in(dir, name, "dat", path, sizeof path);
+    if (!f) return;
+    for (int hh = 0; hh < heads; hh++) {
+        char t[512];
+        snprintf(t, sizeof t, "%s - head %d of %d", title ? title : "", hh + 1, heads);
+        if (hh) fprintf(f, "\n\n");
+        dat_matrix(f, t, w + per * hh, rows, cols, row_labels, col_labels);
+    }
+    int ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
+
+    f = open_in(dir, name, "gp", path, sizeof path);
+    if (!f) return;
+    int gc = 1;
+    while (gc * gc < heads) gc++;
+    int gr = (heads + gc - 1) / gc;
+    int pw = clampi(120 + 24 * cols, 320, 560), ph = clampi(120 + 24 * rows, 300, 560);
+    gp_preamble(f, name, "", gc * pw, gr * ph + 40);
+    fprintf(f, "unset title\nset size ratio -1\n");
+    gp_heat_axes(f, rows, cols, row_labels, col_labels, pw - 140, ph - 130, sc);
+    fprintf(f, "set xlabel ");
+    gp_string(f, xlabel ? xlabel : "");
+    fprintf(f, "\nset ylabel ");
+    gp_string(f, ylabel ? ylabel : "");
+    fprintf(f, "\nset multiplot layout %d,%d title ", gr, gc);
+    gp_string(f, title);
+    fprintf(f, "\n");
+    snprintf(path, sizeof path, "%s.dat", name);
+    for (int hh = 0; hh < heads; hh++) {
+        fprintf(f, "set title 'head %d of %d'\nplot ", hh + 1, heads);
+        gp_string(f, path);
+        fprintf(f, " index %d matrix using 1:2:3 with image notitle", hh);
+        if (rows <= 8 && cols <= 8) {
+            fprintf(f, ", \\\n     ");
+            gp_string(f, path);
+            fprintf(f, " index %d", hh);
+            /* the numbers of this head only: gp_cell_numbers writes '' which
+             * would re-read every block */
+            double mid = 0.5;
+            if (sc != SHOW_SCALE_PROB) {
+                double lo = INFINITY, hi = -INFINITY;
+                for (long i = 0; i < per; i++)
+                    if (isfinite(w[per * hh + i])) { lo = fmin(lo, w[per * hh + i]); hi = fmax(hi, w[per * hh + i]); }
+                mid = lo <= hi ? 0.5 * (lo + hi) : 0;
+            }
+            fprintf(f, " matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
+                       "with labels textcolor rgb variable notitle", mid);
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "unset multiplot\n");
     ok = !ferror(f);
     if (fclose(f) != 0 || !ok) { fprintf(stderr, "error: writing '%s' failed\n", path); return; }
 
@@ -605,6 +732,15 @@ void plot_lines(const char *dir, const char *name, const char *title,
                 const char *xlabel, const char *ylabel,
                 const float *x, int n, const float *const *series,
                 const char *const *series_names, int nseries, int logx, int logy) {
+    plot_lines_marked(dir, name, title, xlabel, ylabel, x, n, series, series_names, nseries,
+                      logx, logy, NAN, NULL);
+}
+
+void plot_lines_marked(const char *dir, const char *name, const char *title,
+                       const char *xlabel, const char *ylabel,
+                       const float *x, int n, const float *const *series,
+                       const char *const *series_names, int nseries, int logx, int logy,
+                       double xmark, const char *mark_label) {
     char path[4096], lb[32];
     if (plot_mkdir(dir) != 0) return;
 
@@ -634,7 +770,7 @@ void plot_lines(const char *dir, const char *name, const char *title,
     gp_string(f, xlabel ? xlabel : "");
     fprintf(f, "\nset ylabel ");
     gp_string(f, ylabel ? ylabel : "");
-    fprintf(f, "\nset key top left\nset grid\n");
+    fprintf(f, "\nset key below\nset grid\n");  /* a legend never covers the data */
     /* base 2 when x spans a few octaves (d_k = 1, 2, 4, ...), else base 10 */
     if (logx) {
         double x0 = n > 0 ? x[0] : 1, x1 = n > 0 ? x[n - 1] : 1;
@@ -642,6 +778,14 @@ void plot_lines(const char *dir, const char *name, const char *title,
         fprintf(f, "set logscale x %d\n", base2 ? 2 : 10);
     }
     if (logy) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
+    /* a dashed vertical line at xmark, labelled at the top */
+    if (isfinite(xmark)) {
+        fprintf(f, "set arrow from %.9g, graph 0 to %.9g, graph 1 nohead dashtype 2 lw 2 lc rgb '#444444'\n",
+                xmark, xmark);
+        fprintf(f, "set label ");
+        gp_string(f, mark_label ? mark_label : "");
+        fprintf(f, " at %.9g, graph 1.02 center\n", xmark);
+    }
     fprintf(f, "plot ");
     for (int s = 0; s < nseries; s++) {
         if (s) fprintf(f, ", \\\n     ''");

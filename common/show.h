@@ -5,7 +5,9 @@
  * pipe/file. Heatmaps fit in 80 columns.
  *
  * Plots: a program writes a data file plus a small gnuplot script into its
- * output folder (plot_heatmap, plot_lines), then tries to render the PNG.
+ * output folder (plot_heatmap, plot_heads_grid, plot_lines), then tries to render
+ * the PNG. Heatmap PNGs follow the terminal's rule: weights on a fixed 0..1
+ * colour range, anything else min..max, the colour bar says which.
  * Without gnuplot it prints one hint line once and carries on; `make plots`
  * renders every script later.
  */
@@ -72,6 +74,22 @@ void plot_lines(const char *dir, const char *name, const char *title,
                 const char *xlabel, const char *ylabel,
                 const float *x, int n, const float *const *series,
                 const char *const *series_names, int nseries, int logx, int logy);
+
+/* plot_lines plus a dashed vertical line at x = xmark, labelled at the top
+ * with mark_label (e.g. the longest position seen in training). */
+void plot_lines_marked(const char *dir, const char *name, const char *title,
+                       const char *xlabel, const char *ylabel,
+                       const float *x, int n, const float *const *series,
+                       const char *const *series_names, int nseries, int logx, int logy,
+                       double xmark, const char *mark_label);
+
+/* Every head of one layer in one PNG, a grid of panels (gnuplot multiplot):
+ * w is [heads, rows, cols]; name is e.g. "heads_layer1". Weights get the
+ * fixed 0..1 colour range, shared by every panel, so heads compare. */
+void plot_heads_grid(const char *dir, const char *name, const char *title,
+                     const float *w, int heads, int rows, int cols,
+                     const char *const *row_labels, const char *const *col_labels,
+                     const char *xlabel, const char *ylabel);
 
 /* Runs gnuplot on dir/name.gp if gnuplot is on PATH; otherwise prints the
  * install hint once. Returns 1 if a PNG was rendered. */

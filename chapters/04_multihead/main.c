@@ -272,6 +272,9 @@ static void plot_heads(const char *dir, const char *prefix, const char *what, co
         snprintf(title, sizeof title, "%s, head %d of %d", what, hh + 1, h);
         plot_heatmap(dir, name, title, w + (size_t)hh * Tq * Tk, Tq, Tk, ql, kl, "key", "query");
     }
+    char name[64];
+    snprintf(name, sizeof name, "%s_heads_layer1", prefix);   /* all h heads in one PNG */
+    plot_heads_grid(dir, name, what, w, h, Tq, Tk, ql, kl, "key", "query");
 }
 
 int main(int argc, char **argv) {
