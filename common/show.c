@@ -13,6 +13,7 @@
 #include "show.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,10 +132,88 @@ static double max_abs_finite(const float *x, int rows, int cols) {
     return m;
 }
 
+/* ---- lecture mode: --pause and --section N ---------------------------------- */
+
+/* A program's sections are its "N. title" banners. --pause waits for Enter
+ * before each one after the first, so that an instructor can talk over
+ * what is on the screen; it does nothing when stdin is not a terminal (a
+ * pipe, /dev/null, CI), so the same command runs straight through there.
+ * --section N still runs everything (section N may need what came before)
+ * but sends stdout to /dev/null outside section N. */
+static int g_pause = 0;        /* --pause                                     */
+static int g_only = 0;         /* --section N; 0: every section               */
+static int g_cur = 0;          /* number of the section being printed         */
+static int g_most = 0;         /* highest section number seen                 */
+static int g_saved_out = -1;   /* the real stdout while it is hidden          */
+static const char *g_prog = "";
+
+void show_set_pause(int on) { g_pause = on; }
+void show_set_only_section(int n) { g_only = n > 0 ? n : 0; }
+
+static void hide_stdout(int hide) {
+    if (hide == (g_saved_out >= 0)) return;
+    fflush(stdout);
+    if (hide) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0) return;
+        g_saved_out = dup(STDOUT_FILENO);
+        if (g_saved_out >= 0) dup2(null, STDOUT_FILENO);
+        close(null);
+    } else {
+        dup2(g_saved_out, STDOUT_FILENO);
+        close(g_saved_out);
+        g_saved_out = -1;
+    }
+}
+
+/* At exit: stdout back, and a --section that named no section is an error
+ * (status 2), not an empty success. */
+static void lecture_end(void) {
+    hide_stdout(0);
+    fflush(stdout);
+    if (g_only && g_most < g_only) {
+        fprintf(stderr, "%s: error: --section %d: this program has sections 1..%d\n", g_prog, g_only, g_most);
+        fflush(stderr);
+        _exit(2);
+    }
+}
+
+void show_lecture_begin(const char *prog) {
+    static int registered = 0;
+    g_prog = prog ? prog : "";
+    if (!g_only && !g_pause) return;
+    if (!registered && atexit(lecture_end) == 0) registered = 1;
+    if (g_only) hide_stdout(1); /* the header before section 1 belongs to no section */
+}
+
+/* Waits for Enter (on stdin, prompt on stderr). End of input ends pausing. */
+static void lecture_pause(int next) {
+    fflush(stdout);
+    fprintf(stderr, "-- Enter: section %d --", next);
+    fflush(stderr);
+    int c;
+    while ((c = getchar()) != '\n' && c != EOF) {}
+    if (c == EOF) g_pause = 0;
+}
+
+/* "3. Masked attention" -> 3; no leading number -> 0. */
+static int section_number(const char *title) {
+    int n = 0, k = 0;
+    while (title[k] >= '0' && title[k] <= '9' && k < 4) n = n * 10 + (title[k++] - '0');
+    return k > 0 && title[k] == '.' ? n : 0;
+}
+
 /* ---- banners, shapes, matrices, vectors ----------------------------------- */
 
 void show_section(const char *title) {
     char buf[SCREEN_W * 4 + 1];
+    int num = section_number(title ? title : "");
+    if (num > 0) {
+        if (g_pause && !g_only && g_cur > 0 && isatty(STDIN_FILENO)) lecture_pause(num);
+        g_cur = num;
+        if (num > g_most) g_most = num;
+        if (g_only) hide_stdout(num != g_only);
+    }
     text_fit(buf, sizeof buf, title ? title : "", SCREEN_W - 6);
     if (show_color()) printf("\n\033[1m== %s ==\033[0m\n", buf);
     else printf("\n== %s ==\n", buf);
@@ -330,7 +409,8 @@ void show_heatmap_scaled(const char *title, const float *x, int rows, int cols,
      * shorter one, which could read as another token ("w10" -> "w1"). */
     int cw = numbers ? 8 : 3, field = numbers ? 6 : 2, key = 0;
     if (longest > field) {
-        if (!numbers && (longest + 1) * cols <= avail) cw = longest + 1, field = longest;
+        int wide = numbers ? longest + 2 : longest + 1;
+        if (wide * cols <= avail) cw = wide, field = longest;
         else key = 1;
     }
     int shown = avail / cw < cols ? avail / cw : cols;
@@ -359,13 +439,13 @@ void show_heatmap_scaled(const char *title, const float *x, int rows, int cols,
             if (color) {
                 int bg = fin ? PALETTE256[l] : 240;
                 int fg = (!fin || l >= NLEVELS / 2) ? 16 : 231; /* dark text on light cells */
-                if (blank && numbers) printf(" %s ", num);
+                if (blank && numbers) printf("%*s%s ", cw - 7, "", num);
                 else if (blank) printf("%*s", cw, "");
-                else if (numbers) printf("\033[48;5;%d;38;5;%dm %s \033[0m", bg, fg, num);
+                else if (numbers) printf("\033[48;5;%d;38;5;%dm%*s%s \033[0m", bg, fg, cw - 7, "", num);
                 else printf("\033[48;5;%dm %-*s\033[0m", bg, cw - 1, fin ? "" : "x");
             } else {
                 char s = fin ? SHADES[l] : 'x';
-                if (numbers) printf(" %s%c", num, s);
+                if (numbers) printf("%*s%s%c", cw - 7, "", num, s);
                 else { for (int k = 0; k < cw - 1; k++) putchar(s); putchar(' '); }
             }
         }

@@ -21,8 +21,21 @@
 void show_set_color(int on);
 int show_color(void);
 
-/* "== title ==" section banner */
+/* "== title ==" section banner. A title that starts "N. " opens numbered
+ * section N: the unit of lecture mode (--pause, --section N). */
 void show_section(const char *title);
+
+/* Lecture mode, set by cli.c from --pause and --section N.
+ * show_set_pause(1): show_section waits for Enter before each numbered
+ * section after the first - only when stdin is a terminal; otherwise (a
+ * pipe, /dev/null) it runs straight through.
+ * show_set_only_section(N): stdout goes to /dev/null except inside section
+ * N; the program still computes everything section N needs. A program
+ * without section N exits 2 at the end saying which sections it has.
+ * show_lecture_begin(prog) starts it (cli_parse calls it). */
+void show_set_pause(int on);
+void show_set_only_section(int n);
+void show_lecture_begin(const char *prog);
 /* "  Q [batch=2, seq=5, d_k=8]" plus an optional note after it */
 void show_shape(const Tensor *t, const char *note);
 /* A small matrix of numbers with optional labels (NULL: indices). */
