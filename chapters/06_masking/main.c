@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
         free(w_gpu);
     }
     Tensor tw = tensor_wrap(w, "weights", "batch heads query key", B, 1, T, T);
-    show_shape(&tw, "softmax(Q K^T / sqrt(d_k) with -inf where the mask is 0)");
+    show_shape(&tw, "softmax(Q K^T / sqrt(d_k), -inf where mask = 0)");
     for (int b = 0; b < B && b < 3; b++) {
         snprintf(title, sizeof title, "weights, sequence %d (length %d), causal AND padding", b, len[b]);
         const char *const *l = (const char *const *)lab + (size_t)b * T;

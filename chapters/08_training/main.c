@@ -593,7 +593,7 @@ int main(int argc, char **argv) {
     section_schedule(out, c->d_model, warmup, factor);
 
     show_section("4. The model (Figure 1)");
-    printf("N=%d, d_model=%d, d_ff=%d, h=%d, d_k=d_v=%d, vocab %d, P_drop %.2f, %s; %zu parameters\n",
+    printf("N=%d, d_model=%d, d_ff=%d, h=%d, d_k=d_v=%d, vocab %d, P_drop %.2f, %s; %zu params\n",
            c->N, c->d_model, c->d_ff, c->h, c->d_k, V, c->dropout, c->pre_ln ? "pre-LN" : "post-LN (paper)",
            m.params.n);
     printf("Adam (beta1 %.2f, beta2 %.2f, eps %.0e), batch %d, label smoothing %.2f\n",
@@ -673,7 +673,7 @@ int main(int argc, char **argv) {
         model_free(&m);
         return 2;
     }
-    printf("saved %s at step %llu (weights + Adam m, v + both RNG states%s; written to .tmp, then renamed)\n",
+    printf("saved %s at step %llu\n  (weights + Adam m, v + both RNG states%s; written to .tmp, then renamed)\n",
            ckpt_path, (unsigned long long)tr.step, dev == DEVICE_CUDA ? ", downloaded from the GPU" : "");
     printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, ckpt_path, steps * 2,
            dev == DEVICE_CUDA ? " --device cuda" : "");
