@@ -4,6 +4,7 @@
 #   make run        run every chapter at its defaults (output in out/)
 #   make test       build and run the Check test suite
 #   make plots      render every plot script in out/ with gnuplot
+#   make demo       lecture mode: every chapter with --pause, a recap after each
 #   make bench      speed table: matmul vs FMA peak and OpenBLAS, model steps vs PyTorch
 #   make cuda-check on a GPU machine: build, validate every kernel, bench, report
 #
@@ -114,6 +115,11 @@ run: deps-run all
 	done
 	@echo; echo "All chapters ran. Plots and data are in $(OUT)/ (PNG files need gnuplot)."
 
+# lecture mode: each chapter waits for Enter before each section (on a
+# terminal; `make demo </dev/null` runs straight through), then a recap
+demo: all
+	@sh tools/demo.sh $(BUILD) $(OUT)/demo
+
 # ---- tests ------------------------------------------------------------------
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
@@ -167,5 +173,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run test smoke valgrind plots bench cuda-check deps-run deps-test clean dirs
+.PHONY: all run demo test smoke valgrind plots bench cuda-check deps-run deps-test clean dirs
 .SECONDARY:
