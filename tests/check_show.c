@@ -389,6 +389,49 @@ START_TEST(test_plot_lines_files) {
 }
 END_TEST
 
+/* Weights get the fixed colour range 0..1, anything else its own range;
+ * the heads grid has one panel per head from one data file. */
+START_TEST(test_plot_scales_and_heads_grid) {
+    char dir[] = "/tmp/check_show_plot_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const float w[2 * 2 * 3] = {0.2f, 0.3f, 0.5f, 1, 0, 0, 0.1f, 0.1f, 0.8f, 0, 1, 0};
+    const float s[2 * 3] = {-2, 0.5f, 3, 1, 1, 1};
+    const char *cols[3] = {"w10", "w11", "w12"};
+    capture_begin();
+    plot_heatmap(dir, "weights", "w", w, 2, 3, NULL, cols, "key", "query");
+    plot_heatmap(dir, "scores", "s", s, 2, 3, NULL, cols, "key", "query");
+    plot_heads_grid(dir, "heads_layer1", "all heads", w, 2, 2, 3, NULL, cols, "key", "query");
+    char *said = capture_end();
+    char p[512];
+    snprintf(p, sizeof p, "%s/weights.gp", dir);
+    char *gw = slurp(p);
+    snprintf(p, sizeof p, "%s/scores.gp", dir);
+    char *gs = slurp(p);
+    snprintf(p, sizeof p, "%s/heads_layer1.gp", dir);
+    char *gh = slurp(p);
+    snprintf(p, sizeof p, "%s/heads_layer1.dat", dir);
+    char *dh = slurp(p);
+    ck_assert_msg(gw && gs && gh && dh, "scripts not written");
+    ck_assert_msg(strstr(gw, "set cbrange [0:1]") && strstr(gw, "fixed scale"), "weights not on 0..1:\n%s", gw);
+    ck_assert_msg(!strstr(gs, "set cbrange [0:1]") && strstr(gs, "min..max"), "scores forced to 0..1:\n%s", gs);
+    /* whole labels, never cut: 'w10' stays 'w10' */
+    ck_assert_msg(strstr(gw, "'w10' 0") && strstr(gw, "'w12' 2"), "tic labels:\n%s", gw);
+    ck_assert_msg(strstr(gh, "set multiplot layout 1,2") && strstr(gh, "index 0") && strstr(gh, "index 1") &&
+                  strstr(gh, "head 2 of 2") && strstr(gh, "set cbrange [0:1]"), "heads grid:\n%s", gh);
+    ck_assert_msg(strstr(dh, "head 2 of 2") && strstr(dh, "\n\n\n# ") , "data blocks:\n%s", dh);
+    if (have_gnuplot()) {
+        struct stat st;
+        snprintf(p, sizeof p, "%s/heads_layer1.png", dir);
+        ck_assert_msg(stat(p, &st) == 0 && st.st_size > 0, "gnuplot present but no heads_layer1.png");
+    }
+    const char *files[] = {"weights.dat", "weights.gp", "weights.png", "scores.dat", "scores.gp",
+                           "scores.png", "heads_layer1.dat", "heads_layer1.gp", "heads_layer1.png"};
+    rm_files(dir, files, 9);
+    rmdir(dir);
+    free(said); free(gw); free(gs); free(gh); free(dh);
+}
+END_TEST
+
 /* Without gnuplot on PATH: data and script still written, one hint line
  * (once per process), and plot_render says no PNG. Needs its own process
  * because the gnuplot lookup is cached, so it is skipped under CK_FORK=no. */
@@ -434,6 +477,7 @@ Suite *show_suite(void) {
     TCase *plots = tcase_create("Plots");
     tcase_add_test(plots, test_plot_heatmap_files);
     tcase_add_test(plots, test_plot_lines_files);
+    tcase_add_test(plots, test_plot_scales_and_heads_grid);
     tcase_add_test(plots, test_plot_without_gnuplot);
     tcase_set_timeout(plots, 30);
     suite_add_tcase(s, plots);
