@@ -147,6 +147,15 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
                     show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
                                                                     : "(Eq. 1: one softmax row per query)");
                     show_heatmap(title, avg, Tq, Tk, rl, cl);
+                    if (kinds[k].kind == ATTN_DEC_CROSS) {   /* the shifted diagonal, counted */
+                        int on = 0;
+                        for (int i = 0; i < Tq; i++) {
+                            int best = 0;
+                            for (int j = 1; j < Tk; j++) best = avg[i * Tk + j] > avg[i * Tk + best] ? j : best;
+                            on += best == i + 1;
+                        }
+                        printf("rows whose largest weight is on source position i+1: %d of %d\n", on, Tq);
+                    }
                 } else {
                     snprintf(name, sizeof name, "attn_%s_%s_layer%d", when, kinds[k].name, layer + 1);
                     plot_heatmap(out, name, title, avg, Tq, Tk, rl, cl, kinds[k].xlabel, kinds[k].ylabel);
@@ -660,9 +669,9 @@ int main(int argc, char **argv) {
     show_section("8. After training: attention");
     greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
     show_attention(&m, ex_src, ex_ys, T, "after", out);
-    printf("Once the task is learned, the cross-attention is a diagonal shifted by one column: decoder\n"
-           "position i (fed token i) must output source token i+1, so it looks at source position i+1.\n"
-           "Compare with the maps before training in section 5 (and attn_*_layer*.png in %s).\n", out);
+    printf("To copy, decoder position i (fed token i) must output source token i+1, so a model that\n"
+           "has learned the task looks at source position i+1: the count under the cross-attention\n"
+           "map says how many rows do. Compare section 5 (and attn_*_layer*.png in %s).\n", out);
 
     show_section("9. Checkpoint");
     int save_rc = runner_save(&run, ckpt_path, err, sizeof err);
