@@ -99,11 +99,37 @@ START_TEST(test_section_only) {
 }
 END_TEST
 
+/* Every chapter's --help lists the lecture-mode flags (cli.c adds them). */
+START_TEST(test_every_help_lists_them) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) return;
+    static const char *const progs[] = {"01_dot_product", "02_softmax", "03_attention", "04_multihead",
+                                        "05_positional_encoding", "06_masking", "07_transformer",
+                                        "08_training"};
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        char cmd[1024], buf[16384];
+        snprintf(cmd, sizeof cmd, "%s/%s --help 2>&1", build, progs[i]);
+        snprintf(buf, sizeof buf, "%s/%s", build, progs[i]);
+        if (access(buf, X_OK) != 0) continue;
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        ck_assert_int_eq(pclose(f), 0);
+        ck_assert_msg(strstr(buf, "--pause") && strstr(buf, "--section N") && strstr(buf, "--minmax"),
+                      "%s --help lacks the lecture-mode flags:\n%s", progs[i], buf);
+        /* integer ranges print as integers: no "1e+07" */
+        ck_assert_msg(!strstr(buf, "e+0"), "%s --help prints a range as a float:\n%s", progs[i], buf);
+    }
+}
+END_TEST
+
 Suite *lecture_suite(void) {
     Suite *s = suite_create("lecture");
     TCase *tc = tcase_create("Programs");
     tcase_add_test(tc, test_pause_from_pipe);
     tcase_add_test(tc, test_section_only);
+    tcase_add_test(tc, test_every_help_lists_them);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
