@@ -90,10 +90,16 @@ static int text_fit(char *dst, size_t cap, const char *src, int maxw) {
 }
 
 /* Prints s cut to width w, then pads with spaces to exactly w columns;
- * right != 0 right-aligns. */
+ * right != 0 right-aligns. A label that had to be cut ends in '~', so that
+ * what is left ("transfor~") cannot be read as a whole, different token. */
 static void put_fit(const char *s, int w, int right) {
     char buf[128];
     int got = text_fit(buf, sizeof buf, s, w);
+    if (got < text_width(s) && w >= 2) {
+        got = text_fit(buf, sizeof buf - 1, s, w - 1);
+        strcat(buf, "~");
+        got++;
+    }
     if (right) printf("%*s%s", w - got, "", buf);
     else printf("%s%*s", buf, w - got, "");
 }

@@ -87,6 +87,8 @@ START_TEST(test_heatmap_plain_fits) {
     /* control characters in labels are shown as '?', never printed raw */
     ck_assert_msg(strstr(s, "new\nline") == NULL, "raw newline from a label");
     if (rows >= 5) ck_assert_msg(strstr(s, "new?line") != NULL, "label 'new\\nline' not shown as new?line:\n%s", s);
+    /* a row label cut to fit is marked, so it cannot read as another token */
+    if (rows >= 2) ck_assert_msg(strstr(s, "transform~") != NULL, "cut label not marked '~':\n%s", s);
     if (cols > 20) ck_assert_msg(strstr(s, "more columns") != NULL, "no '... N more columns':\n%s", s);
     if (rows > 40) ck_assert_msg(strstr(s, "more rows") != NULL, "no '... N more rows':\n%s", s);
     /* small maps print their numbers so a reader can check them by hand */
