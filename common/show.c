@@ -189,6 +189,7 @@ void show_lecture_begin(const char *prog) {
     g_prog = prog ? prog : "";
     if (!g_only && !g_pause) return;
     if (!registered && atexit(lecture_end) == 0) registered = 1;
+    (void)show_color();         /* decided on the real stdout, before any hiding */
     if (g_only) hide_stdout(1); /* the header before section 1 belongs to no section */
 }
 
