@@ -4,6 +4,7 @@
 #   make run        run every chapter at its defaults (output in out/)
 #   make test       build and run the Check test suite
 #   make plots      render every plot script in out/ with gnuplot
+#   make demo       lecture mode: every chapter with --pause, a recap after each
 #   make bench      speed table: matmul vs FMA peak and OpenBLAS, model steps vs PyTorch
 #   make cuda-check on a GPU machine: build, validate every kernel, bench, report
 #   make parity     every logit, loss, gradient and an Adam step against PyTorch
@@ -155,6 +156,11 @@ run: deps-run all
 	done
 	@echo; echo "All chapters ran. Plots and data are in $(OUT)/ (PNG files need gnuplot)."
 
+# lecture mode: each chapter waits for Enter before each section (on a
+# terminal; `make demo </dev/null` runs straight through), then a recap
+demo: all
+	@sh tools/demo.sh $(BUILD) $(OUT)/demo
+
 # ---- tests ------------------------------------------------------------------
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
@@ -163,8 +169,13 @@ $(TEST_BIN): tests/check_main.c $(TEST_SRC) tests/testutil.h $(BUILD)/suites.h $
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Itests -I$(BUILD) \
 	    tests/check_main.c $(TEST_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
 
+# tests/check_docs.c runs the chapters the READMEs quote; under SANITIZE=1 it
+# leaves out 08_training (minutes under ASan; the plain `make test` checks it)
+ifeq ($(SANITIZE),1)
+DOCS_SKIP ?= 08_training
+endif
 test: deps-test $(TEST_BIN) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO)
-	BUILD_DIR=$(BUILD) ./$(TEST_BIN)
+	BUILD_DIR=$(BUILD) DOCS_SKIP="$(DOCS_SKIP)" ./$(TEST_BIN)
 
 # valgrind over the test suite (no fork, so valgrind follows every test) and
 # every chapter at its defaults. valgrind cannot decode AVX-512, so this uses
@@ -172,7 +183,7 @@ test: deps-test $(TEST_BIN) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO)
 VG = valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect -q
 valgrind:
 	$(MAKE) BUILD=build/valgrind PORTABLE=1 CUDA=0 build/valgrind/check_all build/valgrind/libaiyn_cuda_shim.so $(CHAPTERS:%=build/valgrind/%)
-	CK_FORK=no BUILD_DIR=build/valgrind $(VG) ./build/valgrind/check_all
+	CK_FORK=no BUILD_DIR=build/valgrind DOCS_SKIP=08_training $(VG) ./build/valgrind/check_all
 	$(foreach p,$(CHAPTERS),$(VG) ./build/valgrind/$(p) --out $(OUT)/valgrind/$(p) $(QUICK_$(p)) >/dev/null &&) true
 
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
@@ -219,5 +230,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run test smoke valgrind plots bench cuda-check parity fuzz deps-run deps-test clean dirs
+.PHONY: all run demo test smoke valgrind plots bench cuda-check parity fuzz deps-run deps-test clean dirs
 .SECONDARY:

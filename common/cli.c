@@ -34,10 +34,15 @@ static void usage(const char *prog, const char *about, const CliOption *opts, in
         printf("  %-22s %s [", left, o->help);
         print_default(stdout, o);
         printf("]");
-        if (o->kind == CLI_INT || o->kind == CLI_FLOAT) printf(" (%g..%g)", o->min, o->max);
+        /* whole numbers as whole numbers: (0..10000000), not (0..1e+07) */
+        if (o->kind == CLI_INT) printf(" (%.0f..%.0f)", o->min, o->max);
+        if (o->kind == CLI_FLOAT) printf(" (%g..%g)", o->min, o->max);
         printf("\n");
     }
     printf("  %-22s %s\n", "--no-color", "plain characters, no colour (also NO_COLOR=1)");
+    printf("  %-22s %s\n", "--minmax", "stretch every heatmap to its own min..max (default: weights 0..1)");
+    printf("  %-22s %s\n", "--pause", "lecture mode: wait for Enter before each section (terminal only)");
+    printf("  %-22s %s\n", "--section N", "print only section N (everything is still computed)");
     printf("  %-22s %s\n", "--help, -h", "this text");
 }
 
@@ -106,6 +111,19 @@ int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
             return 1;
         }
         if (!strcmp(arg, "--no-color")) { show_set_color(0); continue; }
+        if (!strcmp(arg, "--minmax")) { show_set_scale(SHOW_SCALE_MINMAX); continue; }
+        if (!strcmp(arg, "--pause")) { show_set_pause(1); continue; }
+        if (!strncmp(arg, "--section", 9) && (arg[9] == '\0' || arg[9] == '=')) {
+            const char *v = arg[9] == '=' ? arg + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            char *end = NULL;
+            long n = v && *v ? strtol(v, &end, 10) : 0;
+            if (!v || !*v || *end || n < 1 || n > 99) {
+                snprintf(err, errlen, "--section expects a section number 1..99, got '%s'", v ? v : "");
+                return 2;
+            }
+            show_set_only_section((int)n);
+            continue;
+        }
         const char *eq = strchr(arg, '=');
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
         CliOption *o = NULL;
@@ -137,6 +155,7 @@ void cli_parse(int argc, char **argv, const char *prog, const char *about,
         fprintf(stderr, "%s: error: %s\n", prog, err);
         exit(2);
     }
+    show_lecture_begin(prog);
 }
 
 _Noreturn void cli_fail(const char *prog, const char *fmt, ...) {

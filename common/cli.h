@@ -12,7 +12,10 @@
  *     };
  *     cli_parse(argc, argv, "01_dot_product", "what it does", opts, CLI_COUNT(opts));
  *
- * Always understood: --help / -h, and --no-color (same as NO_COLOR=1).
+ * Always understood: --help / -h, --no-color (same as NO_COLOR=1), --minmax
+ * (heatmaps stretched to their own range) and lecture mode: --pause (wait
+ * for Enter before each numbered section, when stdin is a terminal) and
+ * --section N (print only section N); see show.h.
  * Both "--flag value" and "--flag=value" work.
  */
 #ifndef CLI_H

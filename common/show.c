@@ -14,6 +14,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@
 #define MATRIX_MAX_ROWS 20   /* show_matrix rows beyond this are summarised */
 #define NUM_MAX_COLS 8       /* heatmaps this narrow print their numbers   */
 #define NUM_MAX_ROWS 16      /* ... and this short                         */
-#define VLABEL_MAX 6         /* vertical column labels: at most this tall  */
+#define KEY_LABEL_W 16       /* labels in a heatmap key: at most this wide  */
 #define NLEVELS 10           /* shades in the ramp                         */
 
 /* ---- colour on/off -------------------------------------------------------- */
@@ -93,10 +94,16 @@ static int text_fit(char *dst, size_t cap, const char *src, int maxw) {
 }
 
 /* Prints s cut to width w, then pads with spaces to exactly w columns;
- * right != 0 right-aligns. */
+ * right != 0 right-aligns. A label that had to be cut ends in '~', so that
+ * what is left ("transfor~") cannot be read as a whole, different token. */
 static void put_fit(const char *s, int w, int right) {
     char buf[128];
     int got = text_fit(buf, sizeof buf, s, w);
+    if (got < text_width(s) && w >= 2) {
+        got = text_fit(buf, sizeof buf - 1, s, w - 1);
+        strcat(buf, "~");
+        got++;
+    }
     if (right) printf("%*s%s", w - got, "", buf);
     else printf("%s%*s", buf, w - got, "");
 }
@@ -135,10 +142,89 @@ static double max_abs_finite(const float *x, int rows, int cols) {
     return m;
 }
 
+/* ---- lecture mode: --pause and --section N ---------------------------------- */
+
+/* A program's sections are its "N. title" banners. --pause waits for Enter
+ * before each one after the first, so that an instructor can talk over
+ * what is on the screen; it does nothing when stdin is not a terminal (a
+ * pipe, /dev/null, CI), so the same command runs straight through there.
+ * --section N still runs everything (section N may need what came before)
+ * but sends stdout to /dev/null outside section N. */
+static int g_pause = 0;        /* --pause                                     */
+static int g_only = 0;         /* --section N; 0: every section               */
+static int g_cur = 0;          /* number of the section being printed         */
+static int g_most = 0;         /* highest section number seen                 */
+static int g_saved_out = -1;   /* the real stdout while it is hidden          */
+static const char *g_prog = "";
+
+void show_set_pause(int on) { g_pause = on; }
+void show_set_only_section(int n) { g_only = n > 0 ? n : 0; }
+
+static void hide_stdout(int hide) {
+    if (hide == (g_saved_out >= 0)) return;
+    fflush(stdout);
+    if (hide) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0) return;
+        g_saved_out = dup(STDOUT_FILENO);
+        if (g_saved_out >= 0) dup2(null, STDOUT_FILENO);
+        close(null);
+    } else {
+        dup2(g_saved_out, STDOUT_FILENO);
+        close(g_saved_out);
+        g_saved_out = -1;
+    }
+}
+
+/* At exit: stdout back, and a --section that named no section is an error
+ * (status 2), not an empty success. */
+static void lecture_end(void) {
+    hide_stdout(0);
+    fflush(stdout);
+    if (g_only && g_most < g_only) {
+        fprintf(stderr, "%s: error: --section %d: this program has sections 1..%d\n", g_prog, g_only, g_most);
+        fflush(stderr);
+        _exit(2);
+    }
+}
+
+void show_lecture_begin(const char *prog) {
+    static int registered = 0;
+    g_prog = prog ? prog : "";
+    if (!g_only && !g_pause) return;
+    if (!registered && atexit(lecture_end) == 0) registered = 1;
+    (void)show_color();         /* decided on the real stdout, before any hiding */
+    if (g_only) hide_stdout(1); /* the header before section 1 belongs to no section */
+}
+
+/* Waits for Enter (on stdin, prompt on stderr). End of input ends pausing. */
+static void lecture_pause(int next) {
+    fflush(stdout);
+    fprintf(stderr, "-- Enter: section %d --", next);
+    fflush(stderr);
+    int c;
+    while ((c = getchar()) != '\n' && c != EOF) {}
+    if (c == EOF) g_pause = 0;
+}
+
+/* "3. Masked attention" -> 3; no leading number -> 0. */
+static int section_number(const char *title) {
+    int n = 0, k = 0;
+    while (title[k] >= '0' && title[k] <= '9' && k < 4) n = n * 10 + (title[k++] - '0');
+    return k > 0 && title[k] == '.' ? n : 0;
+}
+
 /* ---- banners, shapes, matrices, vectors ----------------------------------- */
 
 void show_section(const char *title) {
     char buf[SCREEN_W * 4 + 1];
+    int num = section_number(title ? title : "");
+    if (num > 0) {
+        if (g_pause && !g_only && g_cur > 0 && isatty(STDIN_FILENO)) lecture_pause(num);
+        g_cur = num;
+        if (num > g_most) g_most = num;
+        if (g_only) hide_stdout(num != g_only);
+    }
     text_fit(buf, sizeof buf, title ? title : "", SCREEN_W - 6);
     if (show_color()) printf("\n\033[1m== %s ==\033[0m\n", buf);
     else printf("\n== %s ==\n", buf);
@@ -226,14 +312,66 @@ void show_vector(const char *name, const float *x, int n) {
 static const char SHADES[NLEVELS + 1] = " .:-=+*#%@";
 static const int PALETTE256[NLEVELS] = {53, 54, 60, 24, 30, 36, 35, 77, 148, 220};
 
-static int level_of(float v, double lo, double hi) {
+static ShowScale g_scale = SHOW_SCALE_AUTO;
+
+void show_set_scale(ShowScale s) { g_scale = s; }
+
+/* Which scale a map is drawn on: --minmax wins; AUTO picks the fixed 0..1
+ * scale when every finite entry is a probability (a weight, a 0/1 mask). */
+static ShowScale resolve_scale(ShowScale asked, const float *x, long n) {
+    if (g_scale == SHOW_SCALE_MINMAX) return SHOW_SCALE_MINMAX;
+    if (asked != SHOW_SCALE_AUTO) return asked;
+    for (long i = 0; i < n; i++)
+        if (isfinite(x[i]) && (x[i] < 0 || x[i] > 1)) return SHOW_SCALE_MINMAX;
+    return SHOW_SCALE_PROB;
+}
+
+/* Shade level 0..NLEVELS-1 of v.
+ * PROB: fixed 0..1. Level 0 (blank) means exactly 0; any weight above 0
+ * gets 1..NLEVELS-1, so a faint weight never looks like a blocked one and
+ * a near-uniform row of 12 (0.083 each) is a row of the faintest shade.
+ * MINMAX: lo..hi stretched over every level. */
+static int level_of(float v, ShowScale sc, double lo, double hi) {
+    if (sc == SHOW_SCALE_PROB) {
+        if (!(v > 0)) return 0;
+        int l = 1 + (int)(v * (NLEVELS - 1));
+        return l >= NLEVELS ? NLEVELS - 1 : l;
+    }
     if (!(hi > lo)) return NLEVELS / 2;
     int l = (int)((v - lo) / (hi - lo) * NLEVELS);
     return l < 0 ? 0 : l >= NLEVELS ? NLEVELS - 1 : l;
 }
 
+/* The header name of column j in key mode: a..z then A..Z. */
+static char key_letter(int j) { return (char)(j < 26 ? 'a' + j : 'A' + (j - 26)); }
+
+/* Prints "key: a=the b=cat ..." wrapped to SCREEN_W, indented by ind. A
+ * label longer than KEY_LABEL_W is cut and marked '~' so that what is left
+ * cannot be read as a whole token. */
+static void print_key(const char *const *labels, int shown, int ind) {
+    char lb[32], cut[KEY_LABEL_W * 4 + 1], item[KEY_LABEL_W * 4 + 8];
+    int col = printf("%*s key:", ind, "");
+    for (int j = 0; j < shown; j++) {
+        const char *s = label_of(labels, j, lb, sizeof lb);
+        int w = text_fit(cut, sizeof cut, s, KEY_LABEL_W);
+        int was_cut = w < text_width(s);
+        snprintf(item, sizeof item, " %c=%s%s", key_letter(j), cut, was_cut ? "~" : "");
+        int iw = 3 + w + was_cut;
+        if (col + iw > SCREEN_W) col = printf("\n%*s     ", ind, "") - 1;
+        printf("%s", item);
+        col += iw;
+    }
+    printf("\n");
+}
+
 void show_heatmap(const char *title, const float *x, int rows, int cols,
                   const char *const *row_labels, const char *const *col_labels) {
+    show_heatmap_scaled(title, x, rows, cols, row_labels, col_labels, SHOW_SCALE_AUTO);
+}
+
+void show_heatmap_scaled(const char *title, const float *x, int rows, int cols,
+                         const char *const *row_labels, const char *const *col_labels,
+                         ShowScale scale) {
     char lb[32], num[64], buf[256];
     int color = show_color();
     if (title && *title) {
@@ -246,14 +384,17 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
     }
 
     /* value range over finite entries (-inf marks masked scores, drawn apart) */
+    long n = (long)rows * cols, nfinite = 0, nzero = 0;
     double lo = INFINITY, hi = -INFINITY;
-    int nonfinite = 0;
-    for (long i = 0; i < (long)rows * cols; i++) {
-        if (!isfinite(x[i])) { nonfinite = 1; continue; }
+    for (long i = 0; i < n; i++) {
+        if (!isfinite(x[i])) continue;
+        nfinite++;
+        nzero += x[i] == 0;
         if (x[i] < lo) lo = x[i];
         if (x[i] > hi) hi = x[i];
     }
     if (lo > hi) lo = hi = 0;
+    ShowScale sc = resolve_scale(scale, x, n);
 
     int rshown = rows <= HEAT_MAX_ROWS ? rows : HEAT_MAX_ROWS;
     int lw = 1;
@@ -264,45 +405,38 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
     if (lw > LABEL_W_MAX) lw = LABEL_W_MAX;
 
     /* Small matrices carry their numbers so a reader can check them by
-     * hand; larger ones are pure shade, 3 columns a cell. */
+     * hand (cells of 8: a 6-wide number); larger ones are pure shade. */
     int numbers = cols <= NUM_MAX_COLS && rows <= NUM_MAX_ROWS;
-    int cw = numbers ? 8 : 3;
     int dec = numbers ? decimals_for(max_abs_finite(x, rows, cols), 6, 3) : 0;
     int avail = SCREEN_W - lw - 1;
-    int shown = avail / cw < cols ? avail / cw : cols;
-    if (shown < 1) shown = 1;
-
-    /* column labels: across when they fit in a cell, else written downwards */
     int longest = 1;
-    for (int j = 0; j < shown; j++) {
+    for (int j = 0; j < cols; j++) {
         int w = text_width(label_of(col_labels, j, lb, sizeof lb));
         if (w > longest) longest = w;
     }
-    if (numbers || longest <= cw - 1) {
-        printf("%*s ", lw, "");
-        for (int j = 0; j < shown; j++) {
-            if (numbers) { printf(" "); put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 2, 1); printf(" "); }
-            else { put_fit(label_of(col_labels, j, lb, sizeof lb), cw - 1, 1); printf(" "); }
-        }
-        printf("\n");
-    } else {
-        int height = longest < VLABEL_MAX ? longest : VLABEL_MAX;
-        for (int k = 0; k < height; k++) {
-            printf("%*s ", lw, "");
-            for (int j = 0; j < shown; j++) {
-                char cut[64];
-                text_fit(cut, sizeof cut, label_of(col_labels, j, lb, sizeof lb), VLABEL_MAX);
-                /* the k-th character (code point) of the label, if any */
-                const unsigned char *p = (const unsigned char *)cut;
-                int c = 0;
-                while (*p && c < k) { p++; while ((*p & 0xC0) == 0x80) p++; c++; }
-                int len = 0;
-                if (*p) { len = 1; while ((p[len] & 0xC0) == 0x80) len++; }
-                printf(" %.*s%s", len, (const char *)p, len ? " " : "  ");
-            }
-            printf("\n");
-        }
+    /* Column labels are written whole, across: the cell widens to the
+     * longest label when the map still fits. Otherwise the columns are
+     * lettered a, b, ... with a key below - never a label cut into a
+     * shorter one, which could read as another token ("w10" -> "w1"). */
+    int cw = numbers ? 8 : 3, field = numbers ? 6 : 2, key = 0;
+    if (longest > field) {
+        int wide = numbers ? longest + 2 : longest + 1;
+        if (wide * cols <= avail) cw = wide, field = longest;
+        else key = 1;
     }
+    int shown = avail / cw < cols ? avail / cw : cols;
+    if (shown > 52) shown = 52; /* letters a..z, A..Z */
+    if (shown < 1) shown = 1;
+
+    printf("%*s ", lw, "");
+    for (int j = 0; j < shown; j++) {
+        char letter[2] = {key_letter(j), '\0'};
+        const char *s = key ? letter : label_of(col_labels, j, lb, sizeof lb);
+        if (numbers) printf(" ");
+        put_fit(s, field, 1);
+        printf("%*s", cw - field - numbers, "");
+    }
+    printf("\n");
 
     for (int i = 0; i < rshown; i++) {
         put_fit(label_of(row_labels, i, lb, sizeof lb), lw, 0);
@@ -310,17 +444,20 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
         for (int j = 0; j < shown; j++) {
             float v = x[(long)i * cols + j];
             int fin = isfinite(v);
-            int l = fin ? level_of(v, lo, hi) : 0;
+            int l = fin ? level_of(v, sc, lo, hi) : 0;
+            int blank = sc == SHOW_SCALE_PROB && fin && l == 0; /* exactly 0: no shade */
             if (numbers) fmt_num(num, sizeof num, v, 6, dec);
             if (color) {
                 int bg = fin ? PALETTE256[l] : 240;
                 int fg = (!fin || l >= NLEVELS / 2) ? 16 : 231; /* dark text on light cells */
-                if (numbers) printf("\033[48;5;%d;38;5;%dm %s \033[0m", bg, fg, num);
-                else printf("\033[48;5;%dm%s\033[0m", bg, fin ? "   " : " x ");
+                if (blank && numbers) printf("%*s%s ", cw - 7, "", num);
+                else if (blank) printf("%*s", cw, "");
+                else if (numbers) printf("\033[48;5;%d;38;5;%dm%*s%s \033[0m", bg, fg, cw - 7, "", num);
+                else printf("\033[48;5;%dm %-*s\033[0m", bg, cw - 1, fin ? "" : "x");
             } else {
                 char s = fin ? SHADES[l] : 'x';
-                if (numbers) printf(" %s%c", num, s);
-                else printf("%c%c ", s, s);
+                if (numbers) printf("%*s%s%c", cw - 7, "", num, s);
+                else { for (int k = 0; k < cw - 1; k++) putchar(s); putchar(' '); }
             }
         }
         printf("\n");
@@ -331,21 +468,48 @@ void show_heatmap(const char *title, const float *x, int rows, int cols,
         if (shown < cols) printf("... %d more columns", cols - shown);
         printf("\n");
     }
+    if (key) print_key(col_labels, shown, lw);
 
-    /* legend: which shade is which value */
+    /* legend: which scale, which shade is which value, and the map's range */
+    double m = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
     char slo[32], shi[32];
-    fmt_num(slo, sizeof slo, (float)lo, 1, decimals_for(fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi), 9, 4));
-    fmt_num(shi, sizeof shi, (float)hi, 1, decimals_for(fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi), 9, 4));
-    printf("%*s scale: %s ", lw, "", slo);
+    fmt_num(slo, sizeof slo, (float)lo, 1, decimals_for(m, 9, 3));
+    fmt_num(shi, sizeof shi, (float)hi, 1, decimals_for(m, 9, 3));
+    if (sc == SHOW_SCALE_PROB) printf("%*s scale: fixed 0 ", lw, "");
+    else printf("%*s scale: min-max %s ", lw, "", slo);
     if (color) {
-        for (int l = 0; l < NLEVELS; l++) printf("\033[48;5;%dm  ", PALETTE256[l]);
+        if (sc == SHOW_SCALE_PROB) printf("  ");
+        for (int l = sc == SHOW_SCALE_PROB; l < NLEVELS; l++) printf("\033[48;5;%dm  ", PALETTE256[l]);
         printf("\033[0m");
     } else {
         printf("[%s]", SHADES);
     }
-    printf(" %s", shi);
-    if (nonfinite) printf("   x: -inf/nan");
-    printf("\n");
+    if (nfinite == 0) printf(" %s; this map has no finite entry\n", sc == SHOW_SCALE_PROB ? "1, blank = 0" : shi);
+    else if (sc == SHOW_SCALE_PROB) printf(" 1, blank = 0; this map %s..%s\n", slo, shi);
+    else printf(" %s (stretched to this map)\n", shi);
+
+    /* say what an empty map is, rather than let a reader guess */
+    if (nfinite == 0)
+        printf("%*s empty: all %ld entries are -inf/nan (x), nothing to attend to\n", lw, "", n);
+    else if (nzero == n)
+        printf("%*s empty: all %ld entries are exactly 0\n", lw, "", n);
+    else if (nfinite < n)
+        printf("%*s x: -inf/nan\n", lw, "");
+    if (nfinite > 0 && nzero < n) {
+        int col = 0, nz = 0;
+        for (int i = 0; i < rows; i++) {
+            int all0 = 1;
+            for (int j = 0; j < cols && all0; j++) all0 = x[(long)i * cols + j] == 0;
+            if (!all0) continue;
+            if (nz++ == 0) col = printf("%*s rows entirely 0:", lw, "");
+            if (col + 12 > SCREEN_W) { printf(" ..."); break; }
+            col += printf(" ");
+            char cut[64];
+            col += text_fit(cut, sizeof cut, label_of(row_labels, i, lb, sizeof lb), LABEL_W_MAX);
+            printf("%s", cut);
+        }
+        if (nz) printf("\n");
+    }
 }
 
 /* ---- plot files ------------------------------------------------------------ */
@@ -457,11 +621,25 @@ static void gp_preamble(FILE *f, const char *name, const char *title, int w, int
     fprintf(f, "\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n");
 }
 
-/* "set xtics ('the' 0, 'cat' 1, ...)": every label up to 40, else every
- * k-th so that they stay readable. */
-static void gp_tics(FILE *f, const char *which, const char *const *labels, int n) {
+/* How many labels fit along an axis of px pixels when each needs need px:
+ * the step between labelled tics, rounded up to 1, 2, 5, 10, 20, 50, ... so
+ * that the labelled indices are easy to count. */
+static int tic_step(int n, double px, double need) {
+    int fit = (int)(px / need);
+    if (fit < 2) fit = 2;
+    if (n <= fit) return 1;
+    int raw = (n + fit - 1) / fit;
+    for (int base = 1;; base *= 10) {
+        if (raw <= base) return base;
+        if (raw <= 2 * base) return 2 * base;
+        if (raw <= 5 * base) return 5 * base;
+    }
+}
+
+/* "set xtics ('the' 0, 'cat' 1, ...)": every label when they fit, else
+ * every step-th (the index then says where one is). */
+static void gp_tics(FILE *f, const char *which, const char *const *labels, int n, int step) {
     char lb[32];
-    int step = n > 40 ? (n + 39) / 40 : 1;
     fprintf(f, "set %s (", which);
     for (int i = 0; i < n; i += step) {
         if (i) fprintf(f, ", ");
@@ -472,29 +650,56 @@ static void gp_tics(FILE *f, const char *which, const char *const *labels, int n
 }
 
 static void say_written(const char *dir, const char *name, int rendered) {
-    if (rendered) printf("  [plot] %s/%s.png  (data %s.dat, script %s.gp)\n", dir, name, name, name);
-    else printf("  [plot] %s/%s.dat + %s.gp  (no PNG)\n", dir, name, name);
+    if (rendered) printf("  [plot] %s/%s.png (+ .dat, .gp)\n", dir, name);
+    else printf("  [plot] %s/%s.dat + .gp (no PNG)\n", dir, name);
 }
 
-int plot_heatmap(const char *dir, const char *name, const char *title,
-                 const float *x, int rows, int cols,
-                 const char *const *row_labels, const char *const *col_labels,
-                 const char *xlabel, const char *ylabel) {
-    char path[4096], lb[32];
-    FioWriter w;
-    if (plot_mkdir(dir) != 0) {
-        fio_note_failure();
-        return -1;
+/* Widest label (in characters) of n labels. */
+static int widest_label(const char *const *labels, int n) {
+    char lb[32];
+    int w = 1;
+    for (int i = 0; i < n; i++) {
+        int k = text_width(label_of(labels, i, lb, sizeof lb));
+        if (k > w) w = k;
     }
+    return w;
+}
 
-    /* The .dat is a plain gnuplot "matrix" (one line per row, values
-     * separated by spaces); the labels sit in '#' lines above it so that
-     * the file explains itself. The tic labels themselves go into the .gp
-     * script, where any characters can be quoted and long lists thinned
-     * (gnuplot's "matrix rowheaders columnheaders" would label every cell
-     * and cannot be told otherwise). */
-    FILE *f = open_in(&w, dir, name, "dat");
-    if (!f) return -1;
+/* One heatmap panel's axes: ranges with row 0 at the top (like the matrix
+ * on paper), tic labels that stay readable on a panel of pw x ph pixels
+ * (short labels across, long ones turned upright, thinned when crowded),
+ * and the colour range: the fixed 0..1 of probabilities, or the map's own
+ * min..max, named on the colour bar. */
+static void gp_heat_axes(FILE *f, int rows, int cols, const char *const *row_labels,
+                         const char *const *col_labels, double pw, double ph, ShowScale sc) {
+    fprintf(f, "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset tics scale 0\n", cols - 1, rows - 1);
+    int xw = widest_label(col_labels, cols), yw = widest_label(row_labels, rows);
+    (void)yw;
+    /* 7 px a character at 10 pt; an upright label needs only its height */
+    int across = xw <= 3;
+    if (across) fprintf(f, "set xtics norotate\n");
+    else fprintf(f, "set xtics rotate by 90 right\n");
+    gp_tics(f, "xtics", col_labels, cols, tic_step(cols, pw, across ? 7.0 * xw + 8 : 16));
+    gp_tics(f, "ytics", row_labels, rows, tic_step(rows, ph, 16));
+    if (sc == SHOW_SCALE_PROB) fprintf(f, "set cbrange [0:1]\nset cblabel 'weight (fixed scale 0..1)'\n");
+    else fprintf(f, "set autoscale cb\nset cblabel 'value (scale: min..max of this map)'\n");
+}
+
+/* The numbers of a small map, written on its cells: dark text on the light
+ * (upper) half of the colour range, white below. */
+static void gp_cell_numbers(FILE *f, const float *x, long n, ShowScale sc) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (long i = 0; i < n; i++)
+        if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
+    double mid = sc == SHOW_SCALE_PROB ? 0.5 : lo <= hi ? 0.5 * (lo + hi) : 0;
+    fprintf(f, ", \\\n     '' matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
+               "with labels textcolor rgb variable notitle", mid);
+}
+
+/* The '#' header and the matrix of one map, as gnuplot reads it. */
+static void dat_matrix(FILE *f, const char *title, const float *x, int rows, int cols,
+                       const char *const *row_labels, const char *const *col_labels) {
+    char lb[32];
     fprintf(f, "# ");
     comment_text(f, title);
     fprintf(f, "\n# %d rows x %d columns (NaN: -inf or nan)\n# row labels:", rows, cols);
@@ -506,57 +711,156 @@ int plot_heatmap(const char *dir, const char *name, const char *title,
         for (int j = 0; j < cols; j++) dat_num(f, x[(long)i * cols + j]);
         fputc('\n', f);
     }
-    if (close_in(&w)) return -1;
+}
 
-    f = open_in(&w, dir, name, "gp");
+/* Pixels for a heatmap of rows x cols cells: about 30 px a cell, between
+ * 480 and 1200 wide, 400 and 1000 tall. */
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int plot_heatmap(const char *dir, const char *name, const char *title,
+                  const float *x, int rows, int cols,
+                  const char *const *row_labels, const char *const *col_labels,
+                  const char *xlabel, const char *ylabel) {
+    char path[4096];
+    FioWriter fw;
+    if (plot_mkdir(dir) != 0) {
+        fio_note_failure();
+        return -1;
+    }
+    ShowScale sc = resolve_scale(SHOW_SCALE_AUTO, x, (long)rows * cols);
+
+    /* The .dat is a plain gnuplot "matrix" (one line per row, values
+     * separated by spaces); the labels sit in '#' lines above it so that
+     * the file explains itself. The tic labels themselves go into the .gp
+     * script, where any characters can be quoted and long lists thinned
+     * (gnuplot's "matrix rowheaders columnheaders" would label every cell
+     * and cannot be told otherwise). */
+    FILE *f = open_in(&fw, dir, name, "dat");
     if (!f) return -1;
-    int side = 160 + 40 * (cols > rows ? cols : rows);
-    if (side > 1000) side = 1000;
-    if (side < 480) side = 480;
-    gp_preamble(f, name, title, side + 120, side);
+    dat_matrix(f, title, x, rows, cols, row_labels, col_labels);
+    if (close_in(&fw)) return -1;
+
+    f = open_in(&fw, dir, name, "gp");
+    if (!f) return -1;
+    /* square cells when the map is roughly square; a long thin map (128
+     * positions x 32 dimensions) fills the canvas instead of a sliver */
+    int w = clampi(260 + 30 * cols, 480, 1200), h = clampi(180 + 30 * rows, 400, 1000);
+    int square = rows <= 2 * cols && cols <= 2 * rows;
+    if (square) w = h = clampi(200 + 30 * (cols > rows ? cols : rows), 480, 1000), w += 160;
+    gp_preamble(f, name, title, w, h);
     fprintf(f, "set xlabel ");
     gp_string(f, xlabel ? xlabel : "");
     fprintf(f, "\nset ylabel ");
     gp_string(f, ylabel ? ylabel : "");
-    /* row 0 at the top, like the matrix on paper */
-    fprintf(f, "\nset xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\n", cols - 1, rows - 1);
-    fprintf(f, "set tics scale 0\nset xtics rotate by 45 right\nset size ratio -1\n");
-    /* beyond ~40 labels they overlap: keep every k-th */
-    gp_tics(f, "xtics", col_labels, cols);
-    gp_tics(f, "ytics", row_labels, rows);
+    fprintf(f, "\n%s", square ? "set size ratio -1\n" : "");
+    double pw = square ? h - 160 : w - 260, ph = h - 160;
+    gp_heat_axes(f, rows, cols, row_labels, col_labels, pw, ph, sc);
     fprintf(f, "plot ");
     snprintf(path, sizeof path, "%s.dat", name);
     gp_string(f, path);
     fprintf(f, " matrix using 1:2:3 with image notitle");
     /* small maps carry their numbers, as in the terminal */
-    if (rows <= 10 && cols <= 10) {
-        /* dark text on the light (upper) half of the palette, white below */
-        double lo = INFINITY, hi = -INFINITY;
-        for (long i = 0; i < (long)rows * cols; i++)
-            if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
-        double mid = lo <= hi ? 0.5 * (lo + hi) : 0;
-        fprintf(f, ", \\\n     '' matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
-                   "with labels textcolor rgb variable notitle", mid);
-    }
+    if (rows <= 10 && cols <= 10) gp_cell_numbers(f, x, (long)rows * cols, sc);
     fprintf(f, "\n");
-    if (close_in(&w)) return -1;
+    if (close_in(&fw)) return -1;
+
+    say_written(dir, name, plot_render(dir, name));
+    return 0;
+}
+
+int plot_heads_grid(const char *dir, const char *name, const char *title,
+                     const float *w, int heads, int rows, int cols,
+                     const char *const *row_labels, const char *const *col_labels,
+                     const char *xlabel, const char *ylabel) {
+    char path[4096];
+    FioWriter fw;
+    if (heads < 1 || rows < 1 || cols < 1) return -1;
+    if (plot_mkdir(dir) != 0) {
+        fio_note_failure();
+        return -1;
+    }
+    long per = (long)rows * cols;
+    ShowScale sc = resolve_scale(SHOW_SCALE_AUTO, w, per * heads);
+
+    /* one gnuplot data block per head (blocks are separated by two blank
+     * lines and picked with "index h-1") */
+    FILE *f = open_in(&fw, dir, name, "dat");
+    if (!f) return -1;
+    for (int hh = 0; hh < heads; hh++) {
+        char t[512];
+        snprintf(t, sizeof t, "%s - head %d of %d", title ? title : "", hh + 1, heads);
+        if (hh) fprintf(f, "\n\n");
+        dat_matrix(f, t, w + per * hh, rows, cols, row_labels, col_labels);
+    }
+    if (close_in(&fw)) return -1;
+
+    f = open_in(&fw, dir, name, "gp");
+    if (!f) return -1;
+    int gc = 1;
+    while (gc * gc < heads) gc++;
+    int gr = (heads + gc - 1) / gc;
+    int pw = clampi(120 + 24 * cols, 320, 560), ph = clampi(120 + 24 * rows, 300, 560);
+    gp_preamble(f, name, "", gc * pw, gr * ph + 40);
+    fprintf(f, "unset title\nset size ratio -1\n");
+    gp_heat_axes(f, rows, cols, row_labels, col_labels, pw - 140, ph - 130, sc);
+    fprintf(f, "set xlabel ");
+    gp_string(f, xlabel ? xlabel : "");
+    fprintf(f, "\nset ylabel ");
+    gp_string(f, ylabel ? ylabel : "");
+    fprintf(f, "\nset multiplot layout %d,%d title ", gr, gc);
+    gp_string(f, title);
+    fprintf(f, "\n");
+    snprintf(path, sizeof path, "%s.dat", name);
+    for (int hh = 0; hh < heads; hh++) {
+        fprintf(f, "set title 'head %d of %d'\nplot ", hh + 1, heads);
+        gp_string(f, path);
+        fprintf(f, " index %d matrix using 1:2:3 with image notitle", hh);
+        if (rows <= 8 && cols <= 8) {
+            fprintf(f, ", \\\n     ");
+            gp_string(f, path);
+            fprintf(f, " index %d", hh);
+            /* the numbers of this head only: gp_cell_numbers writes '' which
+             * would re-read every block */
+            double mid = 0.5;
+            if (sc != SHOW_SCALE_PROB) {
+                double lo = INFINITY, hi = -INFINITY;
+                for (long i = 0; i < per; i++)
+                    if (isfinite(w[per * hh + i])) { lo = fmin(lo, w[per * hh + i]); hi = fmax(hi, w[per * hh + i]); }
+                mid = lo <= hi ? 0.5 * (lo + hi) : 0;
+            }
+            fprintf(f, " matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
+                       "with labels textcolor rgb variable notitle", mid);
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "unset multiplot\n");
+    if (close_in(&fw)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
     return 0;
 }
 
 int plot_lines(const char *dir, const char *name, const char *title,
-               const char *xlabel, const char *ylabel,
-               const float *x, int n, const float *const *series,
-               const char *const *series_names, int nseries, int logx, int logy) {
+                const char *xlabel, const char *ylabel,
+                const float *x, int n, const float *const *series,
+                const char *const *series_names, int nseries, int logx, int logy) {
+    return plot_lines_marked(dir, name, title, xlabel, ylabel, x, n, series, series_names, nseries,
+                      logx, logy, NAN, NULL);
+}
+
+int plot_lines_marked(const char *dir, const char *name, const char *title,
+                       const char *xlabel, const char *ylabel,
+                       const float *x, int n, const float *const *series,
+                       const char *const *series_names, int nseries, int logx, int logy,
+                       double xmark, const char *mark_label) {
     char path[4096], lb[32];
-    FioWriter w;
+    FioWriter fw;
     if (plot_mkdir(dir) != 0) {
         fio_note_failure();
         return -1;
     }
 
-    FILE *f = open_in(&w, dir, name, "dat");
+    FILE *f = open_in(&fw, dir, name, "dat");
     if (!f) return -1;
     fprintf(f, "# ");
     comment_text(f, title);
@@ -572,16 +876,16 @@ int plot_lines(const char *dir, const char *name, const char *title,
         for (int s = 0; s < nseries; s++) dat_num(f, series[s][i]);
         fputc('\n', f);
     }
-    if (close_in(&w)) return -1;
+    if (close_in(&fw)) return -1;
 
-    f = open_in(&w, dir, name, "gp");
+    f = open_in(&fw, dir, name, "gp");
     if (!f) return -1;
     gp_preamble(f, name, title, 800, 560);
     fprintf(f, "set xlabel ");
     gp_string(f, xlabel ? xlabel : "");
     fprintf(f, "\nset ylabel ");
     gp_string(f, ylabel ? ylabel : "");
-    fprintf(f, "\nset key top left\nset grid\n");
+    fprintf(f, "\nset key below\nset grid\n");  /* a legend never covers the data */
     /* base 2 when x spans a few octaves (d_k = 1, 2, 4, ...), else base 10 */
     if (logx) {
         double x0 = n > 0 ? x[0] : 1, x1 = n > 0 ? x[n - 1] : 1;
@@ -589,6 +893,14 @@ int plot_lines(const char *dir, const char *name, const char *title,
         fprintf(f, "set logscale x %d\n", base2 ? 2 : 10);
     }
     if (logy) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
+    /* a dashed vertical line at xmark, labelled at the top */
+    if (isfinite(xmark)) {
+        fprintf(f, "set arrow from %.9g, graph 0 to %.9g, graph 1 nohead dashtype 2 lw 2 lc rgb '#444444'\n",
+                xmark, xmark);
+        fprintf(f, "set label ");
+        gp_string(f, mark_label ? mark_label : "");
+        fprintf(f, " at %.9g, graph 1.02 center\n", xmark);
+    }
     fprintf(f, "plot ");
     for (int s = 0; s < nseries; s++) {
         if (s) fprintf(f, ", \\\n     ''");
@@ -598,7 +910,7 @@ int plot_lines(const char *dir, const char *name, const char *title,
     }
     if (nseries == 0) fprintf(f, "'%s.dat' using 1:1 notitle", name);
     fprintf(f, "\n");
-    if (close_in(&w)) return -1;
+    if (close_in(&fw)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
     return 0;

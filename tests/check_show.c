@@ -92,6 +92,8 @@ START_TEST(test_heatmap_plain_fits) {
     /* control characters in labels are shown as '?', never printed raw */
     ck_assert_msg(strstr(s, "new\nline") == NULL, "raw newline from a label");
     if (rows >= 5) ck_assert_msg(strstr(s, "new?line") != NULL, "label 'new\\nline' not shown as new?line:\n%s", s);
+    /* a row label cut to fit is marked, so it cannot read as another token */
+    if (rows >= 2) ck_assert_msg(strstr(s, "transform~") != NULL, "cut label not marked '~':\n%s", s);
     if (cols > 20) ck_assert_msg(strstr(s, "more columns") != NULL, "no '... N more columns':\n%s", s);
     if (rows > 40) ck_assert_msg(strstr(s, "more rows") != NULL, "no '... N more rows':\n%s", s);
     /* small maps print their numbers so a reader can check them by hand */
@@ -125,6 +127,134 @@ START_TEST(test_heatmap_values_and_colour) {
     show_set_color(0);
     ck_assert_msg(strchr(s, 0x1b) != NULL, "colour on but no escape codes");
     ck_assert_int_le(widest_line(s), 80);
+    free(s);
+}
+END_TEST
+
+/* The n-th line of s (0-based) copied into buf; returns buf, or NULL. */
+static char *nth_line(const char *s, int n, char *buf, size_t cap) {
+    for (int i = 0; i < n && s; i++) {
+        s = strchr(s, '\n');
+        if (s) s++;
+    }
+    if (!s || !*s) return NULL;
+    size_t len = strcspn(s, "\n");
+    if (len >= cap) len = cap - 1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Column headers are read back the way a person reads them: the words of
+ * the header line. Each must be a whole label, in order - or, when the map
+ * uses a key, a letter the key line maps to the whole label. */
+static void assert_headers(const char *s, const char *const *labels, int cols) {
+    char head[512], word[64];
+    ck_assert_ptr_nonnull(nth_line(s, 1, head, sizeof head));   /* line 0: title */
+    int keyed = strstr(s, " key:") != NULL, j = 0;
+    for (const char *p = head; *p;) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        size_t len = strcspn(p, " ");
+        snprintf(word, sizeof word, "%.*s", (int)len, p);
+        p += len;
+        ck_assert_msg(j < cols, "more header cells than columns:\n%s", s);
+        if (keyed) {
+            char want[160];
+            snprintf(want, sizeof want, " %s=%s", word, labels[j]);
+            ck_assert_msg(strlen(word) == 1 && strstr(s, want),
+                          "header cell '%s' of column %d (%s) is not in the key:\n%s", word, j, labels[j], s);
+        } else {
+            ck_assert_msg(!strcmp(word, labels[j]), "header cell %d reads '%s', the column is '%s':\n%s",
+                          j, word, labels[j], s);
+        }
+        j++;
+    }
+    ck_assert_msg(j > 0, "no header cells:\n%s", s);
+}
+
+/* Tokens 1..12 (ids that are numbers, the case that misled: token 10's
+ * header used to show "1", which reads as token 1), word tokens w1..w12
+ * ("w10" used to print as "w1"), a small map with numbers, and a map too
+ * wide for its labels (keyed). */
+START_TEST(test_heatmap_column_labels) {
+    char names[40][8];
+    const char *num[40], *w[40];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], 8, "%d", i + 1);
+        num[i] = names[i];
+    }
+    static char wn[40][8];
+    for (int i = 0; i < 40; i++) {
+        snprintf(wn[i], 8, "w%d", i + 1);
+        w[i] = wn[i];
+    }
+    const char *const *sets[] = {num, w, num, w, w};
+    const int shapes[][2] = {{12, 12}, {10, 12}, {4, 8}, {10, 30}, {3, 6}};
+    float x[40 * 40];
+    for (int i = 0; i < 40 * 40; i++) x[i] = (float)(i % 7) / 7.0f;
+    show_set_color(0);
+    for (int k = 0; k < 5; k++) {
+        int rows = shapes[k][0], cols = shapes[k][1];
+        capture_begin();
+        show_heatmap("map", x, rows, cols, sets[k], sets[k]);
+        char *s = capture_end();
+        assert_headers(s, sets[k], cols < 25 ? cols : 25);
+        ck_assert_int_le(widest_line(s), 80);
+        free(s);
+    }
+}
+END_TEST
+
+/* An all-zero map (the weights of a sequence with no real token) draws
+ * blank and says it is empty; a fully masked score map says so too. */
+START_TEST(test_heatmap_empty) {
+    float z[10 * 10] = {0}, m[4 * 4];
+    for (int i = 0; i < 16; i++) m[i] = -INFINITY;
+    show_set_color(0);
+    capture_begin();
+    show_heatmap("zeros", z, 10, 10, NULL, NULL);
+    char *s = capture_end();
+    ck_assert_msg(strstr(s, "empty: all 100 entries are exactly 0"), "all-zero map not called empty:\n%s", s);
+    char line[256];
+    for (int i = 2; i < 12; i++) {  /* the grid rows: label, then nothing but blanks */
+        ck_assert_ptr_nonnull(nth_line(s, i, line, sizeof line));
+        ck_assert_msg(strspn(line + 2, " ") == strlen(line + 2), "zero cells drawn with a shade: '%s'\n%s", line, s);
+    }
+    ck_assert_msg(strstr(s, "fixed 0") != NULL, "all-zero map not on the fixed 0..1 scale:\n%s", s);
+    free(s);
+    capture_begin();
+    show_heatmap("masked", m, 4, 4, NULL, NULL);
+    s = capture_end();
+    ck_assert_msg(strstr(s, "empty: all 16 entries are -inf"), "fully masked map not called empty:\n%s", s);
+    free(s);
+}
+END_TEST
+
+/* An untrained map is close to uniform: 12 keys at 0.0475..0.2363. On the
+ * fixed 0..1 scale it is faint everywhere (no shade above '-') and never
+ * blank; only --minmax stretches it to full contrast, and says so. */
+START_TEST(test_heatmap_near_uniform) {
+    float u[12 * 12];
+    for (int i = 0; i < 144; i++) u[i] = 0.048f + (0.2363f - 0.048f) * (float)((i * 5) % 12) / 11.0f;
+    show_set_color(0);
+    capture_begin();
+    show_heatmap("untrained", u, 12, 12, NULL, NULL);
+    char *s = capture_end();
+    ck_assert_msg(strstr(s, "scale: fixed 0") && strstr(s, "this map 0.048..0.236"), "legend:\n%s", s);
+    char line[256];
+    for (int i = 2; i < 14; i++) {
+        ck_assert_ptr_nonnull(nth_line(s, i, line, sizeof line));
+        ck_assert_msg(strpbrk(line + 3, "=+*#%@") == NULL, "near-uniform map drawn with strong shades: '%s'\n%s", line, s);
+        ck_assert_msg(strstr(line + 3, "    ") == NULL, "a non-zero weight drawn blank: '%s'\n%s", line, s);
+    }
+    free(s);
+    show_set_scale(SHOW_SCALE_MINMAX);
+    capture_begin();
+    show_heatmap("untrained", u, 12, 12, NULL, NULL);
+    s = capture_end();
+    show_set_scale(SHOW_SCALE_AUTO);
+    ck_assert_msg(strstr(s, "min-max 0.048") && strstr(s, "@"), "--minmax map:\n%s", s);
     free(s);
 }
 END_TEST
@@ -266,6 +396,49 @@ START_TEST(test_plot_lines_files) {
 }
 END_TEST
 
+/* Weights get the fixed colour range 0..1, anything else its own range;
+ * the heads grid has one panel per head from one data file. */
+START_TEST(test_plot_scales_and_heads_grid) {
+    char dir[] = "/tmp/check_show_plot_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const float w[2 * 2 * 3] = {0.2f, 0.3f, 0.5f, 1, 0, 0, 0.1f, 0.1f, 0.8f, 0, 1, 0};
+    const float s[2 * 3] = {-2, 0.5f, 3, 1, 1, 1};
+    const char *cols[3] = {"w10", "w11", "w12"};
+    capture_begin();
+    plot_heatmap(dir, "weights", "w", w, 2, 3, NULL, cols, "key", "query");
+    plot_heatmap(dir, "scores", "s", s, 2, 3, NULL, cols, "key", "query");
+    plot_heads_grid(dir, "heads_layer1", "all heads", w, 2, 2, 3, NULL, cols, "key", "query");
+    char *said = capture_end();
+    char p[512];
+    snprintf(p, sizeof p, "%s/weights.gp", dir);
+    char *gw = slurp(p);
+    snprintf(p, sizeof p, "%s/scores.gp", dir);
+    char *gs = slurp(p);
+    snprintf(p, sizeof p, "%s/heads_layer1.gp", dir);
+    char *gh = slurp(p);
+    snprintf(p, sizeof p, "%s/heads_layer1.dat", dir);
+    char *dh = slurp(p);
+    ck_assert_msg(gw && gs && gh && dh, "scripts not written");
+    ck_assert_msg(strstr(gw, "set cbrange [0:1]") && strstr(gw, "fixed scale"), "weights not on 0..1:\n%s", gw);
+    ck_assert_msg(!strstr(gs, "set cbrange [0:1]") && strstr(gs, "min..max"), "scores forced to 0..1:\n%s", gs);
+    /* whole labels, never cut: 'w10' stays 'w10' */
+    ck_assert_msg(strstr(gw, "'w10' 0") && strstr(gw, "'w12' 2"), "tic labels:\n%s", gw);
+    ck_assert_msg(strstr(gh, "set multiplot layout 1,2") && strstr(gh, "index 0") && strstr(gh, "index 1") &&
+                  strstr(gh, "head 2 of 2") && strstr(gh, "set cbrange [0:1]"), "heads grid:\n%s", gh);
+    ck_assert_msg(strstr(dh, "head 2 of 2") && strstr(dh, "\n\n\n# ") , "data blocks:\n%s", dh);
+    if (have_gnuplot()) {
+        struct stat st;
+        snprintf(p, sizeof p, "%s/heads_layer1.png", dir);
+        ck_assert_msg(stat(p, &st) == 0 && st.st_size > 0, "gnuplot present but no heads_layer1.png");
+    }
+    const char *files[] = {"weights.dat", "weights.gp", "weights.png", "scores.dat", "scores.gp",
+                           "scores.png", "heads_layer1.dat", "heads_layer1.gp", "heads_layer1.png"};
+    rm_files(dir, files, 9);
+    rmdir(dir);
+    free(said); free(gw); free(gs); free(gh); free(dh);
+}
+END_TEST
+
 /* Without gnuplot on PATH: data and script still written, one hint line
  * (once per process), and plot_render says no PNG. Needs its own process
  * because the gnuplot lookup is cached, so it is skipped under CK_FORK=no. */
@@ -364,6 +537,9 @@ Suite *show_suite(void) {
     TCase *core = tcase_create("Core");
     tcase_add_test(core, test_heatmap_values_and_colour);
     tcase_add_test(core, test_shape_matrix_vector);
+    tcase_add_test(core, test_heatmap_column_labels);
+    tcase_add_test(core, test_heatmap_empty);
+    tcase_add_test(core, test_heatmap_near_uniform);
     suite_add_tcase(s, core);
     TCase *limits = tcase_create("Limits");
     tcase_add_loop_test(limits, test_heatmap_plain_fits, 0, (int)(sizeof HEAT / sizeof HEAT[0]));
@@ -371,6 +547,7 @@ Suite *show_suite(void) {
     TCase *plots = tcase_create("Plots");
     tcase_add_test(plots, test_plot_heatmap_files);
     tcase_add_test(plots, test_plot_lines_files);
+    tcase_add_test(plots, test_plot_scales_and_heads_grid);
     tcase_add_test(plots, test_plot_without_gnuplot);
     tcase_add_test(plots, test_labels_cannot_escape);
     tcase_add_test(plots, test_plot_full_disk);

@@ -81,7 +81,9 @@ static void show_heads(const char *title, const float *w, int h, int Tq, int Tk,
     int block = cw * kshow + 2;   /* the cells, then a gap of 2 */
     int per_band = (screen - lw - 1) / block;
     if (per_band < 1) per_band = 1;
-    int color = show_color();
+    int color = show_color(), key = 0;
+    if (kshow > 52) kshow = 52;
+    for (int j = 0; j < kshow; j++) key |= strlen(klab[j]) > 2;
 
     printf("%s\n", title);
     for (int h0 = 0; h0 < h; h0 += per_band) {
@@ -94,7 +96,11 @@ static void show_heads(const char *title, const float *w, int h, int Tq, int Tk,
         }
         printf("\n%*s ", lw, "");
         for (int hh = h0; hh < h1; hh++) {
-            for (int j = 0; j < kshow; j++) printf("%-2.2s%s", klab[j], cw == 3 ? " " : "");   /* first letters */
+            /* whole labels when they fit 2 columns, else letters and a key:
+             * never a label cut short ("w10" -> "w1" reads as another token) */
+            for (int j = 0; j < kshow; j++)
+                if (key) printf("%c %s", j < 26 ? 'a' + j : 'A' + j - 26, cw == 3 ? " " : "");
+                else printf("%2s%s", klab[j], cw == 3 ? " " : "");
             printf("  ");
         }
         printf("\n");
@@ -103,7 +109,7 @@ static void show_heads(const char *title, const float *w, int h, int Tq, int Tk,
             for (int hh = h0; hh < h1; hh++) {
                 for (int j = 0; j < kshow; j++) {
                     float v = w[((size_t)hh * Tq + i) * Tk + j];
-                    int l = (int)(v * 10.0f);
+                    int l = v > 0 ? 1 + (int)(v * 9.0f) : 0;   /* blank only for exactly 0, as in show.c */
                     l = l < 0 ? 0 : l > 9 ? 9 : l;
                     if (color) printf("\033[48;5;%dm  \033[0m", 232 + (l * 23) / 9);
                     else printf("%c%c", SHADES[l], SHADES[l]);
@@ -115,7 +121,12 @@ static void show_heads(const char *title, const float *w, int h, int Tq, int Tk,
         }
     }
     if (qshow < Tq || kshow < Tk) printf("(first %d queries and %d keys shown)\n", qshow, kshow);
-    printf("shade: weight 0 %s .. 1 %s, the same scale for every head\n",
+    for (int j = 0, col = 0; key && j < kshow; j++) {
+        if (col + 4 + (int)strlen(klab[j]) > screen) col = printf("\n    ") - 1;
+        col += printf("%s %c=%s", j ? "" : "key:", j < 26 ? 'a' + j : 'A' + j - 26, klab[j]);
+        if (j + 1 == kshow) printf("\n");
+    }
+    printf("shade: fixed scale, weight 0 %s .. 1 %s, the same for every head\n",
            color ? "dark" : "' '", color ? "light" : "'@' (\" .:-=+*#%@\")");
 }
 
@@ -272,6 +283,9 @@ static void plot_heads(const char *dir, const char *prefix, const char *what, co
         snprintf(title, sizeof title, "%s, head %d of %d", what, hh + 1, h);
         plot_heatmap(dir, name, title, w + (size_t)hh * Tq * Tk, Tq, Tk, ql, kl, "key", "query");
     }
+    char name[64];
+    snprintf(name, sizeof name, "%s_heads_layer1", prefix);   /* all h heads in one PNG */
+    plot_heads_grid(dir, name, what, w, h, Tq, Tk, ql, kl, "key", "query");
 }
 
 /* Refuses a d_model that the heads cannot share, naming a size that works. */

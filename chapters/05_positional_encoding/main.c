@@ -107,6 +107,7 @@ static void show_pe(const float *pe, int max_len, int d_model, int seq, const ch
     int rows = max_len < PLOT_MAX_POS ? max_len : PLOT_MAX_POS;
     plot_heatmap(out, "pe_heatmap", "Sinusoidal positional encoding (Sec. 3.5)", pe, rows, d_model,
                  NULL, NULL, "dimension", "position");
+    if (rows < max_len) printf("  (pe_heatmap.png shows positions 0..%d of %d; pe_dims.png has them all)\n", rows - 1, max_len);
 
     /* a few columns as waves across positions: a sin/cos pair, then two
      * slower sines. Column c has wavelength 2*pi*10000^(c/d_model), so taking
@@ -491,8 +492,8 @@ static void show_extrapolation(const float *pe, int max_len, int d_model, int tr
         }
         char title[128];
         snprintf(title, sizeof title, "Dot products stay flat past the training length %d", train_len);
-        plot_lines(out, "pe_extrapolation", title, "position pos", "dot product", xs, n,
-                   (const float *const *)series, np, 3, 0, 0);
+        plot_lines_marked(out, "pe_extrapolation", title, "position pos", "dot product", xs, n,
+                          (const float *const *)series, np, 3, 0, 0, train_len, "training length");
         for (int j = 0; j < 3; j++) free(series[j]);
         free(xs);
     }

@@ -199,7 +199,7 @@ static int section_masked(Batch *x, uint64_t seed, Device dev, const char *out_d
         free(w_gpu);
     }
     Tensor tw = tensor_wrap(w, "weights", "batch heads query key", B, 1, T, T);
-    show_shape(&tw, "softmax(Q K^T / sqrt(d_k) with -inf where the mask is 0)");
+    show_shape(&tw, "softmax(Q K^T / sqrt(d_k), -inf where mask = 0)");
     for (int b = 0; b < B && b < 3; b++) {
         snprintf(title, sizeof title, "weights, sequence %d (length %d), causal AND padding", b, x->len[b]);
         const char *const *l = (const char *const *)x->lab + (size_t)b * T;

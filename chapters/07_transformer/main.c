@@ -125,7 +125,7 @@ static void print_summary(const Config *c, const Model *m) {
     printf("+-- %-58s %12zu\n", "encoder", (size_t)c->N * enc + (c->pre_ln ? ln : 0));
     for (int l = 0; l < c->N; l++) {
         int last = l == c->N - 1 && !c->pre_ln;
-        printf("|   %s-- layer %-48d %12zu\n", last ? "`" : "+", l, enc);
+        printf("|   %s-- layer %-48d %12zu\n", last ? "`" : "+", l + 1, enc);
         const char *bar = last ? "    " : "|   ";
         printf("|   %s+-- %-50s %12zu\n", bar, "self_attn: W_Q, W_K, W_V, W_O (no biases)", mha);
         printf("|   %s+-- %-50s %12zu\n", bar, "ln1: gamma, beta", ln);
@@ -136,7 +136,7 @@ static void print_summary(const Config *c, const Model *m) {
     printf("`-- %-58s %12zu\n", "decoder", (size_t)c->N * dec + (c->pre_ln ? ln : 0));
     for (int l = 0; l < c->N; l++) {
         int last = l == c->N - 1 && !c->pre_ln;
-        printf("    %s-- layer %-48d %12zu\n", last ? "`" : "+", l, dec);
+        printf("    %s-- layer %-48d %12zu\n", last ? "`" : "+", l + 1, dec);
         const char *bar = last ? "    " : "|   ";
         printf("    %s+-- %-50s %12zu\n", bar, "self_attn (masked): W_Q, W_K, W_V, W_O", mha);
         printf("    %s+-- %-50s %12zu\n", bar, "ln1", ln);
@@ -261,7 +261,7 @@ static void print_addnorm(const Model *m, int dec, int l, SubKind sub, int rows_
     row_stats(host(m, y, (size_t)D), D, &mean, &sd);   /* position 0 */
     char note[128];
     if (m->cfg.pre_ln) snprintf(note, sizeof note, "x + Sublayer(LayerNorm(x))  (pre-LN)");
-    else snprintf(note, sizeof note, "LayerNorm(x + Sublayer(x))  position 0: mean %.3f, std %.3f", mean, sd);
+    else snprintf(note, sizeof note, "LayerNorm(x + Sublayer(x)); pos 0: mean %.3f, std %.3f", mean, sd);
     shape3("Add & Norm", y, B, rows_T, tdim, D, "d_model", note);
 }
 
@@ -283,15 +283,28 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
     peek("E[id] * sqrt(d_model)", scaled, k);
     peek("PE(pos=0)            ", m->pe, D);
     peek("sum (encoder input)  ", emb0, D);
-    printf("  sqrt(d_model) = %.3f: the scale brings the small Xavier-initialised rows up to\n"
-           "  the size of PE's entries (which lie in [-1, 1]) so position does not drown meaning.\n",
-           sqrt((double)D));
+    /* Does x sqrt(d_model) bring the rows to PE's size? Measured, not claimed:
+     * the rms of every entry of E * sqrt(d_model) against the rms of PE's
+     * entries over the source positions (sqrt(1/2) for sin/cos pairs). */
+    double se = 0, sp = 0;
+    for (size_t i = 0; i < (size_t)V * D; i++) se += (double)m->params.embed[i] * m->params.embed[i] * D;
+    for (size_t i = 0; i < (size_t)Ts * D; i++) sp += (double)m->pe[i] * m->pe[i];
+    double rms_e = sqrt(se / ((double)V * D)), rms_pe = sqrt(sp / ((double)Ts * D)), r = rms_e / rms_pe;
+    printf("  sqrt(d_model) = %.3f; rms of E * sqrt(d_model) %.3f, of PE %.3f (ratio %.2f):\n",
+           sqrt((double)D), rms_e, rms_pe, r);
+    if (r >= 0.5 && r <= 2)
+        printf("  here the scale makes the two comparable, so neither drowns the other.\n");
+    else if (r < 0.5)
+        printf("  even scaled, these initial rows are %.1fx smaller than PE: position dominates\n"
+               "  the sum until training grows E (Xavier over vocab %d makes the rows small).\n", 1 / r, V);
+    else
+        printf("  scaled, these rows are %.1fx larger than PE: meaning dominates the sum.\n", r);
     shape3("encoder input", emb, B, Ts, "seq", D, "d_model", "(dropout P_drop here when training)");
     shape3("decoder input", model_embedded(m, 1), B, Tt, "seq", D, "d_model", "same E, same PE");
 
     show_section("3. Encoder: N identical layers (Figure 1, left; Sec. 3.1)");
     for (int l = 0; l < c->N; l++) {
-        printf(" encoder layer %d\n", l);
+        printf(" encoder layer %d of %d\n", l + 1, c->N);
         char note[96];
         snprintf(note, sizeof note, "MultiHead(x, x, x), %d heads of d_k=%d, d_v=%d", c->h, c->d_k, c->d_v);
         shape3("self-attention", model_sublayer(m, 0, l, SUB_SELF_ATTN, SUB_OUT), B, Ts, "seq", D, "d_model", note);
@@ -308,7 +321,7 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
 
     show_section("4. Decoder: N layers with a third sub-layer (Figure 1, right)");
     for (int l = 0; l < c->N; l++) {
-        printf(" decoder layer %d\n", l);
+        printf(" decoder layer %d of %d\n", l + 1, c->N);
         shape3("masked self-attn", model_sublayer(m, 1, l, SUB_SELF_ATTN, SUB_OUT), B, Tt, "seq", D, "d_model",
                "position i sees positions <= i only (Sec. 3.2.3)");
         print_addnorm(m, 1, l, SUB_SELF_ATTN, Tt, "seq");
@@ -366,11 +379,17 @@ static void heatmaps(const Model *m, const int *src, const int *tgt, int Ts, int
     };
     for (int i = 0; i < 3; i++) {
         size_t n = (size_t)maps[i].tq * maps[i].tk;   /* batch 0, one head: (Tq,Tk) */
-        const float *w = host(m, model_attention(m, maps[i].kind, layer) + head * n, n);
-        snprintf(title, sizeof title, "%s, layer %d, head %d", maps[i].what, layer, head);
+        const float *all = host(m, model_attention(m, maps[i].kind, layer), c->h * n);   /* (h,Tq,Tk) */
+        const float *w = all + head * n;
+        /* layers and heads are numbered from 1 in everything a reader sees */
+        snprintf(title, sizeof title, "%s, layer %d of %d, head %d of %d", maps[i].what, layer + 1, c->N,
+                 head + 1, c->h);
         show_heatmap(title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl);
-        snprintf(name, sizeof name, "%s_layer%d_head%d", maps[i].file, layer, head);
+        snprintf(name, sizeof name, "%s_layer%d_head%d", maps[i].file, layer + 1, head + 1);
         plot_heatmap(out, name, title, w, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl, "key", "query");
+        snprintf(name, sizeof name, "%s_heads_layer%d", maps[i].file, layer + 1);
+        snprintf(title, sizeof title, "%s, layer %d of %d", maps[i].what, layer + 1, c->N);
+        plot_heads_grid(out, name, title, all, c->h, maps[i].tq, maps[i].tk, maps[i].ql, maps[i].kl, "key", "query");
     }
 }
 
@@ -446,7 +465,7 @@ typedef struct {
 
 static void parse_flags(Opts *o, int argc, char **argv) {
     *o = (Opts){.dropout = -1.0f, .seed = 42, .config = "small", .out = "out/07_transformer", .device = "cpu",
-                 .eps_ls = 0.1f, .warmup = 4000};
+                 .eps_ls = 0.1f, .warmup = 4000, .layer = 1, .head = 1};
     CliOption opts[] = {
         {"--config",    CLI_STRING, &o->config,   "size preset: small, base (Table 3) or big (Table 3)", 0, 0},
         {"--layers",    CLI_INT,    &o->N,        "N, layers per stack (0: preset; small 2)", 0, MODEL_MAX_N},
@@ -464,8 +483,8 @@ static void parse_flags(Opts *o, int argc, char **argv) {
         {"--tgt",       CLI_STRING, &o->tgt_s,    "target token ids, e.g. \"1 8 9\"", 0, 0},
         {"--batch",     CLI_INT,    &o->batch,    "instead: a random batch of this many sequences (timing)", 0, 4096},
         {"--len",       CLI_INT,    &o->len,      "tokens per random sequence (with --batch; default 32)", 0, MODEL_MAX_LEN},
-        {"--layer",     CLI_INT,    &o->layer,    "which layer's attention to draw", 0, MODEL_MAX_N},
-        {"--head",      CLI_INT,    &o->head,     "which head's attention to draw", 0, MODEL_MAX_HEADS},
+        {"--layer",     CLI_INT,    &o->layer,    "which layer's attention to draw (1 = first)", 1, MODEL_MAX_N},
+        {"--head",      CLI_INT,    &o->head,     "which head's attention to draw (1 = first)", 1, MODEL_MAX_HEADS},
         {"--summary",   CLI_FLAG,   &o->summary,  "print the architecture tree with parameter counts and stop", 0, 0},
         {"--table3",    CLI_FLAG,   &o->table3,   "print Table 3's model sizes, ours beside the paper's, and stop", 0, 0},
         {"--save",      CLI_STRING, &o->save,     "write the model's weights to this checkpoint file", 0, 0},
@@ -594,15 +613,15 @@ static void input_fill(const Opts *o, const Model *m, Input *in) {
     if (model_check_tokens(c, in->src, in->B * in->Ts, "--src", err, sizeof err)) cli_fail(PROG, "%s", err);
     if (model_check_tokens(c, in->tgt, in->B * in->Tt, "--tgt", err, sizeof err)) cli_fail(PROG, "%s", err);
     if (model_check_sizes(m, in->B, in->Ts, in->Tt, err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (o->layer >= c->N) cli_fail(PROG, "--layer %d: the model has layers 0..%d", o->layer, c->N - 1);
-    if (o->head >= c->h) cli_fail(PROG, "--head %d: the model has heads 0..%d", o->head, c->h - 1);
+    if (o->layer > c->N) cli_fail(PROG, "--layer %d: the model has layers 1..%d", o->layer, c->N);
+    if (o->head > c->h) cli_fail(PROG, "--head %d: the model has heads 1..%d", o->head, c->h);
     if (plot_mkdir(o->out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", o->out);
 }
 
 static void section_input(const Opts *o, const Model *m, const Input *in) {
     const Config *c = &m->cfg;
     show_section("1. Input: source and (shifted-right) target token ids");
-    printf("  %s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d, %zu parameters, seed %llu\n",
+    printf("  %s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d, %zu params, seed %llu\n",
            c->pre_ln ? "pre-LN" : "post-LN (the paper)", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab,
            m->params.n, (unsigned long long)o->seed);
     printf("  backend: %s (every op of common/model.c runs through its table)\n", m->be->name);
@@ -686,7 +705,7 @@ int main(int argc, char **argv) {
     show_section("6. Attention weights (terminal + PNG)");
     printf("Rows are queries, columns keys; each row sums to 1. The decoder's self-attention\n"
            "is lower-triangular: the mask of Sec. 3.2.3 gives later positions weight 0.\n");
-    heatmaps(&m, in.src, in.tgt, in.Ts, in.Tt, o.layer, o.head, o.out);
+    heatmaps(&m, in.src, in.tgt, in.Ts, in.Tt, o.layer - 1, o.head - 1, o.out);
     section_time(&m, &in, wall, cpu);
     const float *cpu_logp = section_check(&m, &in, logp);
 

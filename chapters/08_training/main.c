@@ -153,6 +153,16 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
                     show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
                                                                     : "(Eq. 1: one softmax row per query)");
                     show_heatmap(title, avg, Tq, Tk, rl, cl);
+                    if (kinds[k].kind != ATTN_ENC_SELF) {   /* the (shifted) diagonal, counted */
+                        int shift = kinds[k].kind == ATTN_DEC_CROSS, on = 0;
+                        for (int i = 0; i < Tq; i++) {
+                            int best = 0;
+                            for (int j = 1; j < Tk; j++) best = avg[i * Tk + j] > avg[i * Tk + best] ? j : best;
+                            on += best == i + shift;
+                        }
+                        printf("rows whose largest weight is on %s: %d of %d\n",
+                               shift ? "source position i+1" : "their own position i", on, Tq);
+                    }
                 } else {
                     snprintf(name, sizeof name, "attn_%s_%s_layer%d", when, kinds[k].name, layer + 1);
                     plot_heatmap(out, name, title, avg, Tq, Tk, rl, cl, kinds[k].xlabel, kinds[k].ylabel);
@@ -533,7 +543,7 @@ static void build(Run *r, Model *m, Trainer *tr) {
 static void section_model(const Run *r, const Model *m, const Trainer *tr) {
     const Config *c = &m->cfg;
     show_section("4. The model (Figure 1)");
-    printf("N=%d, d_model=%d, d_ff=%d, h=%d, d_k=d_v=%d, vocab %d, P_drop %.2f, %s; %zu parameters\n",
+    printf("N=%d, d_model=%d, d_ff=%d, h=%d, d_k=d_v=%d, vocab %d, P_drop %.2f, %s; %zu params\n",
            c->N, c->d_model, c->d_ff, c->h, c->d_k, c->vocab, c->dropout,
            c->pre_ln ? "pre-LN" : "post-LN (paper)", m->params.n);
     printf("Adam (beta1 %.2f, beta2 %.2f, eps %.0e), batch %d, label smoothing %.2f\n",
@@ -576,9 +586,9 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
     show_section("8. After training: attention");
     greedy_decode(m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
     show_attention(m, ex_src, ex_ys, T, "after", r->out);
-    printf("Once the task is learned, the cross-attention is a diagonal shifted by one column: decoder\n"
-           "position i (fed token i) must output source token i+1, so it looks at source position i+1.\n"
-           "Compare with the maps before training in section 5 (and attn_*_layer*.png in %s).\n", r->out);
+    printf("To copy, decoder position i (fed token i) must output source token i+1, so a model that\n"
+           "has learned the task looks at source position i+1: the count under the cross-attention\n"
+           "map says how many rows do. Compare section 5 (and attn_*_layer*.png in %s).\n", r->out);
 }
 
 /* section 9: the checkpoint (brought to the host by trainer_save), and the
@@ -591,7 +601,7 @@ static int section_checkpoint(const Run *r, Trainer *tr) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         return rc;
     }
-    printf("saved %s at step %llu (weights + Adam m, v + both RNG states; written to a temporary, then renamed)\n",
+    printf("saved %s at step %llu\n  (weights + Adam m, v + both RNG states; written to a temporary, then renamed)\n",
            r->ckpt_path, (unsigned long long)tr->step);
     printf("continue with: build/%s --resume %s --steps %d%s\n", PROG, r->ckpt_path, r->steps * 2,
            tr->be == backend_cpu() ? "" : " --device cuda");

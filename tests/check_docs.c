@@ -1,0 +1,323 @@
+/* check_docs.c - what the READMEs quote from the programs' output is what
+ * the programs print, and every chapter's output fits 100 columns.
+ *
+ * A README marks a quote with an HTML comment (invisible on GitHub) naming
+ * the command, followed by a fenced block:
+ *
+ *     <!-- output: 08_training --steps 300 -->
+ *     ```text
+ *     src ids [batch=128, seq=10]
+ *     ...
+ *     exact match 997 / 1000
+ *     ```
+ *
+ * Every line of the block must appear, whole, inside one line of the
+ * program's output (runs of spaces count as one; a line "..." stands for
+ * lines left out). The programs run from the repository root, colour off,
+ * at most once per command line: their output is kept in
+ * $BUILD_DIR/docs_cache/ until the binary is rebuilt.
+ *
+ * Runs the binaries in $BUILD_DIR (set by `make test`); skipped without it;
+ * DOCS_SKIP lists chapters not to run (see skipped()).
+ * When a quote is stale the test says which README, which line and which
+ * command: rerun the command and update the README. */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_COLS 100   /* widest line any chapter may print at its defaults */
+
+/* ---- running a chapter, once ------------------------------------------------ */
+
+/* DOCS_SKIP="08_training ...": chapters not run here. `make SANITIZE=1 test`
+ * sets it for 08_training, which takes minutes under ASan; the output does
+ * not depend on the sanitizers, and the plain `make test` checks it. */
+static int skipped(const char *prog) {
+    const char *list = getenv("DOCS_SKIP");
+    size_t n = strlen(prog);
+    for (const char *p = list ? strstr(list, prog) : NULL; p; p = strstr(p + 1, prog))
+        if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ')) return 1;
+    return 0;
+}
+
+static char *slurp_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = fread(s, 1, (size_t)(n > 0 ? n : 0), f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+static double mtime_of(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+}
+
+/* The stdout of "$BUILD_DIR/prog args --no-color" (malloc'd), from the
+ * cache when it is newer than the binary. NULL when the binary is missing;
+ * *rc gets the exit status. */
+static char *chapter_output(const char *prog, const char *args, int *rc) {
+    const char *build = getenv("BUILD_DIR");
+    char bin[1024], cache[2048], cmd[4096], key[256];
+    snprintf(bin, sizeof bin, "%s/%s", build, prog);
+    if (access(bin, X_OK) != 0) return NULL;
+    /* the cache file is named for the command line, characters other than
+     * [A-Za-z0-9._-] as '_' plus a checksum so two lines never collide */
+    unsigned long h = 5381;
+    size_t k = 0;
+    for (const char *p = prog; *p && k < 120; p++) key[k++] = *p;
+    key[k++] = '_';
+    for (const char *p = args; *p; p++) {
+        h = h * 33 + (unsigned char)*p;
+        if (k < 160) {
+            int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                     *p == '.' || *p == '-';
+            key[k++] = ok ? *p : '_';
+        }
+    }
+    key[k] = '\0';
+    snprintf(cache, sizeof cache, "%s/docs_cache", build);
+    mkdir(cache, 0777);
+    snprintf(cache, sizeof cache, "%s/docs_cache/%s_%08lx.txt", build, key, h & 0xffffffffUL);
+    char rcpath[2100];
+    snprintf(rcpath, sizeof rcpath, "%s.rc", cache);
+    if (mtime_of(cache) >= mtime_of(bin) && mtime_of(rcpath) >= mtime_of(bin)) {
+        char *rcs = slurp_file(rcpath);
+        *rc = rcs ? atoi(rcs) : -1;
+        free(rcs);
+        return slurp_file(cache);
+    }
+    snprintf(cmd, sizeof cmd, "NO_COLOR=1 %s %s --no-color </dev/null >%s 2>/dev/null", bin, args, cache);
+    int st = system(cmd);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    FILE *f = fopen(rcpath, "w");
+    if (f) { fprintf(f, "%d\n", *rc); fclose(f); }
+    return slurp_file(cache);
+}
+
+/* ---- matching quoted lines ----------------------------------------------------- */
+
+/* s with leading/trailing blanks dropped and inner runs of blanks as one
+ * space, into out (cap bytes). */
+static void squeeze(char *out, size_t cap, const char *s, size_t len) {
+    size_t o = 0;
+    int space = 0;
+    for (size_t i = 0; i < len && o + 2 < cap; i++) {
+        char c = s[i];
+        if (c == ' ' || c == '\t' || c == '\r') { space = o > 0; continue; }
+        if (space) out[o++] = ' ';
+        space = 0;
+        out[o++] = c;
+    }
+    out[o] = '\0';
+}
+
+/* Does the (squeezed) quote appear inside one line of output? */
+static int output_has_line(const char *output, const char *quote) {
+    static char line[8192];
+    for (const char *p = output; *p;) {
+        size_t len = strcspn(p, "\n");
+        squeeze(line, sizeof line, p, len);
+        if (strstr(line, quote)) return 1;
+        p += len;
+        if (*p) p++;
+    }
+    return 0;
+}
+
+/* Checks every marked block of one README; prints each stale line to
+ * report. Returns the number of problems (stale lines, missing programs,
+ * failed runs, unclosed blocks); *blocks counts the blocks checked. */
+static int check_readme(const char *path, int *blocks, FILE *report) {
+    char *doc = slurp_file(path);
+    if (!doc) return 0;
+    int bad = 0, lineno = 0;
+    char cmdline[1024] = "", q[8192];
+    const char *marker = "<!-- output:";
+    char *output = NULL;
+    int in_block = 0, want_block = 0, rc = 0, marker_line = 0;
+    for (char *p = doc; *p;) {
+        size_t len = strcspn(p, "\n");
+        lineno++;
+        squeeze(q, sizeof q, p, len);
+        if (!in_block && !strncmp(q, marker, strlen(marker))) {
+            /* "<!-- output: prog args -->" */
+            char *end = strstr(q, "-->");
+            if (end) *end = '\0';
+            squeeze(cmdline, sizeof cmdline, q + strlen(marker), strlen(q + strlen(marker)));
+            want_block = 1;
+            marker_line = lineno;
+        } else if (want_block && !strncmp(q, "```", 3)) {
+            want_block = 0;
+            in_block = 1;
+            (*blocks)++;
+            char prog[256];
+            size_t pl = strcspn(cmdline, " ");
+            snprintf(prog, sizeof prog, "%.*s", (int)pl, cmdline);
+            free(output);
+            output = NULL;
+            if (skipped(prog)) {
+                fprintf(report, "%s:%d: '%s' skipped (DOCS_SKIP)\n", path, marker_line, cmdline);
+            } else {
+                output = chapter_output(prog, cmdline + pl, &rc);
+            }
+            if (!output && skipped(prog)) {
+                rc = -1; /* lines of this block are not checked */
+            } else if (!output) {
+                fprintf(report, "%s:%d: no binary for '%s' in $BUILD_DIR\n", path, marker_line, prog);
+                bad++;
+            } else if (rc != 0) {
+                fprintf(report, "%s:%d: '%s' exited with status %d\n", path, marker_line, cmdline, rc);
+                bad++;
+            }
+        } else if (in_block && !strncmp(q, "```", 3)) {
+            in_block = 0;
+        } else if (in_block && output && rc == 0 && *q && strcmp(q, "...")) {
+            if (!output_has_line(output, q)) {
+                fprintf(report, "%s:%d: stale quote: '%s' does not appear in the output of '%s'\n",
+                        path, lineno, q, cmdline);
+                bad++;
+            }
+        } else if (want_block && *q) {
+            fprintf(report, "%s:%d: an output marker must be followed by a fenced block\n", path, marker_line);
+            want_block = 0;
+            bad++;
+        }
+        p += len;
+        if (*p) p++;
+    }
+    if (in_block || want_block) {
+        fprintf(report, "%s:%d: output block not closed\n", path, marker_line);
+        bad++;
+    }
+    free(output);
+    free(doc);
+    return bad;
+}
+
+static int have_build(void) {
+    const char *build = getenv("BUILD_DIR");
+    if (build && *build) return 1;
+    fprintf(stderr, "check_docs: BUILD_DIR not set, docs and width checks skipped\n");
+    return 0;
+}
+
+/* The check itself can fail: a README quoting a line 01_dot_product does
+ * not print (one figure changed) is caught, the true line passes. */
+START_TEST(test_checker_catches_a_changed_figure) {
+    if (!have_build()) return;
+    char path[] = "/tmp/check_docs_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    const char *lines[2] = {"= 11", "= 12"};   /* [1, 2] . [3, 4] = 11 */
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(path, "w");
+        fprintf(f, "# test\n<!-- output: 01_dot_product -->\n```text\n%s\n...\n```\n", lines[k]);
+        fclose(f);
+        int blocks = 0;
+        FILE *quiet = fopen("/dev/null", "w");
+        int bad = check_readme(path, &blocks, quiet);
+        fclose(quiet);
+        ck_assert_int_eq(blocks, 1);
+        ck_assert_msg(bad == k, "quote '%s': %d problems, want %d", lines[k], bad, k);
+    }
+    unlink(path);
+}
+END_TEST
+
+/* README.md and every chapters/NN_name/README.md. */
+START_TEST(test_readme_quotes) {
+    if (!have_build()) return;
+    int bad = 0, blocks = 0, files = 0;
+    bad += check_readme("README.md", &blocks, stderr);
+    DIR *d = opendir("chapters");
+    ck_assert_msg(d != NULL, "run from the repository root (no chapters/ here)");
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+        char path[600];
+        snprintf(path, sizeof path, "chapters/%s/README.md", de->d_name);
+        int before = blocks;
+        bad += check_readme(path, &blocks, stderr);
+        files += blocks > before;
+    }
+    closedir(d);
+    fprintf(stderr, "check_docs: %d quoted blocks in %d chapter READMEs (+ README.md)\n", blocks, files);
+    ck_assert_msg(bad == 0, "%d stale quote(s) in the READMEs (listed above)", bad);
+    ck_assert_msg(blocks > 0, "no quoted output found: the READMEs lost their markers");
+}
+END_TEST
+
+/* Columns of one line: UTF-8 continuation bytes take none, East Asian wide
+ * characters (貓吃魚) two, ANSI escapes none. */
+static int line_cols(const char *s, size_t len) {
+    int w = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == 0x1b) { while (i < len && !((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z'))) i++; continue; }
+        if ((c & 0xC0) == 0x80) continue;
+        w += (c >= 0xE3 && c <= 0xED) || c == 0xEF ? 2 : 1; /* U+3000..U+DFFF, U+F000..: CJK, full width */
+    }
+    return w;
+}
+
+/* Every chapter at its defaults: no line wider than 100 columns. */
+START_TEST(test_chapter_widths) {
+    if (!have_build()) return;
+    DIR *d = opendir("chapters");
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    int checked = 0, bad = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+        if (skipped(de->d_name)) {
+            fprintf(stderr, "check_docs: %s skipped (DOCS_SKIP)\n", de->d_name);
+            continue;
+        }
+        int rc = 0;
+        char *out = chapter_output(de->d_name, "", &rc);
+        if (!out) continue;
+        checked++;
+        ck_assert_msg(rc == 0, "%s at its defaults: exit status %d", de->d_name, rc);
+        int lineno = 0;
+        for (const char *p = out; *p;) {
+            size_t len = strcspn(p, "\n");
+            lineno++;
+            int w = line_cols(p, len);
+            if (w > MAX_COLS) {
+                fprintf(stderr, "%s: output line %d is %d columns: %.*s\n", de->d_name, lineno, w, (int)len, p);
+                bad++;
+            }
+            p += len;
+            if (*p) p++;
+        }
+        free(out);
+    }
+    closedir(d);
+    ck_assert_msg(bad == 0, "%d output line(s) wider than %d columns (listed above)", bad, MAX_COLS);
+    if (checked == 0) fprintf(stderr, "check_docs: no chapter binaries, width check skipped\n");
+}
+END_TEST
+
+Suite *docs_suite(void) {
+    Suite *s = suite_create("docs");
+    TCase *tc = tcase_create("Programs");
+    tcase_add_test(tc, test_checker_catches_a_changed_figure);
+    tcase_add_test(tc, test_readme_quotes);
+    tcase_add_test(tc, test_chapter_widths);
+    tcase_set_timeout(tc, 900);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,136 @@
+/* check_lecture.c - lecture mode (--pause, --section N; show.h) on a real
+ * chapter: --pause with stdin from a pipe runs straight through and prints
+ * exactly what a plain run prints; --section N prints section N and nothing
+ * else; a section the program lacks is an error.
+ *
+ * Runs $BUILD_DIR/03_attention (set by `make test`); skipped without it. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "show.h"
+
+/* Runs "$BUILD_DIR/03_attention ARGS" through sh with the given stdin
+ * (a shell redirection or pipe prefix), stdout into out (malloc'd, caller
+ * frees) and stderr into err. Returns the exit status, -1 when skipped. */
+static int run03(const char *stdin_from, const char *args, char **out, char **err) {
+    const char *build = getenv("BUILD_DIR");
+    char bin[512], cmd[2048], po[] = "/tmp/check_lecture_XXXXXX", pe[] = "/tmp/check_lecture_XXXXXX";
+    snprintf(bin, sizeof bin, "%s/03_attention", build && *build ? build : "build");
+    if (access(bin, X_OK) != 0) return -1;
+    int fo = mkstemp(po), fe = mkstemp(pe);
+    ck_assert(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
+    snprintf(cmd, sizeof cmd, "%s %s --no-color --out /tmp/check_lecture_out %s >%s 2>%s", stdin_from, bin,
+             args, po, pe);
+    int rc = system(cmd);
+    char *bufs[2] = {NULL, NULL};
+    const char *paths[2] = {po, pe};
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(paths[k], "rb");
+        ck_assert_ptr_nonnull(f);
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        bufs[k] = malloc((size_t)n + 1);
+        size_t got = fread(bufs[k], 1, (size_t)n, f);
+        bufs[k][got] = '\0';
+        fclose(f);
+        unlink(paths[k]);
+    }
+    *out = bufs[0];
+    *err = bufs[1];
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -2;
+}
+
+START_TEST(test_pause_from_pipe) {
+    char *plain, *plain_err, *paused, *paused_err;
+    if (run03("", "", &plain, &plain_err) < 0) {
+        fprintf(stderr, "check_lecture: no 03_attention binary, skipped\n");
+        return;
+    }
+    /* a pipe that gives Enter presses, one that gives nothing */
+    const char *feeds[] = {"printf '\\n\\n\\n\\n\\n\\n' |", "true |", "</dev/null"};
+    for (int k = 0; k < 3; k++) {
+        int rc = run03(feeds[k], "--pause", &paused, &paused_err);
+        ck_assert_msg(rc == 0, "--pause with stdin '%s': exit status %d, stderr: %s", feeds[k], rc, paused_err);
+        ck_assert_msg(!strcmp(plain, paused), "--pause with stdin '%s' changed the output", feeds[k]);
+        ck_assert_msg(strstr(paused_err, "Enter") == NULL, "prompted with stdin '%s': %s", feeds[k], paused_err);
+        free(paused);
+        free(paused_err);
+    }
+    free(plain);
+    free(plain_err);
+}
+END_TEST
+
+START_TEST(test_section_only) {
+    char *all, *all_err, *s, *e;
+    if (run03("", "", &all, &all_err) < 0) return;
+    ck_assert_int_eq(run03("", "--section 4", &s, &e), 0);
+    ck_assert_msg(strstr(s, "== 4. ") != NULL, "section 4's banner missing:\n%s", s);
+    ck_assert_msg(strstr(s, "== 3. ") == NULL && strstr(s, "== 5. ") == NULL, "other sections shown:\n%s", s);
+    /* what it prints is section 4 of the full run, unchanged */
+    const char *a = strstr(all, "\n== 4. "), *b = strstr(all, "\n== 5. ");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_msg(strlen(s) == (size_t)(b - a) && !strncmp(s, a, (size_t)(b - a)),
+                  "--section 4 differs from section 4 of the full run:\n%s", s);
+    free(s);
+    free(e);
+    ck_assert_int_eq(run03("", "--section=1", &s, &e), 0);
+    ck_assert_msg(strstr(s, "== 1. ") && !strstr(s, "== 2. "), "--section=1:\n%s", s);
+    free(s);
+    free(e);
+    /* a section the program lacks, or no number: status 2 and a reason */
+    ck_assert_int_eq(run03("", "--section 42", &s, &e), 2);
+    ck_assert_msg(strstr(e, "--section 42") && strstr(e, "1..6"), "message: %s", e);
+    free(s);
+    free(e);
+    ck_assert_int_eq(run03("", "--section x", &s, &e), 2);
+    ck_assert_msg(strstr(e, "--section"), "message: %s", e);
+    free(s);
+    free(e);
+    free(all);
+    free(all_err);
+}
+END_TEST
+
+/* Every chapter's --help lists the lecture-mode flags (cli.c adds them). */
+START_TEST(test_every_help_lists_them) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) return;
+    static const char *const progs[] = {"01_dot_product", "02_softmax", "03_attention", "04_multihead",
+                                        "05_positional_encoding", "06_masking", "07_transformer",
+                                        "08_training"};
+    for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+        char cmd[1024], buf[16384];
+        snprintf(cmd, sizeof cmd, "%s/%s --help 2>&1", build, progs[i]);
+        snprintf(buf, sizeof buf, "%s/%s", build, progs[i]);
+        if (access(buf, X_OK) != 0) continue;
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        ck_assert_int_eq(pclose(f), 0);
+        ck_assert_msg(strstr(buf, "--pause") && strstr(buf, "--section N") && strstr(buf, "--minmax"),
+                      "%s --help lacks the lecture-mode flags:\n%s", progs[i], buf);
+        /* integer ranges print as integers: no "1e+07" */
+        ck_assert_msg(!strstr(buf, "e+0"), "%s --help prints a range as a float:\n%s", progs[i], buf);
+    }
+}
+END_TEST
+
+Suite *lecture_suite(void) {
+    Suite *s = suite_create("lecture");
+    TCase *tc = tcase_create("Programs");
+    tcase_add_test(tc, test_pause_from_pipe);
+    tcase_add_test(tc, test_section_only);
+    tcase_add_test(tc, test_every_help_lists_them);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,46 @@
+#!/bin/sh
+# demo.sh - lecture mode: every chapter in order, each with --pause (wait for
+# Enter before each numbered section), then a two-line recap and the name of
+# the next chapter. On a terminal it also waits before the next chapter;
+# with stdin not a terminal (make demo </dev/null, CI) it runs straight
+# through.
+#
+#   sh tools/demo.sh [BUILD_DIR] [OUT_DIR]      (what `make demo` runs)
+#   DEMO_FLAGS="--no-color" sh tools/demo.sh    extra flags for every chapter
+set -u
+build=${1:-build}
+out=${2:-out/demo}
+recaps=$(dirname "$0")/demo_recaps.txt
+
+chapters=$(cd chapters && ls -d [0-9][0-9]_* | sort)
+n=$(echo "$chapters" | wc -l)
+i=0
+for c in $chapters; do
+    i=$((i + 1))
+    if [ ! -x "$build/$c" ]; then
+        echo "demo: $build/$c is not built (run make first)" >&2
+        exit 1
+    fi
+    echo
+    echo "################ chapter $i of $n: $c ################"
+    # shellcheck disable=SC2086
+    "$build/$c" --pause --out "$out/$c" ${DEMO_FLAGS:-} || { echo "demo: $c failed" >&2; exit 1; }
+    echo
+    echo "---- recap of $c ----"
+    lines=$(grep "^$c |" "$recaps" | sed 's/^[^|]*| //')
+    if [ -z "$lines" ]; then
+        echo "demo: no recap for $c in $recaps" >&2
+        exit 1
+    fi
+    echo "$lines" | sed 's/^/  /'
+    next=$(echo "$chapters" | sed -n "$((i + 1))p")
+    if [ -n "$next" ]; then
+        echo "  Next: $next"
+        if [ -t 0 ]; then
+            printf '%s' "-- Enter: chapter $next --" >&2
+            read -r _ || true
+        fi
+    else
+        echo "  End of the demo: $n chapters. Plots and data are in $out/."
+    fi
+done
