@@ -6,6 +6,7 @@
 #   make plots      render every plot script in out/ with gnuplot
 #   make bench      speed table: matmul vs FMA peak and OpenBLAS, model steps vs PyTorch
 #   make cuda-check on a GPU machine: build, validate every kernel, bench, report
+#   make sacrebleu  build/venv with sacrebleu, the reference the BLEU test compares with
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (single thread)
@@ -136,6 +137,8 @@ valgrind:
 
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
 QUICK_08_training = --steps 5 --batch 16 --eval 10 --examples 1
+QUICK_11_translation = --train-size 300 --dev-size 10 --test-size 10 --steps 4 --layers 1 --d-model 16 \
+                       --heads 2 --d-ff 32 --vocab 200 --tokens 300 --checkpoint-every 2
 
 # every chapter once, the long ones shortened (QUICK_*): what CI runs under SANITIZE=1
 smoke: all
@@ -159,6 +162,11 @@ bench: all $(BENCH_BIN)
 cuda-check:
 	bash cuda/cuda_check.sh
 
+# sacrebleu for tests/check_bleu.c (skipped, with a message, without it)
+sacrebleu: build/venv/bin/python3
+build/venv/bin/python3:
+	python3 -m venv build/venv && build/venv/bin/pip install -q sacrebleu
+
 deps-run:
 	@sh tools/deps.sh run
 deps-test:
@@ -167,5 +175,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run test smoke valgrind plots bench cuda-check deps-run deps-test clean dirs
+.PHONY: all run test smoke valgrind plots bench cuda-check sacrebleu deps-run deps-test clean dirs
 .SECONDARY:

@@ -1,0 +1,195 @@
+/* check_translation.c - chapter 11 end to end, on a tiny model: a TSV
+ * corpus written here trains, evaluates and translates; a resumed run lands
+ * on the same weights as one that never stopped; bad input exits with 2 and
+ * says what is wrong. Also the token-budget batching on its own.
+ *
+ * The chapter checks run $BUILD_DIR/11_translation (set by `make test`).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "corpus.h"
+
+START_TEST(test_batches) {
+    /* lengths 1..10 twice; budget 20 tokens a side */
+    int s[20], t[20];
+    for (int i = 0; i < 20; i++) s[i] = t[i] = 1 + i % 10;
+    Batches flat, buck;
+    char err[128];
+    ck_assert_int_eq(batches_make(&flat, s, t, 20, 20, 100, 0, 5, err, sizeof err), 0);
+    ck_assert_int_eq(batches_make(&buck, s, t, 20, 20, 100, 1, 5, err, sizeof err), 0);
+    /* every pair exactly once, no batch over budget unless it is alone */
+    for (int k = 0; k < 2; k++) {
+        const Batches *b = k ? &buck : &flat;
+        int seen[20] = {0};
+        for (int i = 0; i < b->n; i++) {
+            ck_assert(b->b[i].n == 1 || b->b[i].n * b->b[i].Ts <= 20);
+            for (int j = 0; j < b->b[i].n; j++) seen[b->b[i].idx[j]]++;
+        }
+        for (int i = 0; i < 20; i++) ck_assert_int_eq(seen[i], 1);
+        ck_assert_int_eq(b->real, 2 * 110);
+    }
+    /* sorted: the first batch holds the shortest pairs: 1,1,2,2,3,3 (6 x 3 = 18) */
+    ck_assert_int_eq(buck.b[0].n, 6);
+    ck_assert_int_eq(buck.b[0].Ts, 3);
+    ck_assert(batches_padding(&buck) < batches_padding(&flat));
+    batches_free(&flat);
+    batches_free(&buck);
+    ck_assert_int_eq(batches_make(&flat, s, t, 20, 0, 100, 1, 5, err, sizeof err), 2);
+    ck_assert_int_eq(batches_make(&flat, s, t, 0, 20, 100, 1, 5, err, sizeof err), 2);
+}
+END_TEST
+
+static char dir[64];
+static char bin[1024];
+
+/* Runs the chapter with args (a shell word list), output to dir/log;
+ * returns the exit status, the output in out. */
+static int run(const char *args, char *out, size_t len) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s --no-color > %s/log 2>&1", bin, args, dir);
+    int st = system(cmd);
+    char lp[128];
+    snprintf(lp, sizeof lp, "%s/log", dir);
+    FILE *f = fopen(lp, "rb");
+    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    if (f) fclose(f);
+    out[n] = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup_dir(void) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) {
+        fprintf(stderr, "check_translation: BUILD_DIR not set, chapter 11 runs skipped\n");
+        return 0;
+    }
+    snprintf(bin, sizeof bin, "%s/11_translation", build);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "check_translation: no %s, chapter 11 runs skipped\n", bin);
+        return 0;
+    }
+    snprintf(dir, sizeof dir, "/tmp/check_translation_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    return 1;
+}
+
+static void cleanup_dir(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+#define TINY "--layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 --test-size 20 --tokens 400"
+
+static char out[1 << 16];
+
+START_TEST(test_tsv_end_to_end) {
+    if (!setup_dir()) return;
+    Corpus tr, dv, te;
+    char err[256], tsv[128], args[1024];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 600, 1, 1, 5, err, sizeof err), 0);
+    snprintf(tsv, sizeof tsv, "%s/pairs.tsv", dir);
+    ck_assert_int_eq(corpus_save_tsv(&tr, tsv, err, sizeof err), 0);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+
+    snprintf(args, sizeof args, "--corpus %s " TINY " --steps 30 --checkpoint-every 10 --out %s/a", tsv, dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "read 600 pairs"));
+    ck_assert_ptr_nonnull(strstr(out, "last checkpoint, greedy"));
+    ck_assert_ptr_nonnull(strstr(out, "average of last 3 checkpoints"));   /* steps 10, 20, 30 */
+    ck_assert_ptr_nonnull(strstr(out, "dev ppl"));
+    ck_assert_ptr_nonnull(strstr(out, "beam search (beam 4, alpha 0.6): not yet available"));
+
+    /* --translate with the checkpoint just written */
+    snprintf(args, sizeof args, "--out %s/a --translate \"the man sees the dog\"", dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "en: The man sees the dog ."));
+    ck_assert_ptr_nonnull(strstr(out, "de: "));
+    snprintf(args, sizeof args, "--out %s/a --translate \"the elephant sees the dog\"", dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_ptr_nonnull(strstr(out, "\"elephant\" never appears"));
+    char longs[3000] = "--out ";
+    snprintf(longs + strlen(longs), 200, "%s/a --translate \"the man", dir);
+    for (int i = 0; i < 200; i++) strcat(longs, " the man");
+    strcat(longs, "\"");
+    rc = run(longs, out, sizeof out);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_ptr_nonnull(strstr(out, "subword tokens; this model takes at most"));
+    snprintf(args, sizeof args, "--out %s/none --translate \"the man\"", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 1);   /* no model there: cannot read */
+    cleanup_dir();
+}
+END_TEST
+
+/* 20 steps, then 10 more from the checkpoint == 30 steps straight. */
+START_TEST(test_resume_exact) {
+    if (!setup_dir()) return;
+    char args[1024];
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 30 --checkpoint-every 0 --out %s/full", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 20 --checkpoint-every 0 --out %s/half", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 30 --resume %s/half/model.ckpt --out %s/half",
+             dir, dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "resume: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "resumed"));
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/full/model.ckpt %s/half/model.ckpt", dir, dir);
+    ck_assert_msg(system(cmd) == 0, "the resumed run's weights differ from the straight run's");
+    /* a different corpus does not fit the checkpoint's vocabulary */
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --vocab 280 --steps 40 --resume %s/half/model.ckpt "
+             "--out %s/half", dir, dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "vocabulary"));
+    cleanup_dir();
+}
+END_TEST
+
+START_TEST(test_bad_input) {
+    if (!setup_dir()) return;
+    char args[1024], p[128];
+    FILE *f;
+    snprintf(p, sizeof p, "%s/bad.tsv", dir);
+    f = fopen(p, "w");
+    fputs("The dog .\tDer Hund .\nThe cat . Die Katze .\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--corpus %s --out %s/o", p, dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "line 2: no tab"));
+    f = fopen(p, "w");
+    fclose(f);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "the corpus is empty"));
+    snprintf(args, sizeof args, "--vocab 0 --out %s/o", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--vocab"));
+    snprintf(args, sizeof args, "--train-size 100 --vocab 20 --out %s/o", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "too small"));
+    cleanup_dir();
+}
+END_TEST
+
+Suite *translation_suite(void) {
+    Suite *s = suite_create("translation");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_batches);
+    suite_add_tcase(s, core);
+    TCase *progs = tcase_create("Programs");
+    tcase_add_test(progs, test_tsv_end_to_end);
+    tcase_add_test(progs, test_resume_exact);
+    tcase_add_test(progs, test_bad_input);
+    tcase_set_timeout(progs, 240);
+    suite_add_tcase(s, progs);
+    return s;
+}
