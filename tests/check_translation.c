@@ -231,6 +231,36 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* The chapter at its defaults (about a minute): BLEU >= 80 for the last and
+ * the averaged checkpoint, and the whole run under 90 s. Only with
+ * AIYN_SLOW_TESTS=1, to keep `make test` fast. */
+START_TEST(test_default_run) {
+    const char *slow = getenv("AIYN_SLOW_TESTS");
+    if (!slow || strcmp(slow, "1")) {
+        fprintf(stderr, "check_translation: the default 60-90 s run is skipped (AIYN_SLOW_TESTS=1 runs it)\n");
+        return;
+    }
+    if (!setup_dir()) return;
+    char args[256];
+    snprintf(args, sizeof args, "--out %s/default", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    double last = 0, avg = 0, whole = 1e9;
+    const char *p = strstr(out, "last checkpoint, greedy");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + strlen("last checkpoint, greedy"), "%lf", &last), 1);
+    p = strstr(out, "average of last 5 checkpoints, greedy");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + strlen("average of last 5 checkpoints, greedy"), "%lf", &avg), 1);
+    p = strstr(out, "whole run:");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, "whole run: %lf", &whole), 1);
+    fprintf(stderr, "check_translation: default run: BLEU %.2f last, %.2f averaged, %.1f s\n", last, avg, whole);
+    ck_assert_msg(last >= 80 && avg >= 80, "BLEU %.2f / %.2f below 80", last, avg);
+    ck_assert_msg(whole < 90, "the default run took %.1f s", whole);
+    cleanup_dir();
+}
+END_TEST
+
 Suite *translation_suite(void) {
     Suite *s = suite_create("translation");
     TCase *core = tcase_create("Core");
@@ -241,6 +271,7 @@ Suite *translation_suite(void) {
     tcase_add_test(progs, test_tsv_end_to_end);
     tcase_add_test(progs, test_resume_exact);
     tcase_add_test(progs, test_bad_input);
+    tcase_add_test(progs, test_default_run);
     tcase_set_timeout(progs, 240);
     suite_add_tcase(s, progs);
     return s;

@@ -220,7 +220,9 @@ static void print_segmentation(const Bpe *b, const char *label, const char *s) {
         len += (size_t)snprintf(line + len, len < sizeof line ? sizeof line - len : 0, "%s%s", i ? " " : "", sym);
         if (len >= sizeof line) break;
     }
-    printf("  %-10s -> %s  (%d token%s)\n", label, line, n, n == 1 ? "" : "s");
+    int w = 0;   /* pad to 10 columns by characters, not bytes (großen) */
+    for (const char *q = label; *q; q++) w += ((unsigned char)*q & 0xC0) != 0x80;
+    printf("  %s%*s -> %s  (%d token%s)\n", label, w < 10 ? 10 - w : 0, "", line, n, n == 1 ? "" : "s");
 }
 
 static void section_bpe(const Opts *o, Data *d) {
@@ -229,7 +231,7 @@ static void section_bpe(const Opts *o, Data *d) {
     if (bpe_learn(&d->bpe, d->train.src, d->train.n, d->train.tgt, d->train.n, o->vocab, err, sizeof err))
         cli_fail(PROG, "--vocab: %s", err);
     bpe_set_words(&d->bpe, d->train.src, d->train.n);
-    printf("learned on the %d training pairs (both sides): %d symbols = 4 special + %d characters "
+    printf("learned on the %d training pairs (both sides):\n%d symbols = 4 special + %d characters "
            "+ %d merges%s\n", d->train.n, d->bpe.vocab, d->bpe.n_chars, d->bpe.n_merges,
            d->bpe.vocab < o->vocab ? " (no pair occurs twice any more: stopped early)" : "");
     printf("first merges (most frequent pair first):");
@@ -401,9 +403,18 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
     if (o->resume) {
         if (trainer_resume(&r->tr, &r->m, o->resume, &hp, bs->max_B, max_len, bs->max_B, err, sizeof err))
             cli_fail(PROG, "--resume: %s", err);
-        if (r->m.cfg.vocab != d->bpe.vocab)
-            cli_fail(PROG, "--resume %s: its vocabulary has %d symbols, this run's %d: the corpus or --vocab "
-                     "differ from the run that saved it", o->resume, r->m.cfg.vocab, d->bpe.vocab);
+        /* the vocabulary saved beside the checkpoint must be this run's, symbol for symbol */
+        char bp[1100];
+        Bpe saved;
+        snprintf(bp, sizeof bp, "%s.bpe", o->resume);
+        if (bpe_load(&saved, bp, err, sizeof err)) cli_fail(PROG, "--resume: %s", err);
+        int same = saved.vocab == d->bpe.vocab && saved.n_chars == d->bpe.n_chars && r->m.cfg.vocab == saved.vocab;
+        for (int i = 0; same && i < saved.vocab; i++)
+            same = !strcmp(saved.sym[i].text, d->bpe.sym[i].text) && saved.sym[i].eow == d->bpe.sym[i].eow;
+        bpe_free(&saved);
+        if (!same)
+            cli_fail(PROG, "--resume %s: its vocabulary (%s) is not this run's: the corpus, --seed or --vocab "
+                     "differ from the run that saved it", o->resume, bp);
         r->m.cfg.dropout = o->dropout;
         printf("resumed %s at step %llu\n", o->resume, (unsigned long long)r->tr.step);
         /* the checkpoints the earlier run left, for the average */
@@ -512,7 +523,7 @@ static void average_checkpoints(Model *avg, const Model *like, char (*files)[102
 }
 
 static void section_evaluate(const Opts *o, const Data *d, Run *r) {
-    show_section("5. Evaluation: BLEU-4, checkpoint averaging, dev perplexity (Sec. 6.1, Table 3)");
+    show_section("5. Evaluation: BLEU, checkpoint averaging, perplexity (Sec. 6.1, Table 3)");
     double t0 = now_s();
     char **hyp = xcalloc_or_die((size_t)d->test.n, sizeof(char *));
     char **hyp_avg = xcalloc_or_die((size_t)d->test.n, sizeof(char *));
@@ -640,9 +651,10 @@ static int find_word(const Bpe *b, const int *ids, int n, const char *w, int las
 
 /* The cross-attention of the last decoder layer (mean of the heads) for
  * sentence en, printed and plotted; then the head whose query for the
- * German word `de_word` looks most at the English word `en_word`. */
+ * German word `de_word` looks most at the English word `en_word`, and the
+ * encoder head whose query for `en_word` looks most at `subj_word`. */
 static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char *en_word, const char *de_word,
-                           const char *out, const char *name) {
+                           const char *subj_word, const char *out, const char *name) {
     int src[256], ys[512];
     int ns = bpe_encode(bpe, en, src, 255);
     src[ns] = BPE_EOS;
@@ -692,13 +704,31 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
            de_word, qi + 1, Tt, bl + 1, bh + 1, best, en_word, kj0 + 1, Ts, L * h, mean);
     const float *wb = model_attention(m, ATTN_DEC_CROSS, bl);
     snprintf(title, sizeof title, "cross-attention, decoder layer %d head %d", bl + 1, bh + 1);
-    plot_heatmap(out, "cross_attention_best_head", title, wb + (size_t)bh * Tt * Ts, Tt, Ts, tlp, slp,
+    plot_heatmap(out, "cross_head", title, wb + (size_t)bh * Tt * Ts, Tt, Ts, tlp, slp,
                  "English (source)", "German (output)");
+    /* and in the encoder: which head links the verb to its subject? */
+    int sj1 = 0, sj0 = subj_word ? find_word(bpe, src, Ts, subj_word, 0, &sj1) : -1;
+    if (sj0 >= 0 && sj0 < kj0) {
+        double sbest = -1;
+        int sl_ = 0, sh = 0;
+        for (int l = 0; l < L; l++)
+            for (int k = 0; k < h; k++) {
+                const float *we = model_attention(m, ATTN_ENC_SELF, l) + (size_t)k * Ts * Ts;
+                double sum = 0;
+                for (int j = sj0; j < sj1; j++) sum += we[(size_t)kj0 * Ts + j];
+                if (sum > sbest) sbest = sum, sl_ = l, sh = k;
+            }
+        double uni = (double)(sj1 - sj0) / Ts;
+        printf("encoder: from \"%s\" to its subject \"%s\" the strongest head is layer %d head %d, weight %.2f\n"
+               "(uniform attention over the %d source tokens: %.2f): %s\n", en_word, subj_word, sl_ + 1, sh + 1,
+               sbest, Ts, uni, sbest >= 2 * uni ? "this head links the verb to its subject"
+                                                : "no head here links the verb to its subject");
+    }
     /* the encoder's self-attention, every layer and head, as PNGs */
     for (int l = 0; l < L; l++)
         for (int k = 0; k < h; k++) {
             char nm[64];
-            snprintf(nm, sizeof nm, "enc_self_layer%d_head%d", l + 1, k + 1);
+            snprintf(nm, sizeof nm, "enc_L%d_H%d", l + 1, k + 1);
             snprintf(title, sizeof title, "encoder self-attention, layer %d head %d", l + 1, k + 1);
             plot_heatmap(out, nm, title, model_attention(m, ATTN_ENC_SELF, l) + (size_t)k * Ts * Ts, Ts, Ts, slp,
                          slp, "key", "query");
@@ -720,7 +750,7 @@ static void section_attention(const Opts *o, Run *r, const Data *d) {
     for (int i = 0; i < d->train.n && !seen; i++) seen = !strcmp(d->train.src[i], en);
     printf("this sentence is %s the training set\n", seen ? "in" : "not in");
     print_wrapped("reference: ", de);
-    show_alignment(&r->m, &d->bpe, en, "sees", "sieht", o->out, "cross_attention");
+    show_alignment(&r->m, &d->bpe, en, "sees", "sieht", "woman", o->out, "cross_attn");
 }
 
 /* --translate: load the checkpoint and its vocabulary, translate one sentence. */
@@ -761,7 +791,7 @@ static int run_translate(const Opts *o) {
     if (model_load(&m, path, 1, max_len, max_len - 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
     show_section("Translate (greedy decoding)");
     print_segmentation(&bpe, "source", text);
-    show_alignment(&m, &bpe, text, NULL, NULL, o->out, "translate_cross_attention");
+    show_alignment(&m, &bpe, text, NULL, NULL, NULL, o->out, "translate_attn");
     model_free(&m);
     bpe_free(&bpe);
     return 0;
