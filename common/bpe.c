@@ -287,8 +287,8 @@ int bpe_learn(Bpe *b, char *const *a, int n_a, char *const *bside, int n_b, int 
     if (vocab < BPE_N_SPECIAL + C) {
         wt_free(&wt);
         wt_free(&chars);
-        return fail(err, errlen, 2, "vocabulary size %d is too small: the 4 special symbols and the %d "
-                    "characters of the training text (each inside and at the end of a word) need %d",
+        return fail(err, errlen, 2, "vocabulary size %d is too small: 4 special symbols and the %d\n"
+                    "  characters of the training text (inside and at the end of a word) need %d",
                     vocab, C, BPE_N_SPECIAL + C);
     }
     b->sym = xcalloc((size_t)vocab, sizeof(BpeSymbol));

@@ -663,6 +663,7 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
     bpe_decode(bpe, ys + 1, Tt, de, sizeof de);
     print_wrapped("en: ", en);
     print_wrapped("de: ", de);
+    if (!de_word) print_segmentation(bpe, "output", de);
     static char sl[256][64], tl[512][64];
     const char *slp[256], *tlp[512];
     for (int j = 0; j < Ts; j++) bpe_symbol_str(bpe, src[j], sl[j], 64), slp[j] = sl[j];
@@ -683,6 +684,10 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
      * Rows and columns of the word's first subword. */
     int qi = de_word ? find_word(bpe, ys + 1, Tt, de_word, 1, NULL) : -1;
     int kj1 = 0, kj0 = en_word ? find_word(bpe, src, Ts, en_word, 0, &kj1) : -1;
+    if (!de_word || !en_word) {   /* --translate: no word to trace */
+        free(avg);
+        return;
+    }
     if (qi < 0 || kj0 < 0) {
         printf("(the output has no \"%s\" to trace back to \"%s\")\n", de_word ? de_word : "", en_word ? en_word : "");
         free(avg);
@@ -768,8 +773,8 @@ static int run_translate(const Opts *o) {
     }
     normalise(o->translate, text, sizeof text);
     if (bpe_unknown_word(&bpe, text, unk, sizeof unk)) {
-        fprintf(stderr, "%s: error: --translate: the word \"%s\" never appears in the training corpus, so the "
-                "model cannot know it\n  (the vocabulary has %d English words, e.g. \"%s\", \"%s\")\n", PROG,
+        fprintf(stderr, "%s: error: --translate: the word \"%s\" never appears in the training corpus,\n"
+                "  so the model cannot know it (it knows %d English words, e.g. \"%s\", \"%s\")\n", PROG,
                 unk, bpe.n_words, bpe.n_words > 0 ? bpe.words[bpe.n_words / 3] : "",
                 bpe.n_words > 1 ? bpe.words[2 * bpe.n_words / 3] : "");
         bpe_free(&bpe);
@@ -783,8 +788,8 @@ static int run_translate(const Opts *o) {
     int max_len = m.cfg.max_len, n = bpe_encode(&bpe, text, NULL, 0);
     model_free(&m);
     if (n + 1 > max_len / 2 - 4) {
-        fprintf(stderr, "%s: error: --translate: %d subword tokens; this model takes at most %d "
-                "(its max_len %d leaves room for an output twice as long)\n", PROG, n, max_len / 2 - 5, max_len);
+        fprintf(stderr, "%s: error: --translate: %d subword tokens; this model takes at most %d\n"
+                "  (its max_len %d leaves room for an output twice as long)\n", PROG, n, max_len / 2 - 5, max_len);
         bpe_free(&bpe);
         return 2;
     }
@@ -807,7 +812,7 @@ int main(int argc, char **argv) {
         {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (perplexity)", 1, 100000},
         {"--test-size", CLI_INT, &o.n_test, "test pairs (BLEU)", 1, 100000},
         {"--corpus", CLI_STRING, &o.corpus, "your own corpus: source<TAB>target lines, UTF-8", 0, 0},
-        {"--vocab", CLI_INT, &o.vocab, "BPE vocabulary size, shared (paper: 37000)", 1, BPE_MAX_VOCAB},
+        {"--vocab", CLI_INT, &o.vocab, "BPE vocabulary size, shared (paper: 37000)", 1, 1000000},
         {"--tokens", CLI_INT, &o.tokens, "token budget per batch and side (paper: 25000)", 1, 10000000},
         {"--max-rows", CLI_INT, &o.max_rows, "at most this many sentence pairs per batch", 1, 100000},
         {"--layers", CLI_INT, &o.layers, "N (paper 6)", 1, 64},
@@ -828,6 +833,7 @@ int main(int argc, char **argv) {
         {"--seed", CLI_U64, &o.seed, "seed for the corpus, weights, batches, dropout", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder", 0, 0},
     };
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* errors (stderr) land after what was printed */
     cli_parse(argc, argv, PROG, "English->German translation end to end (Sec. 5.1, 6.1, Table 2)", opts,
               CLI_COUNT(opts));
     if (o.d_model % o.heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", o.d_model, o.heads);
