@@ -63,7 +63,9 @@ static void *xcalloc_or_die(size_t n, size_t s) {
 /* Prints "label text", wrapped at spaces so no line passes 100 columns
  * (continuation lines indented under the text). */
 static void print_wrapped(const char *label, const char *text) {
-    int indent = (int)strlen(label), col = indent;
+    int indent = 0;
+    for (const char *q = label; *q; q++) indent += ((unsigned char)*q & 0xC0) != 0x80;
+    int col = indent;
     printf("%s", label);
     const char *p = text;
     while (*p) {
@@ -222,7 +224,10 @@ static void print_segmentation(const Bpe *b, const char *label, const char *s) {
     }
     int w = 0;   /* pad to 10 columns by characters, not bytes (großen) */
     for (const char *q = label; *q; q++) w += ((unsigned char)*q & 0xC0) != 0x80;
-    printf("  %s%*s -> %s  (%d token%s)\n", label, w < 10 ? 10 - w : 0, "", line, n, n == 1 ? "" : "s");
+    char head[256], text[1200];
+    snprintf(head, sizeof head, "  %s%*s -> ", label, w < 10 ? 10 - w : 0, "");
+    snprintf(text, sizeof text, "%s  (%d token%s)", line, n, n == 1 ? "" : "s");
+    print_wrapped(head, text);
 }
 
 static void section_bpe(const Opts *o, Data *d) {
