@@ -659,7 +659,7 @@ static int find_word(const Bpe *b, const int *ids, int n, const char *w, int las
  * German word `de_word` looks most at the English word `en_word`, and the
  * encoder head whose query for `en_word` looks most at `subj_word`. */
 static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char *en_word, const char *de_word,
-                           const char *subj_word, const char *out, const char *name) {
+                           const char *subj_word, const char *de_subj, const char *out, const char *name) {
     int src[256], ys[512];
     int ns = bpe_encode(bpe, en, src, 255);
     src[ns] = BPE_EOS;
@@ -734,6 +734,34 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
                sbest, Ts, uni, sbest >= 2 * uni ? "this head links the verb to its subject"
                                                 : "no head here links the verb to its subject");
     }
+    /* and in the decoder: writing the verb needs its subject's number
+     * (sieht, not sehen). Row qi writes the verb; the subject is an input
+     * token of the decoder, at its position in ys. */
+    int fi = de_subj ? find_word(bpe, ys + 1, Tt, de_subj, 0, NULL) : -1;
+    if (fi >= 0 && fi + 1 <= qi) {
+        double dbest = -1;
+        int dl = 0, dh = 0;
+        for (int l = 0; l < L; l++)
+            for (int k = 0; k < h; k++) {
+                double v = model_attention(m, ATTN_DEC_SELF, l)[((size_t)k * Tt + qi) * Tt + fi + 1];
+                if (v > dbest) dbest = v, dl = l, dh = k;
+            }
+        double uni = 1.0 / (qi + 1);
+        printf("decoder: writing \"%s\", the strongest look back at its subject \"%s\" is layer %d head %d,\n"
+               "weight %.2f (uniform over the %d tokens so far: %.2f): %s\n", de_word, de_subj, dl + 1, dh + 1,
+               dbest, qi + 1, uni, dbest >= 2 * uni ? "this head links the verb to its subject"
+                                                    : "no decoder head links them more than uniform");
+        const float *wd = model_attention(m, ATTN_DEC_SELF, dl) + (size_t)dh * Tt * Tt;
+        snprintf(title, sizeof title, "decoder self-attention, layer %d head %d", dl + 1, dh + 1);
+        static char il[512][64];   /* column j is the decoder's input j: <s>, then the output shifted */
+        const char *ilp[512];
+        for (int j = 0; j < Tt; j++) {
+            snprintf(il[j], sizeof il[j], "%s", j ? tl[j - 1] : "<s>");
+            ilp[j] = il[j];
+        }
+        plot_heatmap(out, "dec_head", title, wd, Tt, Tt, tlp, ilp, "decoder input (shifted output)",
+                     "German output");
+    }
     /* the encoder's self-attention, every layer and head, as PNGs */
     for (int l = 0; l < L; l++)
         for (int k = 0; k < h; k++) {
@@ -760,7 +788,7 @@ static void section_attention(const Opts *o, Run *r, const Data *d) {
     for (int i = 0; i < d->train.n && !seen; i++) seen = !strcmp(d->train.src[i], en);
     printf("this sentence is %s the training set\n", seen ? "in" : "not in");
     print_wrapped("reference: ", de);
-    show_alignment(&r->m, &d->bpe, en, "sees", "sieht", "woman", o->out, "cross_attn");
+    show_alignment(&r->m, &d->bpe, en, "sees", "sieht", "woman", "Frau", o->out, "cross_attn");
 }
 
 /* --translate: load the checkpoint and its vocabulary, translate one sentence. */
@@ -801,7 +829,7 @@ static int run_translate(const Opts *o) {
     if (model_load(&m, path, 1, max_len, max_len - 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
     show_section("Translate (greedy decoding)");
     print_segmentation(&bpe, "source", text);
-    show_alignment(&m, &bpe, text, NULL, NULL, NULL, o->out, "translate_attn");
+    show_alignment(&m, &bpe, text, NULL, NULL, NULL, NULL, o->out, "translate_attn");
     model_free(&m);
     bpe_free(&bpe);
     return 0;
