@@ -367,6 +367,7 @@ static void save_with_bpe(Run *r, const Data *d, const char *path) {
 }
 
 static void remember_ckpt(Run *r, const char *path, int keep) {
+    if (r->n_ckpt > 0 && !strcmp(r->ckpt[r->n_ckpt - 1], path)) return;   /* saved again (resume at the end) */
     if (r->n_ckpt == keep) {   /* drop the oldest file and its vocabulary */
         char bp[1100];
         snprintf(bp, sizeof bp, "%s.bpe", r->ckpt[0]);
