@@ -16,6 +16,7 @@
  *   build/11_translation --corpus pairs.tsv       the same on your own data
  *   build/11_translation --translate "the man sees the big dog"
  *   build/11_translation --resume out/11_translation/model.ckpt --steps 3000
+ *   build/11_translation --threads 2              a second OpenMP thread (see set_threads)
  *
  * Files in --out: model.ckpt (+ model.ckpt.bpe, the vocabulary), the
  * checkpoints ckpt_STEP.ckpt of the last 5 saves, model_avg.ckpt, the
