@@ -100,6 +100,18 @@ START_TEST(test_hand_checked_pairs) {
     s = simple(with_pp(with_obj(clause(np("the", 0, NULL, "king"), "read", 0), np("a", 0, NULL, "letter")),
                        PREP_IN, np("my", 0, NULL, "kitchen")));
     expect(&s, "The king reads a letter in my kitchen .", "Der König liest einen Brief in meiner Küche .");
+    /* ein in the dative: einem + -en (masc.), einer + -en (fem.); eine + -e (fem. acc.) */
+    s = simple(with_pp(with_obj(clause(np("the", 0, NULL, "child"), "find", 0), np("a", 0, "beautiful", "flower")),
+                       PREP_WITH, np("a", 0, "red", "ball")));
+    expect(&s, "The child finds a beautiful flower with a red ball .",
+           "Das Kind findet eine schöne Blume mit einem roten Ball .");
+    s = simple(with_pp(clause(np("the", 0, NULL, "mother"), "wait", 0), PREP_IN, np("a", 0, "small", "city")));
+    expect(&s, "The mother waits in a small city .", "Die Mutter wartet in einer kleinen Stadt .");
+    /* im + weak -en for a neuter place; a number and a dative plural object */
+    s = simple(with_pp(with_obj(clause(np("the", 0, NULL, "doctor"), "help", 0), np("2", 0, NULL, "child")),
+                       PREP_IN, np("the", 0, "old", "house")));
+    expect(&s, "The doctor helps two children in the old house .",
+           "Der Arzt hilft zwei Kindern im alten Haus .");
     /* perfect with haben: participle at the end */
     s = simple(with_obj(clause(np("the", 0, NULL, "man"), "see", 1), np("the", 0, NULL, "dog")));
     expect(&s, "The man has seen the dog .", "Der Mann hat den Hund gesehen .");
