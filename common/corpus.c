@@ -721,13 +721,11 @@ int corpus_split(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, in
         return bad(err, errlen, "%d distinct sentence pair%s; training, dev and test need at least 3",
                    n, n == 1 ? "" : "s");
     }
+    /* small corpora: dev and test take at most a tenth each, and at least 1 */
+    if (n_dev > n / 10) n_dev = n / 10;
+    if (n_test > n / 10) n_test = n / 10;
     if (n_dev < 1) n_dev = 1;
     if (n_test < 1) n_test = 1;
-    while (n_dev + n_test > n - 1) {          /* small corpora: shrink, keep >= 1 each */
-        if (n_dev >= n_test && n_dev > 1) n_dev--;
-        else if (n_test > 1) n_test--;
-        else break;
-    }
     Rng r;
     rng_seed(&r, seed);
     shuffle_ints(idx, n, &r);

@@ -118,7 +118,8 @@ int corpus_generate(Corpus *train, Corpus *dev, Corpus *test, int n_train, int n
 int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen);
 
 /* Splits all into train / dev / test: pairs are shuffled by seed, then
- * n_dev and n_test are taken off the end (each at least 1; the rest trains).
+ * n_dev and n_test are taken off the end (each at most a tenth of the
+ * distinct pairs and at least 1; the rest trains).
  * Identical pairs are kept once, so the splits are disjoint by sentence.
  * Returns 0, or 2 when fewer than 3 distinct pairs remain. The strings are
  * copied; all is unchanged. */

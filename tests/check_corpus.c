@@ -201,6 +201,14 @@ START_TEST(test_generate_deterministic_and_disjoint) {
     corpus_free(&a2), corpus_free(&b2), corpus_free(&c2);
     corpus_free(&a3), corpus_free(&b3), corpus_free(&c3);
     ck_assert_int_eq(corpus_generate(&a1, &b1, &c1, 10, 0, 1, 7, err, sizeof err), 2);
+    /* splitting a user's corpus: dev and test take at most a tenth each */
+    ck_assert_int_eq(corpus_generate(&a1, &b1, &c1, 100, 1, 1, 7, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_split(&a1, &a2, &b2, &c2, 300, 500, 1, err, sizeof err), 0);
+    ck_assert_int_eq(b2.n, 10);
+    ck_assert_int_eq(c2.n, 10);
+    ck_assert_int_eq(a2.n, 80);
+    corpus_free(&a1), corpus_free(&b1), corpus_free(&c1);
+    corpus_free(&a2), corpus_free(&b2), corpus_free(&c2);
 }
 END_TEST
 
