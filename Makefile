@@ -11,6 +11,7 @@
 #                   (installs python3-torch/numpy; tools/parity/)
 #   make fuzz       libFuzzer on the checkpoint loader and the Q/K/V parser
 #                   (needs clang; FUZZ_SECONDS=60 per target)
+#   make sacrebleu  build/venv with sacrebleu, the reference the BLEU test compares with
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (single thread)
@@ -189,6 +190,8 @@ valgrind:
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
 QUICK_08_training = --steps 5 --batch 16 --eval 10 --examples 1
 QUICK_10_why_self_attention = --n-max 128 --d-max 64 --path-max 64 --repeats 1
+QUICK_11_translation = --train-size 300 --dev-size 10 --test-size 10 --steps 4 --layers 1 --d-model 16 \
+                       --heads 2 --d-ff 32 --vocab 200 --tokens 300 --checkpoint-every 2
 
 # every chapter once, the long ones shortened (QUICK_*): what CI runs under SANITIZE=1
 smoke: all
@@ -222,6 +225,11 @@ FUZZ_SECONDS ?= 60
 fuzz: all
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
 
+# sacrebleu for tests/check_bleu.c (skipped, with a message, without it)
+sacrebleu: build/venv/bin/python3
+build/venv/bin/python3:
+	python3 -m venv build/venv && build/venv/bin/pip install -q sacrebleu
+
 deps-run:
 	@sh tools/deps.sh run
 deps-test:
@@ -230,5 +238,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run demo test smoke valgrind plots bench cuda-check parity fuzz deps-run deps-test clean dirs
+.PHONY: all run demo test smoke valgrind plots bench cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs
 .SECONDARY:

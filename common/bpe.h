@@ -1,0 +1,100 @@
+/* bpe.h - byte-pair encoding, one vocabulary shared by source and target
+ * (Sec. 5.1: "Sentences were encoded using byte-pair encoding [3], which has
+ * a shared source-target vocabulary of about 37000 tokens").
+ *
+ * Learning (Sennrich, Haddow & Birch 2016, Algorithm 1):
+ *   - split every training sentence (both sides) on spaces into words and
+ *     count them;
+ *   - write each word as its characters (UTF-8 code points), the last one
+ *     marked as ending the word: "Hund" -> H u n d</w>. The marker keeps
+ *     "d" inside a word apart from "d" at its end, and is what lets decoding
+ *     put the spaces back;
+ *   - repeat: count every pair of adjacent symbols over all words (times the
+ *     word's count), merge the most frequent pair into one new symbol
+ *     everywhere; ties go to the pair whose symbols come first in byte order
+ *     (left, then right), so the merges do not depend on hash order;
+ *   - stop when the vocabulary has the requested size or no pair occurs
+ *     twice.
+ * Encoding a word applies the learned merges in the order they were learned.
+ *
+ * Ids: 0 <pad>, 1 <s>, 2 </s>, 3 <unk>, then the characters (sorted by byte
+ * order; each as inner and as end-of-word symbol), then one id per merge.
+ * A character never seen in training encodes as <unk>.
+ *
+ * Saved beside the checkpoint as a text file (MODEL.ckpt.bpe), written to
+ * a temporary file and renamed; see bpe_save for the format.
+ */
+#ifndef BPE_H
+#define BPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BPE_PAD 0
+#define BPE_BOS 1
+#define BPE_EOS 2
+#define BPE_UNK 3
+#define BPE_N_SPECIAL 4
+#define BPE_MAX_VOCAB (1 << 20)
+
+typedef struct {
+    char *text;     /* UTF-8 characters of the symbol, NUL-terminated     */
+    int eow;        /* 1: ends a word (printed with a trailing "</w>")    */
+    int left, right;/* the merge that made it, or -1 for a character     */
+} BpeSymbol;
+
+typedef struct {
+    BpeSymbol *sym;     /* [vocab] id -> symbol (specials have eow 0)     */
+    int vocab;          /* symbols in all                                  */
+    int n_chars;        /* ids BPE_N_SPECIAL .. BPE_N_SPECIAL+n_chars-1    */
+    int n_merges;       /* merges, in the order learned (ids after chars)  */
+    /* lookup tables, built from sym */
+    uint64_t *pair_key; /* open-addressing hash: (left<<32|right)+1 -> id  */
+    int *pair_id;
+    size_t pair_cap;
+    /* the training corpus's source words, for "unknown word" messages    */
+    char **words;
+    int n_words;
+} Bpe;
+
+/* Learns a vocabulary of at most `vocab` symbols from n_a + n_b sentences
+ * (the source and the target sides of the training set). Returns 0, or 2
+ * with a message: vocab below BPE_N_SPECIAL + the number of distinct
+ * characters (which it names), above BPE_MAX_VOCAB, or no words at all. */
+int bpe_learn(Bpe *b, char *const *a, int n_a, char *const *bside, int n_b, int vocab,
+              char *err, size_t errlen);
+void bpe_free(Bpe *b);   /* no-op on a zeroed or freed Bpe */
+
+/* Records the distinct words of these sentences (the source side) so that
+ * bpe_unknown_word can name a word training never saw. */
+void bpe_set_words(Bpe *b, char *const *sent, int n);
+/* The first word of sentence s not among b->words, copied into buf; 0 if
+ * every word is known (or no words were recorded), 1 otherwise. */
+int bpe_unknown_word(const Bpe *b, const char *s, char *buf, size_t len);
+
+/* Encodes a sentence into ids (no <s> or </s>). Writes at most cap ids and
+ * returns how many the whole sentence needs (so a return > cap means it
+ * did not fit). */
+int bpe_encode(const Bpe *b, const char *s, int *ids, int cap);
+/* Decodes ids back to text: symbols concatenated, a space after each
+ * end-of-word symbol (none at the very end); <pad>, <s> stop nothing and
+ * print nothing; </s> ends the text; <unk> prints "<unk>". Returns the
+ * length it needs; writes at most len-1 bytes and a NUL. */
+size_t bpe_decode(const Bpe *b, const int *ids, int n, char *out, size_t len);
+/* "Hund</w>", "<s>", ...: a symbol as printed in segmentations. */
+void bpe_symbol_str(const Bpe *b, int id, char *buf, size_t len);
+
+/* Text format, version 1:
+ *   AIYNBPE 1
+ *   vocab V chars C merges M words W
+ *   C lines  "c\t<eow 0|1>\t<text>"       the characters, in id order
+ *   M lines  "m\t<left id>\t<right id>"   the merges, in id order
+ *   W lines  "w\t<word>"                  the source words
+ *   end <CRC-32 of every byte before this line, 8 hex digits>
+ * bpe_save writes path.tmp and renames it. Returns 0, or 1 with err. */
+int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen);
+/* Returns 0, 1 (cannot open) or 2 (not a BPE file, wrong version,
+ * truncated, checksum mismatch, inconsistent ids) with a message. */
+int bpe_load(Bpe *b, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,191 @@
+/* check_bpe.c - byte-pair encoding: merges on a hand-checked toy corpus,
+ * exact round trips (UTF-8 included), unknown characters, save/load, and
+ * the errors (vocabulary 0 or too small, damaged files). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bpe.h"
+#include "corpus.h"
+
+static void sym(const Bpe *b, int id, char *buf) { bpe_symbol_str(b, id, buf, 64); }
+
+START_TEST(test_toy_merges) {
+    /* Sennrich et al.'s example: low x5, lower x2, newest x6, widest x3,
+     * each word as characters with the end marker on the last one:
+     * n e w e s t</w>. 11 characters. Pair counts, and the merges by hand:
+     *   e+s 6+3 = 9 ties with s+t</w> 9; "e" < "s" in byte order   -> es
+     *   es+t</w> 9                                                 -> est</w>
+     *   l+o 5+2 = 7                                                -> lo
+     *   n+e 6, e+w 6, w+est</w> 6 tie; "e" < "n" < "w"             -> ew    */
+    char *a[] = {"low low low low low lower lower newest newest newest newest newest newest widest widest widest"};
+    Bpe b;
+    char err[256], l[64], r[64];
+    ck_assert_int_eq(bpe_learn(&b, a, 1, NULL, 0, 4 + 11 + 4, err, sizeof err), 0);
+    ck_assert_int_eq(b.n_chars, 11);
+    ck_assert_int_eq(b.n_merges, 4);
+    const char *want[4][3] = {{"e", "s", "es"}, {"es", "t</w>", "est</w>"}, {"l", "o", "lo"}, {"e", "w", "ew"}};
+    for (int k = 0; k < 4; k++) {
+        int id = BPE_N_SPECIAL + b.n_chars + k;
+        char m[64];
+        sym(&b, b.sym[id].left, l);
+        sym(&b, b.sym[id].right, r);
+        sym(&b, id, m);
+        ck_assert_str_eq(l, want[k][0]);
+        ck_assert_str_eq(r, want[k][1]);
+        ck_assert_str_eq(m, want[k][2]);
+    }
+    /* encoding applies them in order: "lowest" -> lo w est</w> */
+    int ids[16], n = bpe_encode(&b, "lowest", ids, 16);
+    ck_assert_int_eq(n, 3);
+    sym(&b, ids[2], l);
+    ck_assert_str_eq(l, "est</w>");
+    bpe_free(&b);
+}
+END_TEST
+
+START_TEST(test_round_trip) {
+    Corpus tr, dv, te;
+    char err[256];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 3000, 100, 100, 3, err, sizeof err), 0);
+    Bpe b;
+    ck_assert_int_eq(bpe_learn(&b, tr.src, tr.n, tr.tgt, tr.n, 500, err, sizeof err), 0);
+    ck_assert_int_le(b.vocab, 500);
+    int ids[512];
+    char out[2048];
+    for (int i = 0; i < te.n; i++) {
+        const char *s[2] = {te.src[i], te.tgt[i]};
+        for (int k = 0; k < 2; k++) {
+            int n = bpe_encode(&b, s[k], ids, 512);
+            ck_assert_int_le(n, 512);
+            for (int j = 0; j < n; j++) ck_assert_int_ne(ids[j], BPE_UNK);
+            bpe_decode(&b, ids, n, out, sizeof out);
+            ck_assert_str_eq(out, s[k]);
+        }
+    }
+    /* UTF-8 words, whole or in pieces */
+    const char *words[] = {"große Bäume", "Bäumen", "Mädchen", "weiß", "Äpfeln", "fünf zwölf"};
+    for (int i = 0; i < 6; i++) {
+        int n = bpe_encode(&b, words[i], ids, 512);
+        bpe_decode(&b, ids, n, out, sizeof out);
+        ck_assert_str_eq(out, words[i]);
+    }
+    /* </s> ends decoding; <pad>, <s> print nothing */
+    int n = bpe_encode(&b, "Der Hund", ids + 1, 500);
+    ids[0] = BPE_BOS;
+    ids[n + 1] = BPE_EOS;
+    ids[n + 2] = ids[1];
+    bpe_decode(&b, ids, n + 3, out, sizeof out);
+    ck_assert_str_eq(out, "Der Hund");
+    /* a character training never saw */
+    n = bpe_encode(&b, "Hund\xE2\x82\xAC", ids, 512);   /* Hund€ */
+    ck_assert_int_eq(ids[n - 1], BPE_UNK);
+    /* a buffer too small: the return says how much was needed */
+    ck_assert_int_gt(bpe_encode(&b, te.src[0], ids, 2), 2);
+    ck_assert_uint_eq(bpe_decode(&b, ids, 2, out, 3), bpe_decode(&b, ids, 2, NULL, 0));
+    ck_assert_uint_le(strlen(out), 2);
+    bpe_free(&b);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+}
+END_TEST
+
+START_TEST(test_deterministic) {
+    char *a[] = {"aa bb ab ba aab bba", "ba ab aa"};
+    Bpe b1, b2;
+    char err[256];
+    ck_assert_int_eq(bpe_learn(&b1, a, 2, a, 2, 40, err, sizeof err), 0);
+    ck_assert_int_eq(bpe_learn(&b2, a, 2, a, 2, 40, err, sizeof err), 0);
+    ck_assert_int_eq(b1.vocab, b2.vocab);
+    for (int i = 0; i < b1.vocab; i++) {
+        ck_assert_str_eq(b1.sym[i].text, b2.sym[i].text);
+        ck_assert_int_eq(b1.sym[i].left, b2.sym[i].left);
+    }
+    bpe_free(&b1);
+    bpe_free(&b2);
+}
+END_TEST
+
+START_TEST(test_errors) {
+    char *a[] = {"der Hund"};
+    Bpe b;
+    char err[256];
+    ck_assert_int_eq(bpe_learn(&b, a, 1, NULL, 0, 0, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "vocabulary size 0"));
+    /* d e r H u n d: 7 characters (d inside and d</w>, r</w>, ...) */
+    ck_assert_int_eq(bpe_learn(&b, a, 1, NULL, 0, 8, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "too small"));
+    char *empty[] = {""};
+    ck_assert_int_eq(bpe_learn(&b, empty, 1, NULL, 0, 100, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "no words"));
+}
+END_TEST
+
+START_TEST(test_save_load) {
+    char *a[] = {"Der große Hund sieht die Bäume", "The big dog sees the trees"};
+    Bpe b, c;
+    char err[256], dir[] = "/tmp/check_bpe_XXXXXX", path[128], cmd[160];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/v.bpe", dir);
+    ck_assert_int_eq(bpe_learn(&b, a, 2, NULL, 0, 60, err, sizeof err), 0);
+    bpe_set_words(&b, a + 1, 1);
+    ck_assert_int_eq(bpe_save(&b, path, err, sizeof err), 0);
+    ck_assert_int_ne(access(path, F_OK), -1);
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert_int_eq(access(tmp, F_OK), -1);   /* the temporary file is gone */
+    ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 0);
+    ck_assert_int_eq(c.vocab, b.vocab);
+    int i1[64], i2[64];
+    int n1 = bpe_encode(&b, a[0], i1, 64), n2 = bpe_encode(&c, a[0], i2, 64);
+    ck_assert_int_eq(n1, n2);
+    for (int i = 0; i < n1; i++) ck_assert_int_eq(i1[i], i2[i]);
+    char unk[64];
+    ck_assert_int_eq(bpe_unknown_word(&c, "The big cat", unk, sizeof unk), 1);
+    ck_assert_str_eq(unk, "cat");
+    ck_assert_int_eq(bpe_unknown_word(&c, "the dog sees", unk, sizeof unk), 0);
+    bpe_free(&c);
+
+    /* damage: one flipped byte, a truncation, another file */
+    FILE *f = fopen(path, "rb");
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    buf[20] ^= 1;
+    f = fopen(path, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "checksum"));
+    buf[20] ^= 1;
+    f = fopen(path, "wb");
+    fwrite(buf, 1, n / 2, f);
+    fclose(f);
+    ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+    f = fopen(path, "wb");
+    fputs("hello\n", f);
+    fclose(f);
+    ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
+    ck_assert_int_eq(bpe_load(&c, dir, err, sizeof err), 1);          /* a directory */
+    ck_assert_int_eq(bpe_load(&c, "/nonexistent/v.bpe", err, sizeof err), 1);
+    bpe_free(&b);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+Suite *bpe_suite(void) {
+    Suite *s = suite_create("bpe");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_toy_merges);
+    tcase_add_test(core, test_round_trip);
+    tcase_add_test(core, test_deterministic);
+    suite_add_tcase(s, core);
+    TCase *lim = tcase_create("Limits");
+    tcase_add_test(lim, test_errors);
+    tcase_add_test(lim, test_save_load);
+    suite_add_tcase(s, lim);
+    return s;
+}

@@ -1,0 +1,321 @@
+/* check_corpus.c - the generated German is correct, the splits are
+ * disjoint, and bad TSV files get a message naming the line.
+ *
+ * "Core": hand-checked English/German pairs, each built as a structured
+ * Sentence and rendered; every one probes a rule of German grammar (named
+ * in the comment beside it).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "corpus.h"
+
+/* NounPhrase from words: det "the" / "a" / "my" / "2".."12"; count 1 or 2
+ * for the/my (2 = plural); adjective or NULL. */
+static NounPhrase np(const char *det, int plural, const char *adj, const char *noun) {
+    NounPhrase p = {DET_THE, plural ? 2 : 1, -1, corpus_noun(noun)};
+    ck_assert_msg(p.noun >= 0, "unknown noun %s", noun);
+    if (!strcmp(det, "a")) p.det = DET_A;
+    else if (!strcmp(det, "my")) p.det = DET_MY;
+    else if (strcmp(det, "the")) p.det = DET_NUM, p.count = atoi(det);
+    if (adj) {
+        p.adj = corpus_adj(adj);
+        ck_assert_msg(p.adj >= 0, "unknown adjective %s", adj);
+    }
+    return p;
+}
+
+static Clause clause(NounPhrase subj, const char *verb, int perfect) {
+    Clause c = {0};
+    c.subj = subj;
+    c.verb = corpus_verb(verb);
+    ck_assert_msg(c.verb >= 0, "unknown verb %s", verb);
+    c.perfect = perfect;
+    c.prep = PREP_NONE;
+    return c;
+}
+
+static Clause with_obj(Clause c, NounPhrase obj) {
+    c.obj = obj;
+    return c;
+}
+
+static Clause with_pp(Clause c, int prep, NounPhrase p) {
+    c.prep = prep;
+    c.pobj = p;
+    return c;
+}
+
+static Sentence simple(Clause c) {
+    Sentence s = {.adverb = -1, .main = c, .conj = CONJ_NONE};
+    return s;
+}
+
+static void expect(const Sentence *s, const char *en, const char *de) {
+    char e[512], d[512], err[256];
+    int rc = corpus_render(s, e, sizeof e, d, sizeof d, err, sizeof err);
+    ck_assert_msg(rc == 0, "render failed: %s (expected %s)", err, de);
+    ck_assert_str_eq(e, en);
+    ck_assert_str_eq(d, de);
+}
+
+START_TEST(test_hand_checked_pairs) {
+    Sentence s;
+    /* nominative der, accusative den + weak -en */
+    s = simple(with_obj(clause(np("the", 0, NULL, "man"), "see", 0), np("the", 0, "big", "dog")));
+    expect(&s, "The man sees the big dog .", "Der Mann sieht den großen Hund .");
+    /* feminine and neuter: accusative = nominative; weak -e */
+    s = simple(with_obj(clause(np("the", 0, "old", "woman"), "love", 0), np("the", 0, "small", "horse")));
+    expect(&s, "The old woman loves the small horse .", "Die alte Frau liebt das kleine Pferd .");
+    /* ein + mixed endings: -er (masc. nom.), -es (neut. acc.), "an" before a vowel */
+    s = simple(with_obj(clause(np("a", 0, "tired", "dog"), "eat", 0), np("a", 0, NULL, "egg")));
+    expect(&s, "A tired dog eats an egg .", "Ein müder Hund isst ein Ei .");
+    s = simple(with_obj(clause(np("a", 0, NULL, "girl"), "find", 0), np("a", 0, "old", "book")));
+    expect(&s, "A girl finds an old book .", "Ein Mädchen findet ein altes Buch .");
+    /* einen + -en (masc. acc.) */
+    s = simple(with_obj(clause(np("my", 0, NULL, "sister"), "buy", 0), np("a", 0, "red", "ball")));
+    expect(&s, "My sister buys a red ball .", "Meine Schwester kauft einen roten Ball .");
+    /* dative verb: helfen + dative plural -n, plural agreement */
+    s = simple(with_obj(clause(np("a", 0, NULL, "woman"), "help", 0), np("the", 1, NULL, "child")));
+    expect(&s, "A woman helps the children .", "Eine Frau hilft den Kindern .");
+    s = simple(with_obj(clause(np("the", 1, NULL, "child"), "thank", 0), np("the", 0, "young", "teacher")));
+    expect(&s, "The children thank the young teacher .", "Die Kinder danken dem jungen Lehrer .");
+    /* mit + dative: feminine der, number + strong -en + dative plural */
+    s = simple(with_pp(clause(np("the", 0, NULL, "dog"), "play", 0), PREP_WITH, np("the", 0, NULL, "cat")));
+    expect(&s, "The dog plays with the cat .", "Der Hund spielt mit der Katze .");
+    s = simple(with_pp(clause(np("the", 0, NULL, "cook"), "laugh", 0), PREP_WITH, np("3", 0, "big", "dog")));
+    expect(&s, "The cook laughs with three big dogs .", "Der Koch lacht mit drei großen Hunden .");
+    /* number + strong -e in the nominative/accusative plural */
+    s = simple(with_obj(clause(np("12", 0, "white", "bird"), "see", 0), np("my", 0, NULL, "house")));
+    expect(&s, "Twelve white birds see my house .", "Zwölf weiße Vögel sehen mein Haus .");
+    /* in + dem -> im; in + der; mein + -em */
+    s = simple(with_pp(clause(np("the", 0, NULL, "child"), "sleep", 0), PREP_IN, np("the", 0, "big", "garden")));
+    expect(&s, "The child sleeps in the big garden .", "Das Kind schläft im großen Garten .");
+    s = simple(with_pp(clause(np("the", 1, NULL, "man"), "work", 0), PREP_IN, np("the", 0, NULL, "city")));
+    expect(&s, "The men work in the city .", "Die Männer arbeiten in der Stadt .");
+    s = simple(with_pp(with_obj(clause(np("the", 0, NULL, "king"), "read", 0), np("a", 0, NULL, "letter")),
+                       PREP_IN, np("my", 0, NULL, "kitchen")));
+    expect(&s, "The king reads a letter in my kitchen .", "Der König liest einen Brief in meiner Küche .");
+    /* ein in the dative: einem + -en (masc.), einer + -en (fem.); eine + -e (fem. acc.) */
+    s = simple(with_pp(with_obj(clause(np("the", 0, NULL, "child"), "find", 0), np("a", 0, "beautiful", "flower")),
+                       PREP_WITH, np("a", 0, "red", "ball")));
+    expect(&s, "The child finds a beautiful flower with a red ball .",
+           "Das Kind findet eine schöne Blume mit einem roten Ball .");
+    s = simple(with_pp(clause(np("the", 0, NULL, "mother"), "wait", 0), PREP_IN, np("a", 0, "small", "city")));
+    expect(&s, "The mother waits in a small city .", "Die Mutter wartet in einer kleinen Stadt .");
+    /* im + weak -en for a neuter place; a number and a dative plural object */
+    s = simple(with_pp(with_obj(clause(np("the", 0, NULL, "doctor"), "help", 0), np("2", 0, NULL, "child")),
+                       PREP_IN, np("the", 0, "old", "house")));
+    expect(&s, "The doctor helps two children in the old house .",
+           "Der Arzt hilft zwei Kindern im alten Haus .");
+    /* perfect with haben: participle at the end */
+    s = simple(with_obj(clause(np("the", 0, NULL, "man"), "see", 1), np("the", 0, NULL, "dog")));
+    expect(&s, "The man has seen the dog .", "Der Mann hat den Hund gesehen .");
+    /* perfect with sein, plural: sind ... gelaufen */
+    s = simple(clause(np("the", 1, NULL, "dog"), "run", 1));
+    s.adverb = corpus_adverb("today");
+    expect(&s, "Today the dogs have run .", "Heute sind die Hunde gelaufen .");
+    /* folgen: dative and sein */
+    s = simple(with_obj(clause(np("the", 0, NULL, "dog"), "follow", 1), np("the", 0, NULL, "woman")));
+    expect(&s, "The dog has followed the woman .", "Der Hund ist der Frau gefolgt .");
+    /* perfect + PP: the participle after the PP */
+    s = simple(with_pp(clause(np("the", 0, NULL, "girl"), "play", 1), PREP_WITH, np("my", 1, NULL, "friend")));
+    expect(&s, "The girl has played with my friends .", "Das Mädchen hat mit meinen Freunden gespielt .");
+    /* verb second after a fronted adverb */
+    s = simple(with_obj(clause(np("the", 0, NULL, "man"), "see", 0), np("the", 0, NULL, "dog")));
+    s.adverb = corpus_adverb("sometimes");
+    expect(&s, "Sometimes the man sees the dog .", "Manchmal sieht der Mann den Hund .");
+    /* subordinate clause: verb at the end */
+    s = simple(clause(np("the", 0, NULL, "man"), "laugh", 0));
+    s.conj = CONJ_BECAUSE;
+    s.sub = with_obj(clause(np("the", 0, NULL, "woman"), "see", 0), np("the", 0, NULL, "dog"));
+    expect(&s, "The man laughs , because the woman sees the dog .",
+           "Der Mann lacht , weil die Frau den Hund sieht .");
+    /* subordinate perfect: participle, then the auxiliary */
+    s.sub.perfect = 1;
+    expect(&s, "The man laughs , because the woman has seen the dog .",
+           "Der Mann lacht , weil die Frau den Hund gesehen hat .");
+    /* a fronted clause takes the first position: verb, then subject */
+    s.sub_first = 1;
+    s.conj = CONJ_ALTHOUGH;
+    s.main.perfect = 1;
+    expect(&s, "Although the woman has seen the dog , the man has laughed .",
+           "Obwohl die Frau den Hund gesehen hat , hat der Mann gelacht .");
+    /* während + sein in the subordinate clause */
+    s = simple(clause(np("the", 0, NULL, "cat"), "sleep", 0));
+    s.conj = CONJ_WHILE;
+    s.sub = clause(np("2", 0, NULL, "mouse"), "come", 1);
+    expect(&s, "The cat sleeps , while two mice have come .", "Die Katze schläft , während zwei Mäuse gekommen sind .");
+    /* know + object = kennen; know that = wissen, "dass" with a comma in German only */
+    s = simple(with_obj(clause(np("the", 0, NULL, "woman"), "know", 0), np("the", 0, NULL, "doctor")));
+    expect(&s, "The woman knows the doctor .", "Die Frau kennt den Arzt .");
+    s = simple(clause(np("the", 0, NULL, "woman"), "know_that", 0));
+    s.conj = CONJ_THAT;
+    s.sub = clause(np("the", 0, NULL, "man"), "sleep", 0);
+    expect(&s, "The woman knows that the man sleeps .", "Die Frau weiß , dass der Mann schläft .");
+    s.main.perfect = 1;
+    s.sub = with_pp(clause(np("my", 1, "happy", "brother"), "dance", 1), PREP_IN, np("a", 0, NULL, "village"));
+    expect(&s, "The woman has known that my happy brothers have danced in a village .",
+           "Die Frau hat gewusst , dass meine frohen Brüder in einem Dorf getanzt haben .");
+}
+END_TEST
+
+START_TEST(test_render_rejects_bad_structures) {
+    char e[512], d[512], err[256];
+    Sentence s = simple(clause(np("the", 0, NULL, "man"), "see", 0));
+    s.main.obj = np("the", 0, NULL, "soup");
+    s.main.verb = corpus_verb("hear");   /* hear takes people and animals */
+    ck_assert_int_eq(corpus_render(&s, e, sizeof e, d, sizeof d, err, sizeof err), 2);
+    s = simple(clause(np("the", 0, NULL, "man"), "say", 0));   /* say without that */
+    ck_assert_int_eq(corpus_render(&s, e, sizeof e, d, sizeof d, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "that"));
+    s = simple(clause(np("the", 0, NULL, "dog"), "run", 0));   /* "run in" needs the accusative */
+    s.main = with_pp(s.main, PREP_IN, np("the", 0, NULL, "park"));
+    ck_assert_int_eq(corpus_render(&s, e, sizeof e, d, sizeof d, err, sizeof err), 2);
+    s = simple(clause(np("the", 0, NULL, "dog"), "run", 0));
+    ck_assert_int_eq(corpus_render(&s, e, 8, d, sizeof d, err, sizeof err), 2);   /* buffer too small */
+}
+END_TEST
+
+START_TEST(test_generate_deterministic_and_disjoint) {
+    Corpus a1, b1, c1, a2, b2, c2;
+    char err[256];
+    ck_assert_int_eq(corpus_generate(&a1, &b1, &c1, 2000, 200, 200, 7, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_generate(&a2, &b2, &c2, 2000, 200, 200, 7, err, sizeof err), 0);
+    ck_assert_int_eq(a1.n, 2000);
+    for (int i = 0; i < a1.n; i++) ck_assert_str_eq(a1.tgt[i], a2.tgt[i]);
+    /* no sentence in two splits */
+    for (int i = 0; i < c1.n; i++) {
+        for (int j = 0; j < a1.n; j++) ck_assert_str_ne(c1.src[i], a1.src[j]);
+        for (int j = 0; j < b1.n; j++) ck_assert_str_ne(c1.src[i], b1.src[j]);
+    }
+    /* another seed, other sentences */
+    Corpus a3, b3, c3;
+    ck_assert_int_eq(corpus_generate(&a3, &b3, &c3, 10, 1, 1, 8, err, sizeof err), 0);
+    ck_assert_str_ne(a3.src[0], a1.src[0]);
+    corpus_free(&a1), corpus_free(&b1), corpus_free(&c1);
+    corpus_free(&a2), corpus_free(&b2), corpus_free(&c2);
+    corpus_free(&a3), corpus_free(&b3), corpus_free(&c3);
+    ck_assert_int_eq(corpus_generate(&a1, &b1, &c1, 10, 0, 1, 7, err, sizeof err), 2);
+    /* splitting a user's corpus: dev and test take at most a tenth each */
+    ck_assert_int_eq(corpus_generate(&a1, &b1, &c1, 100, 1, 1, 7, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_split(&a1, &a2, &b2, &c2, 300, 500, 1, err, sizeof err), 0);
+    ck_assert_int_eq(b2.n, 10);
+    ck_assert_int_eq(c2.n, 10);
+    ck_assert_int_eq(a2.n, 80);
+    corpus_free(&a1), corpus_free(&b1), corpus_free(&c1);
+    corpus_free(&a2), corpus_free(&b2), corpus_free(&c2);
+}
+END_TEST
+
+START_TEST(test_utf8) {
+    ck_assert_int_eq(utf8_invalid_at("große Bäume", strlen("große Bäume")), -1);
+    ck_assert_int_eq(utf8_invalid_at("a\xC3", 2), 1);            /* truncated sequence */
+    ck_assert_int_eq(utf8_invalid_at("ab\xC0\xAF", 4), 2);       /* overlong '/' */
+    ck_assert_int_eq(utf8_invalid_at("\xED\xA0\x80", 3), 0);     /* a surrogate */
+    ck_assert_int_eq(utf8_invalid_at("\xF4\x90\x80\x80", 4), 0); /* above U+10FFFF */
+    ck_assert_int_eq(utf8_invalid_at("x\xFF", 2), 1);
+}
+END_TEST
+
+static char tmpdir[64];
+
+static const char *write_file(const char *name, const char *content, size_t n) {
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(content, 1, n, f);
+    fclose(f);
+    return path;
+}
+
+/* loading content must fail with status rc and a message containing want */
+static void expect_tsv_error(const char *content, size_t n, int rc, const char *want) {
+    Corpus c;
+    char err[512];
+    const char *p = write_file("bad.tsv", content, n);
+    ck_assert_int_eq(corpus_load_tsv(&c, p, err, sizeof err), rc);
+    ck_assert_msg(strstr(err, want) != NULL, "message \"%s\" does not say \"%s\"", err, want);
+    ck_assert_int_eq(c.n, 0);
+}
+
+START_TEST(test_tsv) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_corpus_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    Corpus c;
+    char err[512];
+    const char good[] = "the  dog\tder Hund\r\nA  bird \t Ein Vogel\nthe cats\tdie Katzen";
+    const char *p = write_file("good.tsv", good, sizeof good - 1);
+    ck_assert_int_eq(corpus_load_tsv(&c, p, err, sizeof err), 0);
+    ck_assert_int_eq(c.n, 3);
+    ck_assert_str_eq(c.src[0], "the dog");      /* spaces squeezed, CR dropped */
+    ck_assert_str_eq(c.tgt[0], "der Hund");
+    ck_assert_str_eq(c.src[1], "A bird");
+    ck_assert_str_eq(c.tgt[1], "Ein Vogel");
+    ck_assert_str_eq(c.tgt[2], "die Katzen");   /* no final newline */
+    Corpus tr, dv, te;
+    ck_assert_int_eq(corpus_split(&c, &tr, &dv, &te, 5, 5, 1, err, sizeof err), 0);
+    ck_assert_int_eq(tr.n + dv.n + te.n, 3);
+    ck_assert_int_ge(tr.n, 1);
+    ck_assert_int_ge(dv.n, 1);
+    ck_assert_int_ge(te.n, 1);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    /* save + load is the identity */
+    char sp[128];
+    snprintf(sp, sizeof sp, "%s/saved.tsv", tmpdir);
+    ck_assert_int_eq(corpus_save_tsv(&c, sp, err, sizeof err), 0);
+    Corpus c2;
+    ck_assert_int_eq(corpus_load_tsv(&c2, sp, err, sizeof err), 0);
+    ck_assert_int_eq(c2.n, 3);
+    ck_assert_str_eq(c2.src[2], "the cats");
+    corpus_free(&c2);
+    corpus_free(&c);
+
+    expect_tsv_error("a\tb\nno tab here\n", 16, 2, "line 2: no tab");
+    expect_tsv_error("a\tb\tc\n", 6, 2, "line 1: more than one tab");
+    expect_tsv_error("a\tb\n\tder Hund\n", 14, 2, "line 2: the source side is empty");
+    expect_tsv_error("a\t   \n", 6, 2, "line 1: the target side is empty");
+    expect_tsv_error("a\tb\n\nc\td\n", 9, 2, "line 2: empty");
+    expect_tsv_error("a\tgro\xDF\n", 8, 2, "line 1: invalid UTF-8 at byte 6");
+    expect_tsv_error("a\tb\x01\n", 5, 2, "line 1: control character 0x01");
+    expect_tsv_error("a\tb\0c\n", 6, 2, "line 1: contains a NUL byte");
+    expect_tsv_error("", 0, 2, "empty");
+    char *big = malloc(CORPUS_MAX_LINE + 10);
+    memset(big, 'x', CORPUS_MAX_LINE + 9);
+    big[3] = '\t';
+    expect_tsv_error(big, CORPUS_MAX_LINE + 9, 2, "line 1: longer than");
+    free(big);
+    /* a directory and a missing file are I/O problems: 1 */
+    ck_assert_int_eq(corpus_load_tsv(&c, tmpdir, err, sizeof err), 1);
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    ck_assert_int_eq(corpus_load_tsv(&c, "/nonexistent/x.tsv", err, sizeof err), 1);
+    /* a file of one pair repeated is too small to split */
+    p = write_file("dup.tsv", "a\tb\na\tb\n", 8);
+    ck_assert_int_eq(corpus_load_tsv(&c, p, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_split(&c, &tr, &dv, &te, 1, 1, 1, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "1 distinct sentence pair"));
+    corpus_free(&c);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+Suite *corpus_suite(void) {
+    Suite *s = suite_create("corpus");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_hand_checked_pairs);
+    tcase_add_test(core, test_render_rejects_bad_structures);
+    tcase_add_test(core, test_generate_deterministic_and_disjoint);
+    suite_add_tcase(s, core);
+    TCase *files = tcase_create("Files");
+    tcase_add_test(files, test_utf8);
+    tcase_add_test(files, test_tsv);
+    suite_add_tcase(s, files);
+    return s;
+}

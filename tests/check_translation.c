@@ -1,0 +1,278 @@
+/* check_translation.c - chapter 11 end to end, on a tiny model: a TSV
+ * corpus written here trains, evaluates and translates; a resumed run lands
+ * on the same weights as one that never stopped; bad input exits with 2 and
+ * says what is wrong. Also the token-budget batching on its own.
+ *
+ * The chapter checks run $BUILD_DIR/11_translation (set by `make test`).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "bpe.h"
+#include "corpus.h"
+
+static char dir[64];   /* the temporary folder of the chapter runs */
+
+START_TEST(test_batches) {
+    /* lengths 1..10 twice; budget 20 tokens a side */
+    int s[20], t[20];
+    for (int i = 0; i < 20; i++) s[i] = t[i] = 1 + i % 10;
+    Batches flat, buck;
+    char err[128];
+    ck_assert_int_eq(batches_make(&flat, s, t, 20, 20, 100, 0, 5, err, sizeof err), 0);
+    ck_assert_int_eq(batches_make(&buck, s, t, 20, 20, 100, 1, 5, err, sizeof err), 0);
+    /* every pair exactly once, no batch over budget unless it is alone */
+    for (int k = 0; k < 2; k++) {
+        const Batches *b = k ? &buck : &flat;
+        int seen[20] = {0};
+        for (int i = 0; i < b->n; i++) {
+            ck_assert(b->b[i].n == 1 || b->b[i].n * b->b[i].Ts <= 20);
+            for (int j = 0; j < b->b[i].n; j++) seen[b->b[i].idx[j]]++;
+        }
+        for (int i = 0; i < 20; i++) ck_assert_int_eq(seen[i], 1);
+        ck_assert_int_eq(b->real, 2 * 110);
+    }
+    /* sorted: the first batch holds the shortest pairs: 1,1,2,2,3,3 (6 x 3 = 18) */
+    ck_assert_int_eq(buck.b[0].n, 6);
+    ck_assert_int_eq(buck.b[0].Ts, 3);
+    ck_assert(batches_padding(&buck) < batches_padding(&flat));
+    batches_free(&flat);
+    batches_free(&buck);
+    ck_assert_int_eq(batches_make(&flat, s, t, 20, 0, 100, 1, 5, err, sizeof err), 2);
+    ck_assert_int_eq(batches_make(&flat, s, t, 0, 20, 100, 1, 5, err, sizeof err), 2);
+}
+END_TEST
+
+/* The chapter's default corpus, vocabulary and budget: the padding figures
+ * its README quotes (48% of randomly filled batches, 3% of sorted ones,
+ * 1.8x fewer batches an epoch). */
+START_TEST(test_default_padding) {
+    Corpus tr, dv, te;
+    char err[256];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 10000, 300, 500, 42, err, sizeof err), 0);
+    Bpe b;
+    ck_assert_int_eq(bpe_learn(&b, tr.src, tr.n, tr.tgt, tr.n, 800, err, sizeof err), 0);
+    int *sl = malloc(sizeof(int) * (size_t)tr.n), *tl = malloc(sizeof(int) * (size_t)tr.n);
+    for (int i = 0; i < tr.n; i++) {
+        sl[i] = bpe_encode(&b, tr.src[i], NULL, 0) + 1;
+        tl[i] = bpe_encode(&b, tr.tgt[i], NULL, 0) + 1;
+    }
+    Batches flat, buck;
+    ck_assert_int_eq(batches_make(&flat, sl, tl, tr.n, 1000, 96, 0, 42, err, sizeof err), 0);
+    ck_assert_int_eq(batches_make(&buck, sl, tl, tr.n, 1000, 96, 1, 42, err, sizeof err), 0);
+    double pf = batches_padding(&flat), pb = batches_padding(&buck), ratio = (double)flat.n / buck.n;
+    ck_assert_msg(pf > 0.475 && pf < 0.485, "random order: %.4f padding", pf);
+    ck_assert_msg(pb > 0.025 && pb < 0.035, "sorted: %.4f padding", pb);
+    ck_assert_msg(ratio > 1.75 && ratio < 1.85, "ratio %.3f", ratio);
+    batches_free(&flat), batches_free(&buck);
+    free(sl), free(tl);
+    bpe_free(&b);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+}
+END_TEST
+
+static char bin[1024];
+
+/* Runs the chapter with args (a shell word list), output to dir/log;
+ * returns the exit status, the output in out. */
+static int run(const char *args, char *out, size_t len) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s --no-color > %s/log 2>&1", bin, args, dir);
+    int st = system(cmd);
+    char lp[128];
+    snprintf(lp, sizeof lp, "%s/log", dir);
+    FILE *f = fopen(lp, "rb");
+    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    if (f) fclose(f);
+    out[n] = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup_dir(void) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) {
+        fprintf(stderr, "check_translation: BUILD_DIR not set, chapter 11 runs skipped\n");
+        return 0;
+    }
+    snprintf(bin, sizeof bin, "%s/11_translation", build);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "check_translation: no %s, chapter 11 runs skipped\n", bin);
+        return 0;
+    }
+    snprintf(dir, sizeof dir, "/tmp/check_translation_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    return 1;
+}
+
+static void cleanup_dir(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+#define TINY "--layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 --test-size 20 --tokens 400"
+
+static char out[1 << 16];
+
+
+/* every line of s at most 100 columns (code points), except lines that
+ * name a file under the output folder (their width is the user's path's) */
+static void assert_narrow(const char *s) {
+    int col = 0, line = 1;
+    const char *start = s;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\n') {
+            col = 0, line++;
+            start = (const char *)p + 1;
+            continue;
+        }
+        if ((*p & 0xC0) != 0x80) col++;
+        const char *nl = strchr(start, '\n');
+        int has_path = strstr(start, dir) && (!nl || strstr(start, dir) < nl);
+        ck_assert_msg(col <= 100 || has_path, "output line %d is wider than 100 columns: %.120s", line, start);
+    }
+}
+
+START_TEST(test_tsv_end_to_end) {
+    if (!setup_dir()) return;
+    Corpus tr, dv, te;
+    char err[256], tsv[128], args[1024];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 600, 1, 1, 5, err, sizeof err), 0);
+    snprintf(tsv, sizeof tsv, "%s/pairs.tsv", dir);
+    ck_assert_int_eq(corpus_save_tsv(&tr, tsv, err, sizeof err), 0);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+
+    snprintf(args, sizeof args, "--corpus %s " TINY " --steps 30 --checkpoint-every 10 --out %s/a", tsv, dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "read 600 pairs"));
+    ck_assert_ptr_nonnull(strstr(out, "last checkpoint, greedy"));
+    ck_assert_ptr_nonnull(strstr(out, "average of last 3 checkpoints"));   /* steps 10, 20, 30 */
+    ck_assert_ptr_nonnull(strstr(out, "dev ppl"));
+    ck_assert_ptr_nonnull(strstr(out, "beam search (beam 4, alpha 0.6): not yet available"));
+    assert_narrow(out);
+
+    /* --translate with the checkpoint just written */
+    snprintf(args, sizeof args, "--out %s/a --translate \"the man sees the dog\"", dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "en: The man sees the dog ."));
+    ck_assert_ptr_nonnull(strstr(out, "de: "));
+    assert_narrow(out);
+    snprintf(args, sizeof args, "--out %s/a --translate \"the elephant sees the dog\"", dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_ptr_nonnull(strstr(out, "\"elephant\" never appears"));
+    char longs[3000] = "--out ";
+    snprintf(longs + strlen(longs), 200, "%s/a --translate \"the man", dir);
+    for (int i = 0; i < 200; i++) strcat(longs, " the man");
+    strcat(longs, "\"");
+    rc = run(longs, out, sizeof out);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_ptr_nonnull(strstr(out, "subword tokens; this model takes at most"));
+    snprintf(args, sizeof args, "--out %s/none --translate \"the man\"", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 1);   /* no model there: cannot read */
+    cleanup_dir();
+}
+END_TEST
+
+/* 20 steps, then 10 more from the checkpoint == 30 steps straight. */
+START_TEST(test_resume_exact) {
+    if (!setup_dir()) return;
+    char args[1024];
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 30 --checkpoint-every 0 --out %s/full", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 20 --checkpoint-every 0 --out %s/half", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 30 --resume %s/half/model.ckpt --out %s/half",
+             dir, dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "resume: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "resumed"));
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/full/model.ckpt %s/half/model.ckpt", dir, dir);
+    ck_assert_msg(system(cmd) == 0, "the resumed run's weights differ from the straight run's");
+    /* a different corpus does not fit the checkpoint's vocabulary */
+    snprintf(args, sizeof args, "--train-size 500 " TINY " --vocab 280 --steps 40 --resume %s/half/model.ckpt "
+             "--out %s/half", dir, dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "vocabulary"));
+    cleanup_dir();
+}
+END_TEST
+
+START_TEST(test_bad_input) {
+    if (!setup_dir()) return;
+    char args[1024], p[128];
+    FILE *f;
+    snprintf(p, sizeof p, "%s/bad.tsv", dir);
+    f = fopen(p, "w");
+    fputs("The dog .\tDer Hund .\nThe cat . Die Katze .\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--corpus %s --out %s/o", p, dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "line 2: no tab"));
+    f = fopen(p, "w");
+    fclose(f);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "the corpus is empty"));
+    snprintf(args, sizeof args, "--vocab 0 --out %s/o", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--vocab"));
+    snprintf(args, sizeof args, "--train-size 100 --vocab 20 --out %s/o", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "too small"));
+    cleanup_dir();
+}
+END_TEST
+
+/* The chapter at its defaults (about a minute): BLEU >= 80 for the last and
+ * the averaged checkpoint, and the whole run under 90 s. Only with
+ * AIYN_SLOW_TESTS=1, to keep `make test` fast. */
+START_TEST(test_default_run) {
+    const char *slow = getenv("AIYN_SLOW_TESTS");
+    if (!slow || strcmp(slow, "1")) {
+        fprintf(stderr, "check_translation: the default 60-90 s run is skipped (AIYN_SLOW_TESTS=1 runs it)\n");
+        return;
+    }
+    if (!setup_dir()) return;
+    char args[256];
+    snprintf(args, sizeof args, "--out %s/default", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    double last = 0, avg = 0, whole = 1e9;
+    const char *p = strstr(out, "last checkpoint, greedy");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + strlen("last checkpoint, greedy"), "%lf", &last), 1);
+    p = strstr(out, "average of last 5 checkpoints, greedy");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + strlen("average of last 5 checkpoints, greedy"), "%lf", &avg), 1);
+    p = strstr(out, "whole run:");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, "whole run: %lf", &whole), 1);
+    fprintf(stderr, "check_translation: default run: BLEU %.2f last, %.2f averaged, %.1f s\n", last, avg, whole);
+    ck_assert_msg(last >= 80 && avg >= 80, "BLEU %.2f / %.2f below 80", last, avg);
+    ck_assert_msg(whole < 90, "the default run took %.1f s", whole);
+    cleanup_dir();
+}
+END_TEST
+
+Suite *translation_suite(void) {
+    Suite *s = suite_create("translation");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_batches);
+    tcase_add_test(core, test_default_padding);
+    suite_add_tcase(s, core);
+    TCase *progs = tcase_create("Programs");
+    tcase_add_test(progs, test_tsv_end_to_end);
+    tcase_add_test(progs, test_resume_exact);
+    tcase_add_test(progs, test_bad_input);
+    tcase_add_test(progs, test_default_run);
+    tcase_set_timeout(progs, 240);
+    suite_add_tcase(s, progs);
+    return s;
+}
