@@ -136,6 +136,7 @@ valgrind:
 
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
 QUICK_08_training = --steps 5 --batch 16 --eval 10 --examples 1
+QUICK_09_decoding = --train-steps 5 --search 64 --cost-len 16
 
 # every chapter once, the long ones shortened (QUICK_*): what CI runs under SANITIZE=1
 smoke: all

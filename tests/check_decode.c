@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "decode.h"
 #include "model.h"
 #include "testutil.h"
@@ -90,8 +93,10 @@ END_TEST
 
 START_TEST(test_cache_bytes_and_flops) {
     Config c = config_base();
-    /* K and V: 2 * d_model floats per token per layer = 4 KiB at d_model 512 */
+    /* K and V: 2 * d_model floats per token per layer = 4096 bytes at d_model 512;
+     * the base model's 6 layers at 1,000 tokens: 24.6 MB (chapter 09's README) */
     ck_assert_uint_eq(decode_cache_bytes_per_token_layer(&c), 2 * 512 * 4);
+    ck_assert_uint_eq(decode_cache_bytes_per_token_layer(&c) * 6 * 1000, 24576000);
     /* the first token costs the same both ways except for the memory's K, V
      * (recomputed each step without a cache); later ones grow with t uncached */
     double d0 = decode_flops_uncached(&c, 0, 10) - decode_flops_cached(&c, 0, 10);
@@ -297,6 +302,83 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* Chapter 09 refuses bad flags with status 2: beam 0, alpha negative or NaN,
+ * a checkpoint of another kind (here: a model with 12 tokens, not the copy
+ * task's 11) or not a checkpoint at all. Needs $BUILD_DIR (make test). */
+static int run_chapter_to(const char *bin, const char *log, const char *const *args) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        const char *argv[16] = {bin};
+        int n = 1;
+        while (args[n - 1] && n < 15) argv[n] = args[n - 1], n++;
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_chapter(const char *bin, const char *a, const char *b) {
+    const char *args[] = {a, b, "--out", "/tmp", NULL};
+    return run_chapter_to(bin, NULL, args);
+}
+
+START_TEST(test_chapter_bad_flags) {
+    const char *build = getenv("BUILD_DIR");
+    char bin[1024], ck[1024], err[256];
+    if (!build || !*build) {
+        fprintf(stderr, "check_decode: BUILD_DIR not set, chapter 09 flag checks skipped\n");
+        return;
+    }
+    snprintf(bin, sizeof bin, "%s/09_decoding", build);
+    if (access(bin, X_OK) != 0) return;
+    ck_assert_int_eq(run_chapter(bin, "--beam", "0"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--alpha", "-0.6"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--alpha", "nan"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--end", "0"), 2);
+    snprintf(ck, sizeof ck, "%s/check_decode_%d.ckpt", build, (int)getpid());
+    Model m;
+    Config c = config_base();
+    c.N = 1, c.d_model = 8, c.d_ff = 8, c.h = 2, c.d_k = c.d_v = 4, c.vocab = 12, c.max_len = 16;
+    ck_assert_int_eq(model_build(&m, &c, 1, 4, 4, 1, err, sizeof err), 0);
+    ck_assert_int_eq(model_save(&m, ck, NULL, err, sizeof err), 0);
+    model_free(&m);
+    ck_assert_int_eq(run_chapter(bin, "--load", ck), 2);
+    unlink(ck);
+    ck_assert_int_eq(run_chapter(bin, "--load", "Makefile"), 2);
+
+    /* a short run prints what the chapter's README quotes */
+    char log[1100], out[1100], text[1 << 16];
+    snprintf(log, sizeof log, "%s/check_decode_%d.log", build, (int)getpid());
+    snprintf(out, sizeof out, "%s/cd09", build);
+    const char *args[] = {"--train-steps", "5", "--search", "64", "--cost-len", "16", "--no-color",
+                          "--out", out, NULL};
+    ck_assert_int_eq(run_chapter_to(bin, log, args), 0);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unlink(log);
+    text[n] = '\0';
+    ck_assert_ptr_nonnull(strstr(text, "k_cache [batch=1, heads=4, pos=3, d_k=16]"));
+    ck_assert_ptr_nonnull(strstr(text, "[batch=1, heads=4, src=10, d_k=16]"));
+    ck_assert_ptr_nonnull(strstr(text, "4096 bytes per token per layer"));
+    ck_assert_ptr_nonnull(strstr(text, "24.6 MB for 1,000 tokens"));
+    ck_assert_ptr_nonnull(strstr(text, "Both made exactly one sequential step per output token"));
+    ck_assert_ptr_nonnull(strstr(text, "decode_greedy gives the same tokens"));
+    for (char *line = text; *line;) {   /* output lines fit in 100 columns (but --out's path) */
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        ck_assert_msg(len <= 100 || !strncmp(line, "  [plot] ", 9), "line of %zu columns: %.60s...", len, line);
+        line += len + (end != NULL);
+    }
+}
+END_TEST
+
 Suite *decode_suite(void) {
     Suite *s = suite_create("decode");
     TCase *core = tcase_create("Core");
@@ -317,6 +399,7 @@ Suite *decode_suite(void) {
     suite_add_tcase(s, search);
     TCase *lim = tcase_create("Limits");
     tcase_add_test(lim, test_bad_arguments);
+    tcase_add_test(lim, test_chapter_bad_flags);
     suite_add_tcase(s, lim);
     return s;
 }
