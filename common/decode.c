@@ -392,6 +392,9 @@ static int begin_search(Decoder *d, const DecodeOpts *o, const int *src, int B, 
     const Config *c = &d->m->cfg;
     int rc = decode_check_opts(c, o, err, errlen);
     if (rc) return rc;
+    if (B < 1 || K < 1 || Ts < 1 || B > d->max_B || K > d->max_K || Ts > d->max_Ts)
+        return fail(err, errlen, "%d sentences x %d beams of %d source tokens exceed the decoder's "
+                    "capacity (%d x %d, %d)", B, K, Ts, d->max_B, d->max_K, d->max_Ts);
     if ((rc = model_check_tokens(c, src, B * Ts, "source", err, errlen))) return rc;
     if ((rc = decoder_begin(d, src, B, Ts, K, o->cached, err, errlen))) return rc;
     for (int b = 0; b < B; b++) {

@@ -8,7 +8,8 @@
  *          beam size 1 is greedy; beam search with K >= vocabulary on two
  *          tokens finds the exhaustive optimum.
  * "Core":  the length penalty's values.
- * "Limits": bad options and sizes are refused with rc 2 and a message. */
+ * "Limits": bad options and sizes are refused with rc 2 and a message.
+ * "Program": chapter 09's bad flags exit 2; its output has what its README quotes. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -391,15 +392,20 @@ Suite *decode_suite(void) {
     tcase_add_test(cache, test_beam_post_ln);
     tcase_add_test(cache, test_beam_pre_ln);
     tcase_add_test(cache, test_reorder);
+    tcase_set_timeout(cache, 30);
     suite_add_tcase(s, cache);
     TCase *search = tcase_create("Search");
     tcase_add_test(search, test_logp_is_model_forward);
     tcase_add_test(search, test_beam1_is_greedy);
     tcase_add_test(search, test_beam_exhaustive);
+    tcase_set_timeout(search, 30);
     suite_add_tcase(s, search);
     TCase *lim = tcase_create("Limits");
     tcase_add_test(lim, test_bad_arguments);
-    tcase_add_test(lim, test_chapter_bad_flags);
     suite_add_tcase(s, lim);
+    TCase *prog = tcase_create("Program");     /* runs build/09_decoding: slow under sanitizers */
+    tcase_add_test(prog, test_chapter_bad_flags);
+    tcase_set_timeout(prog, 60);
+    suite_add_tcase(s, prog);
     return s;
 }

@@ -232,8 +232,8 @@ static void section_beam(Ch *c) {
     printf("tried %d random copy input%s for one where beam search (K=%d) beats greedy\n", tried,
            tried == 1 ? "" : "s", c->beam);
     if (found < 0) {
-        printf("none found: on all of them greedy already found beam search's answer (a well-trained\n"
-               "model is confident; try a less trained one, e.g. without --load, or a wider --beam).\n");
+        printf("none found: on every one greedy's output was as probable as beam search's. (Cases are\n"
+               "likelier with a less trained model, longer outputs, a wider --beam or more --search.)\n");
         return;
     }
     int *x = src + found * T, gy[T];
