@@ -557,8 +557,10 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
  * 4. Cost
  * ========================================================================== */
 
-/* One decoder layer and the output projection for q query positions, kv
- * self-attention keys each... counted as the code runs them. */
+/* Counted as the code runs: per layer the self-attention projections, the
+ * scores and weighted sums over the cached keys, W^O; the cross-attention
+ * query, scores over the source, W^O (its K, V were made at begin); the FFN;
+ * then the output projection. 2 FLOPs per multiply-add. */
 double decode_flops_cached(const Config *c, int t, int Ts) {
     double D = c->d_model, hk = (double)c->h * c->d_k, hv = (double)c->h * c->d_v, F = c->d_ff, n = t + 1;
     double self = 2 * D * (2 * hk + hv) + 2 * n * (hk + hv) + 2 * hv * D;   /* q,k,v; scores, mix; W^O */
