@@ -309,7 +309,7 @@ static void section_length_penalty(Ch *c) {
         printf("searched %d inputs: alpha 0 and 1 chose outputs of the same length on all of them.\n", tried);
         return;
     }
-    int *x = src + found * T, lens[3];
+    int *x = src + found * T, lens[3], early = 0;
     printf("input no. %d searched, where alpha changes the answer:", tried);
     print_ids(x, T);
     printf("\n");
@@ -317,14 +317,17 @@ static void section_length_penalty(Ch *c) {
         DecodeOpts o = opts(c, c->beam, alphas[a], c->end_id);
         run_or_die(decode_beam(d, &o, x, 1, T, err, sizeof err), err);
         lens[a] = d->out_len[0];
+        early += d->steps < d->maxlen[0];
         printf("alpha %.1f:", alphas[a]);
         print_ids(d->out, d->out_len[0]);
-        printf("%*s |Y| %d, sum %.3f / lp %.3f = score %.3f (%d steps)\n", 2 * (T - d->out_len[0]), "",
-               d->out_len[0], d->out_sum[0], length_penalty(d->out_len[0], alphas[a]), d->out_score[0],
-               d->steps);
+        printf("%*s |Y| %d, sum %.3f / lp %.3f = score %.3f (%d of %d steps)\n", 2 * (T - d->out_len[0]),
+               "", d->out_len[0], d->out_sum[0], length_penalty(d->out_len[0], alphas[a]), d->out_score[0],
+               d->steps, d->maxlen[0]);
     }
-    printf("From alpha 0 to 1.0 the chosen output went from %d to %d tokens%s;\nthe paper's 0.6 gave %d.\n",
+    printf("From alpha 0 to 1.0 the chosen output went from %d to %d tokens%s;\nthe paper's 0.6 gave %d.",
            lens[0], lens[2], lens[2] > lens[0] ? " (longer, as the penalty intends)" : "", lens[1]);
+    printf("%s\n", early ? " Where it took fewer steps than the limit, the search stopped early: no live\n"
+                           "beam could still beat the best finished one (decode.h)." : "");
 }
 
 /* ---- 5. cost: time and FLOPs per token, cached vs uncached -------------------- */
