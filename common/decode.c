@@ -217,6 +217,53 @@ static void attend_one(float *out, float *w, const float *q, const float *K, con
     }
 }
 
+#ifdef _OPENMP
+#define SIMD_LOOP _Pragma("omp simd")
+#define SIMD_SUM _Pragma("omp simd reduction(+:s)")
+#else
+#define SIMD_LOOP
+#define SIMD_SUM
+#endif
+
+void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
+                         int R, int IN, int OUT) {
+    if (R > DECODE_FEW_ROWS) {
+        linear_forward(out, inp, W, bias, R, IN, OUT);
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < OUT; j++) out[(size_t)r * OUT + j] = bias ? bias[j] : 0.0f;
+    /* out[r,:] += inp[r,i] * W[i,:], one row of W at a time: W is read once,
+     * the R output rows stay in cache */
+    for (int i = 0; i < IN; i++) {
+        const float *w = W + (size_t)i * OUT;
+        for (int r = 0; r < R; r++) {
+            float a = inp[(size_t)r * IN + i];
+            float *o = out + (size_t)r * OUT;
+            SIMD_LOOP
+            for (int j = 0; j < OUT; j++) o[j] += a * w[j];
+        }
+    }
+}
+
+void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
+    if (R > DECODE_FEW_ROWS) {
+        gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
+        return;
+    }
+    /* logit[r,v] = x[r] . E[v]: each embedding row is read once for all R rows */
+    for (int v = 0; v < V; v++) {
+        const float *e = E + (size_t)v * D;
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * D;
+            float s = 0.0f;
+            SIMD_SUM
+            for (int c = 0; c < D; c++) s += xr[c] * e[c];
+            out[(size_t)r * V + v] = s;
+        }
+    }
+}
+
 /* The residual sub-layer's input: x (post-LN) or LayerNorm(x) (pre-LN). */
 static const float *sub_in(Decoder *d, const float *g, const float *b) {
     const Config *c = &d->m->cfg;
@@ -252,9 +299,9 @@ static void step_cached(Decoder *d, const int *tok) {
          * The causal mask needs no code here: the later positions are not yet in
          * the cache. */
         const float *in = sub_in(d, w->ln1_g, w->ln1_b);
-        linear_forward(d->q, in, w->self_attn.w_q, NULL, R, D, hk);   /* q (R,h*d_k) */
-        linear_forward(d->k, in, w->self_attn.w_k, NULL, R, D, hk);   /* k (R,h*d_k) */
-        linear_forward(d->v, in, w->self_attn.w_v, NULL, R, D, hv);   /* v (R,h*d_v) */
+        linear_rows_forward(d->q, in, w->self_attn.w_q, NULL, R, D, hk);   /* q (R,h*d_k) */
+        linear_rows_forward(d->k, in, w->self_attn.w_k, NULL, R, D, hk);   /* k (R,h*d_k) */
+        linear_rows_forward(d->v, in, w->self_attn.w_v, NULL, R, D, hv);   /* v (R,h*d_v) */
         for (int r = 0; r < R; r++)
             for (int i = 0; i < h; i++) {
                 memcpy(d->self_k[0] + cache_at(d, l, r, i, t, dk), d->k + (size_t)r * hk + i * dk, dk * sizeof(float));
@@ -265,12 +312,12 @@ static void step_cached(Decoder *d, const int *tok) {
                 attend_one(d->o + (size_t)r * hv + i * dv, d->scores, d->q + (size_t)r * hk + i * dk,
                            d->self_k[0] + cache_at(d, l, r, i, 0, dk), d->self_v[0] + cache_at(d, l, r, i, 0, dv),
                            NULL, pad, t + 1, dk, dv);
-        linear_forward(d->sub, d->o, w->self_attn.w_o, NULL, R, hv, D);   /* Concat(heads) W^O */
+        linear_rows_forward(d->sub, d->o, w->self_attn.w_o, NULL, R, hv, D);   /* Concat(heads) W^O */
         sub_out(d, w->ln1_g, w->ln1_b);
 
         /* -- cross-attention: the query is new, K and V were computed at begin */
         in = sub_in(d, w->ln2_g, w->ln2_b);
-        linear_forward(d->q, in, w->cross_attn.w_q, NULL, R, D, hk);
+        linear_rows_forward(d->q, in, w->cross_attn.w_q, NULL, R, D, hk);
         const float *ck = d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk;
         const float *cv = d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv;
         for (int r = 0; r < R; r++) {
@@ -283,12 +330,14 @@ static void step_cached(Decoder *d, const int *tok) {
                            keys, pad, Ts, dk, dv);
             }
         }
-        linear_forward(d->sub, d->o, w->cross_attn.w_o, NULL, R, hv, D);
+        linear_rows_forward(d->sub, d->o, w->cross_attn.w_o, NULL, R, hv, D);
         sub_out(d, w->ln2_g, w->ln2_b);
 
         /* -- FFN (Eq. 2) on this position alone */
         in = sub_in(d, w->ln3_g, w->ln3_b);
-        ffn_forward(d->sub, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, R, D, c->d_ff);
+        linear_rows_forward(d->hidden, in, w->ffn_w1, w->ffn_b1, R, D, c->d_ff);   /* x W1 + b1 */
+        relu_forward(d->hidden, d->hidden, (size_t)R * c->d_ff);                  /* max(0, .) */
+        linear_rows_forward(d->sub, d->hidden, w->ffn_w2, w->ffn_b2, R, c->d_ff, D); /* . W2 + b2 */
         sub_out(d, w->ln3_g, w->ln3_b);
     }
     const float *xo = d->x;
@@ -297,7 +346,7 @@ static void step_cached(Decoder *d, const int *tok) {
         xo = d->ln;
     }
     /* logits (R,V) = x E^T (the shared embedding, Sec. 3.4), then log-softmax */
-    gemm(0, 1, R, V, D, 1.0f, xo, D, m->params.embed, D, 0.0f, d->logits, V);
+    logits_rows_forward(d->logits, xo, m->params.embed, R, D, V);
     logsoftmax_forward(d->logp, d->logits, R, V);
 }
 

@@ -152,6 +152,20 @@ int decode_greedy(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts
 int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
                 char *err, size_t errlen);
 
+/* ---- the step's matrix products ----------------------------------------------
+ * A decoding step has one row per beam. gemm() (behind linear_forward) packs
+ * the weight matrix into tiles on every call, which pays when many rows reuse
+ * each tile; with a handful of rows the step is bound by reading the weights,
+ * so these stream each weight row through once instead. Twins of the plain
+ * ops, equal up to rounding order (tests/check_decode.c); more than
+ * DECODE_FEW_ROWS rows go to the plain ops.
+ * linear_rows_forward: out (R,OUT) = inp (R,IN) @ W (IN,OUT) + bias (OUT or NULL)
+ * logits_rows_forward: out (R,V) = x (R,D) @ E^T, E (V,D) the shared embedding */
+#define DECODE_FEW_ROWS 16
+void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
+                         int R, int IN, int OUT);
+void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V);
+
 /* ---- cost -----------------------------------------------------------------
  * Floating-point operations (2 per multiply-add) of the decoder for the
  * token at position t (0-based) with a source of Ts tokens: cached runs

@@ -7,7 +7,8 @@
  * "Search": the reference's log-probs are the model's own (teacher forcing);
  *          beam size 1 is greedy; beam search with K >= vocabulary on two
  *          tokens finds the exhaustive optimum.
- * "Core":  the length penalty's values.
+ * "Core":  the length penalty's values; cache bytes and FLOPs; the step's
+ *          few-row matrix products against the plain ops.
  * "Limits": bad options and sizes are refused with rc 2 and a message.
  * "Program": chapter 09's bad flags exit 2; its output has what its README quotes. */
 #include <check.h>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 #include "decode.h"
 #include "model.h"
+#include "nn.h"
+#include "ops.h"
 #include "testutil.h"
 
 enum { V = 11, PAD = 0, START = 1, END = 2, NB = 3, TS = 8, MAXOUT = 16, KMAX = 12 };
@@ -103,6 +106,31 @@ START_TEST(test_cache_bytes_and_flops) {
     double d0 = decode_flops_uncached(&c, 0, 10) - decode_flops_cached(&c, 0, 10);
     ck_assert(fabs(d0 - c.N * 2.0 * 10 * 512 * 1024) < 1);
     ck_assert(decode_flops_uncached(&c, 255, 10) > 100 * decode_flops_cached(&c, 255, 10));
+}
+END_TEST
+
+/* The step's few-row products equal the plain ops (R above DECODE_FEW_ROWS
+ * takes the plain path itself). */
+START_TEST(test_rows_twins) {
+    enum { IN = 37, OUT = 53, RMAX = DECODE_FEW_ROWS + 1 };
+    static float x[RMAX * IN], W[IN * OUT], b[OUT], got[RMAX * OUT], want[RMAX * OUT];
+    for (int i = 0; i < RMAX * IN; i++) x[i] = sinf(0.3f * i);
+    for (int i = 0; i < IN * OUT; i++) W[i] = cosf(0.7f * i);
+    for (int i = 0; i < OUT; i++) b[i] = 0.1f * i;
+    static const int rows[] = {1, 3, DECODE_FEW_ROWS, RMAX};
+    for (int k = 0; k < 4; k++) {
+        int R = rows[k];
+        linear_rows_forward(got, x, W, b, R, IN, OUT);
+        linear_forward(want, x, W, b, R, IN, OUT);
+        ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
+        linear_rows_forward(got, x, W, NULL, R, IN, OUT);
+        linear_forward(want, x, W, NULL, R, IN, OUT);
+        ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
+        /* logits: x (R,IN) against W viewed as E (OUT rows of IN) */
+        logits_rows_forward(got, x, W, R, IN, OUT);
+        gemm_ref(0, 1, R, OUT, IN, 1.0f, x, IN, W, IN, 0.0f, want, OUT);
+        ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
+    }
 }
 END_TEST
 
@@ -385,6 +413,7 @@ Suite *decode_suite(void) {
     TCase *core = tcase_create("Core");
     tcase_add_test(core, test_length_penalty);
     tcase_add_test(core, test_cache_bytes_and_flops);
+    tcase_add_test(core, test_rows_twins);
     suite_add_tcase(s, core);
     TCase *cache = tcase_create("Cache");
     tcase_add_test(cache, test_greedy_post_ln);
