@@ -28,7 +28,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 BUILD   ?= build
 OUT     ?= out
 
-CFLAGS  = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_DEFAULT_SOURCE
+CFLAGS  = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -D_DEFAULT_SOURCE
 CFLAGS += -DPLOTS_DIR='"$(CURDIR)/plots"'
 LDLIBS  = -lm -ldl
 
@@ -189,6 +189,7 @@ valgrind:
 
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
 QUICK_08_training = --steps 5 --batch 16 --eval 10 --examples 1
+QUICK_09_decoding = --train-steps 5 --search 64 --cost-len 16
 QUICK_10_why_self_attention = --n-max 128 --d-max 64 --path-max 64 --repeats 1
 QUICK_11_translation = --train-size 300 --dev-size 10 --test-size 10 --steps 4 --layers 1 --d-model 16 \
                        --heads 2 --d-ff 32 --vocab 200 --tokens 300 --checkpoint-every 2

@@ -45,6 +45,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "decode.h"
 #include "model.h"
 #include "nn.h"
 #include "gemm.h"
@@ -527,8 +528,78 @@ static void steps_table(double peak1) {
 }
 
 /* ---- the main table ------------------------------------------------------------------- */
+/* ---- 5. decoding: the KV cache (chapter 09) ------------------------------------------
+ * Greedy decoding of 256 tokens with the paper's layer sizes (N=6, d_model=512,
+ * d_ff=2048, h=8), from a 16-token source, with the KV cache (common/decode.c)
+ * and without it (every step reruns model_decode over the whole prefix).
+ * Vocabulary 1000, not 37000: the uncached path computes every position's
+ * logits each step, so a large vocabulary would only widen the gap. Cached:
+ * median of 3 runs; uncached: one run (it takes seconds). The cached step is
+ * one row per sentence and runs on one thread (decode.h), while the uncached
+ * one's large products use every thread; so the table is timed twice, with
+ * all threads and with one. `build/bench decode` runs this part alone.
+ * Returns 0, or 1 if the two decoders disagree. */
+static int bench_decode_run(Decoder *d, const Config *c, const int *src, int TS, int threads) {
+    char err[256];
+    set_threads(threads);
+    DecodeOpts o = decode_opts_paper(1, -1);
+    o.beam = 1, o.offset = d->max_T - TS;      /* exactly max_T tokens: no end symbol */
+    double cached[3];
+    int toks[1024];
+    for (int r = 0; r < 3; r++) {
+        double t0 = now_s();
+        if (decode_greedy(d, &o, src, 1, TS, err, sizeof err)) cli_fail(PROG, "decode bench: %s", err);
+        cached[r] = now_s() - t0;
+    }
+    int n = d->out_len[0];
+    memcpy(toks, d->out, sizeof(int) * n);
+    o.cached = 0;
+    double t0 = now_s();
+    if (decode_greedy(d, &o, src, 1, TS, err, sizeof err)) cli_fail(PROG, "decode bench: %s", err);
+    double uncached = now_s() - t0, tc = median(cached, 3);
+    int same = n == d->out_len[0] && !memcmp(toks, d->out, sizeof(int) * n);
+    double fc = 0, fu = 0;
+    for (int t = 0; t < n; t++) fc += decode_flops_cached(c, t, TS), fu += decode_flops_uncached(c, t, TS);
+    printf("  %d thread%s:\n", threads, threads > 1 ? "s" : " ");
+    printf("    %-32s %10.3f %10.1f %10.1f %8.1f   (median of 3)\n", "KV cache (common/decode.c)", tc, n / tc,
+           fc / 1e9, fc / 1e9 / tc);
+    printf("    %-32s %10.3f %10.1f %10.1f %8.1f   (one run)\n", "no cache: whole prefix every step", uncached,
+           n / uncached, fu / 1e9, fu / 1e9 / uncached);
+    printf("    the cache is %.1fx faster (target >= 10x); tokens %s\n", uncached / tc,
+           same ? "identical" : "DIFFERENT (a bug)");
+    return same ? 0 : 1;
+}
+
+static int bench_decode(int threads) {
+    enum { TS = 16, OUT = 256 };
+    Config c = config_of(6, 512, 2048, 8, 1000, OUT);
+    c.dropout = 0;
+    Model m = {0};
+    Decoder d;
+    char err[256];
+    if (model_build(&m, &c, 1, TS, OUT, 1234, err, sizeof err) ||
+        decoder_new(&d, &m, 1, 1, TS, OUT, err, sizeof err))
+        cli_fail(PROG, "decode bench: %s", err);
+    int src[TS];
+    Rng rng;
+    rng_seed(&rng, 9);
+    src[0] = 1;
+    for (int t = 1; t < TS; t++) src[t] = 2 + rng_int(&rng, c.vocab - 2);
+    printf("\nGreedy decoding, N=6 d_model=512 d_ff=2048 h=8 V=1000, source %d, output %d tokens\n", TS, OUT);
+    printf("    %-32s %10s %10s %10s %8s\n", "decoder", "total s", "tokens/s", "GFLOP", "GFLOP/s");
+    int rc = bench_decode_run(&d, &c, src, TS, threads);
+    if (threads > 1) rc |= bench_decode_run(&d, &c, src, TS, 1);
+    set_threads(threads);
+    printf("  A shared machine is noisy: other jobs slow the multi-threaded products most.\n");
+    decoder_free(&d);
+    model_free(&m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    int reps = 5, no_torch = 0, no_model = 0, no_steps = 0, nthreads = max_threads();
+    int reps = 5, no_torch = 0, no_model = 0, no_steps = 0, no_decode = 0, nthreads = max_threads();
+    int decode_only = argc >= 2 && !strcmp(argv[1], "decode");   /* build/bench decode */
+    if (decode_only) argv[1] = argv[0], argc--, argv++;
     const char *child = "";
     const char *script = "bench/torch_ref.py";
     CliOption opts[] = {
@@ -537,6 +608,7 @@ int main(int argc, char **argv) {
         {"--no-steps", CLI_FLAG, &no_steps, "skip the gemm_ref -> gemm steps table", 0, 0},
         {"--no-model", CLI_FLAG, &no_model, "skip the model timings (ours and PyTorch)", 0, 0},
         {"--no-torch", CLI_FLAG, &no_torch, "skip PyTorch", 0, 0},
+        {"--no-decode", CLI_FLAG, &no_decode, "skip decoding speed (`bench decode`: only that)", 0, 0},
         {"--torch-script", CLI_STRING, &script, "the PyTorch reference script", 0, 0},
         {"--child", CLI_STRING, &child, "internal: gemm | ch08 | annotated | base (one part, machine-readable)", 0, 0},
     };
@@ -547,6 +619,7 @@ int main(int argc, char **argv) {
     model_cases_init();
     set_threads(nthreads);
     int threads = max_threads();
+    if (decode_only) return bench_decode(threads);
 
     if (*child) {
         if (!strcmp(child, "gemm")) {
@@ -689,5 +762,6 @@ int main(int argc, char **argv) {
         }
         printf("  PyTorch[A]/[B]/[C]: the OpenBLAS settings of the gemm table (Debian's PyTorch uses OpenBLAS)\n");
     }
+    if (!no_decode && bench_decode(threads)) return 1;
     return 0;
 }

@@ -1,0 +1,635 @@
+/* decode.c - incremental decoding with a KV cache; greedy and beam search.
+ *
+ * Read decode.h first: it defines the search precisely. This file has four
+ * parts:
+ *   1. Building the Decoder: every buffer, once.
+ *   2. The step: one new position per row, cached (this file's own decoder
+ *      layer, written with the public ops) or uncached (model_decode over
+ *      the whole prefix: the reference).
+ *   3. Greedy decoding and beam search on top of the step.
+ *   4. What it costs: FLOPs per token, cache bytes.
+ */
+#include "decode.h"
+#include "attention.h"
+#include "gemm.h"
+#include "nn.h"
+#include "ops.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return 2;
+}
+
+double length_penalty(int len, double alpha) {
+    /* Wu et al. 2016, Eq. 14: lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha. alpha = 0
+     * gives 1 (raw sum of log-probs, which favours short outputs); larger
+     * alpha divides long outputs' (negative) sums by more. */
+    return pow(5.0 + len, alpha) / pow(6.0, alpha);
+}
+
+DecodeOpts decode_opts_paper(int start_id, int end_id) {
+    DecodeOpts o = {.beam = 4, .alpha = 0.6f, .offset = 50, .start_id = start_id, .end_id = end_id, .cached = 1};
+    return o;
+}
+
+int decode_check_opts(const Config *c, const DecodeOpts *o, char *err, size_t errlen) {
+    if (o->beam < 1 || o->beam > 1024)
+        return fail(err, errlen, "beam is %d; it must be between 1 and 1024 (the paper uses 4)", o->beam);
+    if (!isfinite(o->alpha) || o->alpha < 0)
+        return fail(err, errlen, "alpha is %g; the length penalty needs a finite alpha >= 0 (paper 0.6)",
+                    (double)o->alpha);
+    if (o->start_id < 0 || o->start_id >= c->vocab || o->start_id == c->pad_id)
+        return fail(err, errlen, "start id %d must be a token id in 0..%d other than padding (%d)",
+                    o->start_id, c->vocab - 1, c->pad_id);
+    if (o->end_id < -1 || o->end_id >= c->vocab || (o->end_id >= 0 && o->end_id == c->pad_id))
+        return fail(err, errlen, "end id %d must be -1 (none) or a token id in 0..%d other than padding",
+                    o->end_id, c->vocab - 1);
+    if (o->offset < -MODEL_MAX_LEN || o->offset > MODEL_MAX_LEN)
+        return fail(err, errlen, "offset %d is out of range", o->offset);
+    return 0;
+}
+
+/* ============================================================================
+ * 1. Building the Decoder
+ * ========================================================================== */
+
+/* self-attention cache element (layer l, row r, head i, position t), K or V */
+static size_t cache_at(const Decoder *d, int l, int r, int i, int t, int dh) {
+    size_t R = (size_t)d->max_B * d->max_K;
+    return ((((size_t)l * R + r) * d->m->cfg.h + i) * d->max_T + t) * dh;
+}
+
+int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_out,
+                char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    const Config *c = &m->cfg;
+    if (max_B < 1 || max_K < 1 || max_Ts < 1 || max_out < 1)
+        return fail(err, errlen, "decoder capacity must be at least 1 (got %d sentences, %d beams, "
+                    "%d source tokens, %d output tokens)", max_B, max_K, max_Ts, max_out);
+    if (max_Ts > c->max_len || max_out > c->max_len)
+        return fail(err, errlen, "%d tokens do not fit max_len = %d (the rows of the positional-encoding table)",
+                    max_Ts > max_out ? max_Ts : max_out, c->max_len);
+    if ((double)max_B * max_K > 1 << 20)
+        return fail(err, errlen, "%d sentences x %d beams is too many rows", max_B, max_K);
+    d->m = m;
+    d->max_B = max_B, d->max_K = max_K, d->max_Ts = max_Ts, d->max_T = max_out;
+    size_t R = (size_t)max_B * max_K, B = max_B, Ts = max_Ts, T = max_out;
+    size_t N = c->N, D = c->d_model, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
+    size_t wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T;
+    double floats = (double)B * Ts * (D + N * (hk + hv) + wide) + 2.0 * N * R * T * (hk + hv)
+                  + (double)R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4 * T);
+    if (floats * 4 > 64e9)
+        return fail(err, errlen, "a decoder this size needs %.3g GB", floats * 4 / 1e9);
+    int ok = 1;
+#define ALLOC(p, n) ok &= ((p) = calloc((size_t)(n) + 1, sizeof *(p))) != NULL
+    ALLOC(d->src, B * Ts);
+    ALLOC(d->memory, B * Ts * D);
+    ALLOC(d->cross_k, N * B * Ts * hk);
+    ALLOC(d->cross_v, N * B * Ts * hv);
+    for (int j = 0; j < 2; j++) {
+        ALLOC(d->self_k[j], N * R * T * hk);
+        ALLOC(d->self_v[j], N * R * T * hv);
+        ALLOC(d->hist[j], R * T);
+        ALLOC(d->hist_lp[j], R * T);
+    }
+    ALLOC(d->x, R * D);
+    ALLOC(d->y, R * D);
+    ALLOC(d->ln, R * D);
+    ALLOC(d->sub, R * D);
+    ALLOC(d->mean, R);
+    ALLOC(d->rstd, R);
+    ALLOC(d->q, R * wide);
+    ALLOC(d->k, (R > B * Ts ? R : B * Ts) * wide);
+    ALLOC(d->v, R * wide);
+    ALLOC(d->o, R * wide);
+    ALLOC(d->hidden, R * F);
+    ALLOC(d->scores, R * H * keys);
+    ALLOC(d->logits, R * V);
+    ALLOC(d->logp, R * V);
+    ALLOC(d->cross_w, N * R * H * Ts);
+    ALLOC(d->prefix, R * (T > Ts ? T : Ts));
+    ALLOC(d->sum, R);
+    ALLOC(d->new_sum, R);
+    ALLOC(d->new_lp, R);
+    ALLOC(d->alive, R);
+    ALLOC(d->parent, R);
+    ALLOC(d->tok, R);
+    ALLOC(d->maxlen, B);
+    ALLOC(d->out, B * T);
+    ALLOC(d->out_lp, B * T);
+    ALLOC(d->out_len, B);
+    ALLOC(d->out_sum, B);
+    ALLOC(d->out_score, B);
+    ALLOC(d->trace, T * R);
+    d->max_fin = (int)((T + 1) * R);
+    ALLOC(d->fin, (size_t)d->max_fin);
+    ALLOC(d->cand_s, 2 * (size_t)max_K);
+    ALLOC(d->cand_i, 2 * (size_t)max_K);
+#undef ALLOC
+    if (!ok) {
+        decoder_free(d);
+        return fail(err, errlen, "out of memory building a decoder for %d x %d rows", max_B, max_K);
+    }
+    return 0;
+}
+
+void decoder_free(Decoder *d) {
+    if (!d) return;
+    void *p[] = {d->src, d->memory, d->cross_k, d->cross_v, d->self_k[0], d->self_k[1], d->self_v[0],
+                 d->self_v[1], d->hist[0], d->hist[1], d->hist_lp[0], d->hist_lp[1], d->x, d->y, d->ln,
+                 d->sub, d->mean, d->rstd, d->q, d->k, d->v, d->o, d->hidden, d->scores, d->logits,
+                 d->logp, d->cross_w, d->prefix, d->sum, d->new_sum, d->new_lp, d->alive, d->parent, d->tok, d->maxlen, d->out,
+                 d->out_lp, d->out_len, d->out_sum, d->out_score, d->trace, d->fin, d->cand_s, d->cand_i};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+    memset(d, 0, sizeof *d);
+}
+
+/* ============================================================================
+ * 2. The step
+ * ========================================================================== */
+
+int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
+                  char *err, size_t errlen) {
+    Model *m = d->m;
+    const Config *c = &m->cfg;
+    if (B < 1 || K < 1 || Ts < 1 || B > d->max_B || K > d->max_K || Ts > d->max_Ts)
+        return fail(err, errlen, "%d sentences x %d beams of %d source tokens exceed the decoder's "
+                    "capacity (%d x %d, %d)", B, K, Ts, d->max_B, d->max_K, d->max_Ts);
+    int R = B * K;
+    /* the encoder runs in the model's own activations: they must fit */
+    int enc_B = cached ? B : R;
+    if (enc_B > m->max_B || Ts > m->max_Ts || (!cached && d->max_T > m->max_Tt))
+        return fail(err, errlen, "the model was built for %d sequences of (%d, %d) tokens; %s decoding "
+                    "of %d x %d rows of %d source tokens needs more", m->max_B, m->max_Ts, m->max_Tt,
+                    cached ? "cached" : "uncached", B, K, Ts);
+    d->B = B, d->K = K, d->R = R, d->Ts = Ts, d->pos = 0, d->cached = cached;
+    memcpy(d->src, src, (size_t)B * Ts * sizeof(int));
+    if (!cached) {
+        /* the reference: every row is its own sequence, encoded in full */
+        for (int r = 0; r < R; r++)
+            memcpy(d->prefix + (size_t)r * Ts, src + (size_t)(r / K) * Ts, (size_t)Ts * sizeof(int));
+        model_encode(m, d->prefix, R, Ts, 0);
+        return 0;
+    }
+    /* The encoder's output does not depend on anything the decoder does:
+     * once per sentence, shared by its K beams. */
+    model_encode(m, src, B, Ts, 0);
+    size_t D = c->d_model, rows = (size_t)B * Ts;
+    memcpy(d->memory, model_memory(m), rows * D * sizeof(float));
+    /* Nor do the cross-attention keys and values memory W^K, memory W^V of
+     * every decoder layer (Sec. 3.2.3): computed here, read by every step. */
+    int hk = c->h * c->d_k, hv = c->h * c->d_v;
+    for (int l = 0; l < c->N; l++) {
+        const MhaParams *w = &m->params.dec[l].cross_attn;
+        linear_forward(d->k, d->memory, w->w_k, NULL, (int)rows, (int)D, hk);   /* (B,Ts,h*d_k) */
+        heads_split(d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk, d->k, B, Ts, c->h, c->d_k);
+        linear_forward(d->k, d->memory, w->w_v, NULL, (int)rows, (int)D, hv);   /* (B,Ts,h*d_v) */
+        heads_split(d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv, d->k, B, Ts, c->h, c->d_v);
+    }
+    return 0;
+}
+
+/* One query per row against n keys of one head: out (d_v) = softmax(q K^T /
+ * sqrt(d_k)) V, with blocked keys (ok[j] == 0) at -inf. w (n) keeps the
+ * weights. K (n,d_k) and V (n,d_v) are rows of stride d_k and d_v. */
+static void attend_one(float *out, float *w, const float *q, const float *K, const float *V,
+                       const int *key_ids, int pad_id, int n, int d_k, int d_v) {
+    float scale = 1.0f / sqrtf((float)d_k);
+    for (int j = 0; j < n; j++)
+        w[j] = (key_ids && key_ids[j] == pad_id) ? -INFINITY : dot(q, K + (size_t)j * d_k, d_k) * scale;
+    softmax_forward(w, w, 1, n);           /* a fully masked row gives zeros, never NaN */
+    for (int c = 0; c < d_v; c++) out[c] = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (w[j] == 0.0f) continue;
+        const float *vj = V + (size_t)j * d_v;
+        for (int c = 0; c < d_v; c++) out[c] += w[j] * vj[c];
+    }
+}
+
+#ifdef _OPENMP
+#define SIMD_LOOP _Pragma("omp simd")
+#define SIMD_SUM _Pragma("omp simd reduction(+:s)")
+#else
+#define SIMD_LOOP
+#define SIMD_SUM
+#endif
+
+void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
+                         int R, int IN, int OUT) {
+    if (R > DECODE_FEW_ROWS) {
+        linear_forward(out, inp, W, bias, R, IN, OUT);
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < OUT; j++) out[(size_t)r * OUT + j] = bias ? bias[j] : 0.0f;
+    /* out[r,:] += inp[r,i] * W[i,:], one row of W at a time: W is read once,
+     * the R output rows stay in cache */
+    for (int i = 0; i < IN; i++) {
+        const float *w = W + (size_t)i * OUT;
+        for (int r = 0; r < R; r++) {
+            float a = inp[(size_t)r * IN + i];
+            float *o = out + (size_t)r * OUT;
+            SIMD_LOOP
+            for (int j = 0; j < OUT; j++) o[j] += a * w[j];
+        }
+    }
+}
+
+void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
+    if (R > DECODE_FEW_ROWS) {
+        gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
+        return;
+    }
+    /* logit[r,v] = x[r] . E[v]: each embedding row is read once for all R rows */
+    for (int v = 0; v < V; v++) {
+        const float *e = E + (size_t)v * D;
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * D;
+            float s = 0.0f;
+            SIMD_SUM
+            for (int c = 0; c < D; c++) s += xr[c] * e[c];
+            out[(size_t)r * V + v] = s;
+        }
+    }
+}
+
+/* The residual sub-layer's input: x (post-LN) or LayerNorm(x) (pre-LN). */
+static const float *sub_in(Decoder *d, const float *g, const float *b) {
+    const Config *c = &d->m->cfg;
+    if (!c->pre_ln) return d->x;
+    layernorm_forward(d->ln, d->mean, d->rstd, d->x, g, b, d->R, c->d_model);
+    return d->ln;
+}
+
+/* x = LayerNorm(x + sub) (post-LN, Sec. 3.1) or x = x + sub (pre-LN). */
+static void sub_out(Decoder *d, const float *g, const float *b) {
+    const Config *c = &d->m->cfg;
+    size_t n = (size_t)d->R * c->d_model;
+    if (c->pre_ln) {
+        residual_forward(d->x, d->x, d->sub, n);
+    } else {
+        residual_forward(d->y, d->x, d->sub, n);
+        layernorm_forward(d->x, d->mean, d->rstd, d->y, g, b, d->R, c->d_model);
+    }
+}
+
+/* The cached step: position t = d->pos for every row, through every layer. */
+static void step_cached(Decoder *d, const int *tok) {
+    Model *m = d->m;
+    const Config *c = &m->cfg;
+    int R = d->R, K = d->K, Ts = d->Ts, t = d->pos, D = c->d_model, V = c->vocab;
+    int h = c->h, dk = c->d_k, dv = c->d_v, hk = h * dk, hv = h * dv;
+    int pad = c->pad_id;
+    /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table */
+    embed_forward(d->x, tok, m->params.embed, m->pe + (size_t)t * D, R, 1, D, V);
+    for (int l = 0; l < c->N; l++) {
+        const DecoderLayer *w = &m->params.dec[l];
+        /* -- masked self-attention: append this position's k, v, attend over 0..t.
+         * The causal mask needs no code here: the later positions are not yet in
+         * the cache. */
+        const float *in = sub_in(d, w->ln1_g, w->ln1_b);
+        linear_rows_forward(d->q, in, w->self_attn.w_q, NULL, R, D, hk);   /* q (R,h*d_k) */
+        linear_rows_forward(d->k, in, w->self_attn.w_k, NULL, R, D, hk);   /* k (R,h*d_k) */
+        linear_rows_forward(d->v, in, w->self_attn.w_v, NULL, R, D, hv);   /* v (R,h*d_v) */
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < h; i++) {
+                memcpy(d->self_k[0] + cache_at(d, l, r, i, t, dk), d->k + (size_t)r * hk + i * dk, dk * sizeof(float));
+                memcpy(d->self_v[0] + cache_at(d, l, r, i, t, dv), d->v + (size_t)r * hv + i * dv, dv * sizeof(float));
+            }
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < h; i++)
+                attend_one(d->o + (size_t)r * hv + i * dv, d->scores, d->q + (size_t)r * hk + i * dk,
+                           d->self_k[0] + cache_at(d, l, r, i, 0, dk), d->self_v[0] + cache_at(d, l, r, i, 0, dv),
+                           NULL, pad, t + 1, dk, dv);
+        linear_rows_forward(d->sub, d->o, w->self_attn.w_o, NULL, R, hv, D);   /* Concat(heads) W^O */
+        sub_out(d, w->ln1_g, w->ln1_b);
+
+        /* -- cross-attention: the query is new, K and V were computed at begin */
+        in = sub_in(d, w->ln2_g, w->ln2_b);
+        linear_rows_forward(d->q, in, w->cross_attn.w_q, NULL, R, D, hk);
+        const float *ck = d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk;
+        const float *cv = d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv;
+        for (int r = 0; r < R; r++) {
+            int b = r / K;                     /* the sentence this beam belongs to */
+            const int *keys = pad >= 0 ? d->src + (size_t)b * Ts : NULL;   /* source padding */
+            for (int i = 0; i < h; i++) {
+                float *wts = d->cross_w + (((size_t)l * R + r) * h + i) * Ts;
+                attend_one(d->o + (size_t)r * hv + i * dv, wts, d->q + (size_t)r * hk + i * dk,
+                           ck + ((size_t)b * h + i) * Ts * dk, cv + ((size_t)b * h + i) * Ts * dv,
+                           keys, pad, Ts, dk, dv);
+            }
+        }
+        linear_rows_forward(d->sub, d->o, w->cross_attn.w_o, NULL, R, hv, D);
+        sub_out(d, w->ln2_g, w->ln2_b);
+
+        /* -- FFN (Eq. 2) on this position alone */
+        in = sub_in(d, w->ln3_g, w->ln3_b);
+        linear_rows_forward(d->hidden, in, w->ffn_w1, w->ffn_b1, R, D, c->d_ff);   /* x W1 + b1 */
+        relu_forward(d->hidden, d->hidden, (size_t)R * c->d_ff);                  /* max(0, .) */
+        linear_rows_forward(d->sub, d->hidden, w->ffn_w2, w->ffn_b2, R, c->d_ff, D); /* . W2 + b2 */
+        sub_out(d, w->ln3_g, w->ln3_b);
+    }
+    const float *xo = d->x;
+    if (c->pre_ln) {
+        layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->params.dec_ln_g, m->params.dec_ln_b, R, D);
+        xo = d->ln;
+    }
+    /* logits (R,V) = x E^T (the shared embedding, Sec. 3.4), then log-softmax */
+    logits_rows_forward(d->logits, xo, m->params.embed, R, D, V);
+    logsoftmax_forward(d->logp, d->logits, R, V);
+}
+
+/* The reference: the whole prefix 0..t through model_decode, keep the last row. */
+static void step_uncached(Decoder *d) {
+    Model *m = d->m;
+    const Config *c = &m->cfg;
+    int R = d->R, T = d->pos + 1, V = c->vocab, h = c->h, Ts = d->Ts;
+    for (int r = 0; r < R; r++)
+        memcpy(d->prefix + (size_t)r * T, d->hist[0] + (size_t)r * d->max_T, (size_t)T * sizeof(int));
+    const float *logp = model_decode(m, d->prefix, T, 0);   /* (R*T, V) */
+    for (int r = 0; r < R; r++)
+        memcpy(d->logp + (size_t)r * V, logp + ((size_t)r * T + T - 1) * V, (size_t)V * sizeof(float));
+    for (int l = 0; l < c->N; l++) {
+        const float *w = model_attention(m, ATTN_DEC_CROSS, l);   /* (R,h,T,Ts) */
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < h; i++)
+                memcpy(d->cross_w + (((size_t)l * R + r) * h + i) * Ts,
+                       w + (((size_t)r * h + i) * T + T - 1) * Ts, (size_t)Ts * sizeof(float));
+    }
+}
+
+const float *decoder_step(Decoder *d, const int *tok) {
+    assert(d->R > 0 && d->pos < d->max_T && "decoder_step: decoder_begin first, and no more than max_out steps");
+    for (int r = 0; r < d->R; r++) {
+        assert(tok[r] >= 0 && tok[r] < d->m->cfg.vocab && tok[r] != d->m->cfg.pad_id);
+        d->hist[0][(size_t)r * d->max_T + d->pos] = tok[r];
+    }
+    if (d->cached) step_cached(d, tok);
+    else step_uncached(d);
+    d->pos++;
+    return d->logp;
+}
+
+void decoder_reorder(Decoder *d, const int *parent) {
+    int R = d->R, t = d->pos, same = 1;
+    for (int r = 0; r < R; r++) same &= parent[r] == r;
+    if (same) return;
+    const Config *c = &d->m->cfg;
+    size_t T = d->max_T;
+    if (d->cached) {
+        /* gather: row r's first t positions of every layer and head become its
+         * parent's; then the two buffers change roles */
+        for (int l = 0; l < c->N; l++)
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < c->h; i++) {
+                    memcpy(d->self_k[1] + cache_at(d, l, r, i, 0, c->d_k),
+                           d->self_k[0] + cache_at(d, l, parent[r], i, 0, c->d_k), (size_t)t * c->d_k * sizeof(float));
+                    memcpy(d->self_v[1] + cache_at(d, l, r, i, 0, c->d_v),
+                           d->self_v[0] + cache_at(d, l, parent[r], i, 0, c->d_v), (size_t)t * c->d_v * sizeof(float));
+                }
+        float *p = d->self_k[0]; d->self_k[0] = d->self_k[1]; d->self_k[1] = p;
+        p = d->self_v[0]; d->self_v[0] = d->self_v[1]; d->self_v[1] = p;
+    }
+    for (int r = 0; r < R; r++) {
+        memcpy(d->hist[1] + r * T, d->hist[0] + parent[r] * T, (size_t)t * sizeof(int));
+        memcpy(d->hist_lp[1] + r * T, d->hist_lp[0] + parent[r] * T, (size_t)t * sizeof(float));
+    }
+    int *q = d->hist[0]; d->hist[0] = d->hist[1]; d->hist[1] = q;
+    float *p = d->hist_lp[0]; d->hist_lp[0] = d->hist_lp[1]; d->hist_lp[1] = p;
+}
+
+/* ============================================================================
+ * 3. Search
+ * ========================================================================== */
+
+/* Per sentence: L = |x| + offset generated tokens at most, |x| the source's
+ * non-padding tokens, within [1, max_len] (the PE table). Returns the
+ * longest, or -1 when one does not fit the decoder (message in err). */
+static int set_max_lengths(Decoder *d, const DecodeOpts *o, char *err, size_t errlen) {
+    const Config *c = &d->m->cfg;
+    int longest = 0;
+    for (int b = 0; b < d->B; b++) {
+        int n = 0;
+        for (int j = 0; j < d->Ts; j++) n += d->src[(size_t)b * d->Ts + j] != c->pad_id;
+        long L = (long)n + o->offset;
+        if (L > c->max_len) L = c->max_len;
+        if (L < 1) L = 1;
+        if (L > d->max_T) {
+            fail(err, errlen, "sentence %d may produce %ld tokens (source %d + offset %d), more than the "
+                 "decoder was built for (%d)", b, L, n, o->offset, d->max_T);
+            return -1;
+        }
+        d->maxlen[b] = (int)L;
+        longest = L > longest ? (int)L : longest;
+    }
+    return longest;
+}
+
+static int begin_search(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts, int K,
+                        char *err, size_t errlen) {
+    const Config *c = &d->m->cfg;
+    int rc = decode_check_opts(c, o, err, errlen);
+    if (rc) return rc;
+    if (B < 1 || K < 1 || Ts < 1 || B > d->max_B || K > d->max_K || Ts > d->max_Ts)
+        return fail(err, errlen, "%d sentences x %d beams of %d source tokens exceed the decoder's "
+                    "capacity (%d x %d, %d)", B, K, Ts, d->max_B, d->max_K, d->max_Ts);
+    if ((rc = model_check_tokens(c, src, B * Ts, "source", err, errlen))) return rc;
+    if ((rc = decoder_begin(d, src, B, Ts, K, o->cached, err, errlen))) return rc;
+    for (int b = 0; b < B; b++) {
+        d->out_len[b] = 0;
+        d->out_sum[b] = d->out_score[b] = -INFINITY;
+        for (int j = 0; j < d->max_T; j++) {
+            d->out[(size_t)b * d->max_T + j] = c->pad_id;
+            d->out_lp[(size_t)b * d->max_T + j] = 0.0f;
+        }
+    }
+    d->steps = 0, d->n_fin = 0;
+    return 0;
+}
+
+int decode_greedy(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
+                  char *err, size_t errlen) {
+    int rc = begin_search(d, o, src, B, Ts, 1, err, errlen);
+    if (rc) return rc;
+    int longest = set_max_lengths(d, o, err, errlen);
+    if (longest < 0) return 2;
+    const Config *c = &d->m->cfg;
+    int V = c->vocab, T = d->max_T;
+    for (int b = 0; b < B; b++) d->tok[b] = o->start_id, d->alive[b] = 1, d->out_sum[b] = 0;
+    for (int t = 0; t < longest; t++) {
+        const float *logp = decoder_step(d, d->tok);   /* (B,V): predicts token t+1 */
+        d->steps++;
+        int any = 0;
+        for (int b = 0; b < B; b++) {
+            if (!d->alive[b]) continue;
+            const float *row = logp + (size_t)b * V;
+            int best = -1;
+            for (int v = 0; v < V; v++)
+                if (v != c->pad_id && (best < 0 || row[v] > row[best])) best = v;
+            d->out[(size_t)b * T + t] = best;
+            d->out_lp[(size_t)b * T + t] = row[best];
+            d->out_sum[b] += row[best];
+            d->out_len[b] = t + 1;
+            d->tok[b] = best;
+            if (best == o->end_id || t + 1 == d->maxlen[b]) d->alive[b] = 0;
+            any |= d->alive[b];
+        }
+        if (!any) break;
+    }
+    for (int b = 0; b < B; b++) d->out_score[b] = (float)(d->out_sum[b] / length_penalty(d->out_len[b], o->alpha));
+    return 0;
+}
+
+/* Keeps the n best (score, index) pairs in descending order; a tie goes to
+ * the pair seen first (lower beam, then lower token id: the insertion order). */
+static void keep_best(float *s, int *idx, int *n, int cap, float score, int i) {
+    if (*n == cap && !(score > s[cap - 1])) return;
+    int j = *n < cap ? (*n)++ : cap - 1;
+    while (j > 0 && score > s[j - 1]) {
+        s[j] = s[j - 1], idx[j] = idx[j - 1];
+        j--;
+    }
+    s[j] = score, idx[j] = i;
+}
+
+/* A finished hypothesis of sentence b: the tokens of row `row` so far plus
+ * token w (its log-prob lp) as generated token number n. */
+static void finish(Decoder *d, const DecodeOpts *o, int b, int t, int row, int w, float lp, float sum) {
+    int n = t + 1, T = d->max_T;
+    float score = (float)(sum / length_penalty(n, o->alpha));
+    if (d->n_fin < d->max_fin)
+        d->fin[d->n_fin++] = (BeamFinished){b, n, row, w, n, sum, score};
+    if (!(score > d->out_score[b])) return;
+    d->out_score[b] = score, d->out_sum[b] = sum, d->out_len[b] = n;
+    const int *h = d->hist[0] + (size_t)row * T;          /* h[0] is the start symbol */
+    const float *hl = d->hist_lp[0] + (size_t)row * T;
+    for (int j = 0; j < T; j++) {
+        d->out[(size_t)b * T + j] = j < t ? h[j + 1] : j == t ? w : d->m->cfg.pad_id;
+        d->out_lp[(size_t)b * T + j] = j < t ? hl[j] : j == t ? lp : 0.0f;
+    }
+}
+
+int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
+                char *err, size_t errlen) {
+    int K = o->beam;
+    int rc = begin_search(d, o, src, B, Ts, K, err, errlen);
+    if (rc) return rc;
+    int longest = set_max_lengths(d, o, err, errlen);
+    if (longest < 0) return 2;
+    const Config *c = &d->m->cfg;
+    int V = c->vocab, R = B * K, T = d->max_T;
+    float *new_sum = d->new_sum, *new_lp = d->new_lp;
+    if ((double)K * V > 2e9) return fail(err, errlen, "beam %d x vocabulary %d is too many candidates", K, V);
+    /* Step 0: one hypothesis per sentence (beam 0); the others start at -inf
+     * so that the first step does not pick the same token K times. */
+    for (int r = 0; r < R; r++) d->tok[r] = o->start_id, d->sum[r] = r % K ? -INFINITY : 0.0f;
+    for (int b = 0; b < B; b++) d->alive[b] = 1;
+    for (int t = 0; t < longest; t++) {
+        const float *logp = decoder_step(d, d->tok);   /* (R,V) */
+        d->steps++;
+        int n = t + 1, any = 0;
+        for (int b = 0; b < B; b++) {
+            int r0 = b * K;
+            if (!d->alive[b]) {
+                for (int k = 0; k < K; k++) {
+                    d->parent[r0 + k] = r0 + k, d->tok[r0 + k] = o->start_id, new_sum[r0 + k] = -INFINITY,
+                    new_lp[r0 + k] = 0;
+                    d->trace[(size_t)t * R + r0 + k] = (BeamNode){-1, o->start_id, -INFINITY};
+                }
+                continue;
+            }
+            /* the 2K best extensions: at most K end in end_id (one per beam), so
+             * K live ones are among them whenever K exist */
+            int nc = 0;
+            for (int k = 0; k < K; k++) {
+                float s = d->sum[r0 + k];
+                if (s == -INFINITY) continue;
+                const float *row = logp + (size_t)(r0 + k) * V;
+                for (int w = 0; w < V; w++)
+                    if (w != c->pad_id && row[w] > -INFINITY)
+                        keep_best(d->cand_s, d->cand_i, &nc, 2 * K, s + row[w], k * V + w);
+            }
+            int live = 0;
+            for (int j = 0; j < nc && live < K; j++) {
+                int k = d->cand_i[j] / V, w = d->cand_i[j] % V, r = r0 + k;
+                float lp = logp[(size_t)r * V + w];
+                if (w == o->end_id) {
+                    finish(d, o, b, t, r, w, lp, d->cand_s[j]);
+                    continue;
+                }
+                d->parent[r0 + live] = r, d->tok[r0 + live] = w;
+                new_sum[r0 + live] = d->cand_s[j], new_lp[r0 + live] = lp;
+                live++;
+            }
+            for (int k = live; k < K; k++)   /* fewer than K possible: dead rows */
+                d->parent[r0 + k] = r0, d->tok[r0 + k] = o->start_id, new_sum[r0 + k] = -INFINITY,
+                new_lp[r0 + k] = 0;
+            if (n == d->maxlen[b]) {
+                /* out of room: the live hypotheses end here as they are */
+                for (int k = 0; k < live; k++)
+                    finish(d, o, b, t, d->parent[r0 + k], d->tok[r0 + k], new_lp[r0 + k], new_sum[r0 + k]);
+                d->alive[b] = 0;
+            } else {
+                /* early stop: can any live beam still beat the best finished one? */
+                double lpL = length_penalty(d->maxlen[b], o->alpha);
+                int hope = 0;
+                for (int k = 0; k < live; k++) hope |= new_sum[r0 + k] / lpL > d->out_score[b];
+                d->alive[b] = hope;
+            }
+            for (int k = 0; k < K; k++)
+                d->trace[(size_t)t * R + r0 + k] =
+                    (BeamNode){k < live ? d->parent[r0 + k] : -1, d->tok[r0 + k], new_sum[r0 + k]};
+            any |= d->alive[b];
+        }
+        if (!any) break;
+        decoder_reorder(d, d->parent);
+        for (int r = 0; r < R; r++) {
+            d->sum[r] = new_sum[r];
+            d->hist_lp[0][(size_t)r * T + t] = new_lp[r];
+        }
+    }
+    return 0;
+}
+
+/* ============================================================================
+ * 4. Cost
+ * ========================================================================== */
+
+/* Counted as the code runs: per layer the self-attention projections, the
+ * scores and weighted sums over the cached keys, W^O; the cross-attention
+ * query, scores over the source, W^O (its K, V were made at begin); the FFN;
+ * then the output projection. 2 FLOPs per multiply-add. */
+double decode_flops_cached(const Config *c, int t, int Ts) {
+    double D = c->d_model, hk = (double)c->h * c->d_k, hv = (double)c->h * c->d_v, F = c->d_ff, n = t + 1;
+    double self = 2 * D * (2 * hk + hv) + 2 * n * (hk + hv) + 2 * hv * D;   /* q,k,v; scores, mix; W^O */
+    double cross = 2 * D * hk + 2 * (double)Ts * (hk + hv) + 2 * hv * D;     /* K, V of memory: once   */
+    double ffn = 4 * D * F;
+    return c->N * (self + cross + ffn) + 2 * D * c->vocab;
+}
+
+double decode_flops_uncached(const Config *c, int t, int Ts) {
+    /* model_decode on t+1 positions: every position's projections, the full
+     * (t+1) x (t+1) score matrix (the causal mask blocks half of it after
+     * computing it), the memory's K, V again, every position's logits */
+    double D = c->d_model, hk = (double)c->h * c->d_k, hv = (double)c->h * c->d_v, F = c->d_ff, T = t + 1;
+    double self = T * 2 * D * (2 * hk + hv) + 2 * T * T * (hk + hv) + T * 2 * hv * D;
+    double cross = T * 2 * D * hk + 2 * (double)Ts * D * (hk + hv) + 2 * T * Ts * (hk + hv) + T * 2 * hv * D;
+    double ffn = T * 4 * D * F;
+    return c->N * (self + cross + ffn) + T * 2 * D * c->vocab;
+}
+
+size_t decode_cache_bytes_per_token_layer(const Config *c) {
+    return (size_t)c->h * (c->d_k + c->d_v) * sizeof(float);
+}

@@ -1,0 +1,180 @@
+/* decode.h - generating output: greedy decoding, beam search, and the KV cache.
+ *
+ * Training sees the whole target at once (teacher forcing, the causal mask);
+ * generation cannot: token t+1 depends on the token chosen at t. So decoding
+ * takes one decoder step per output token, cached or not. The KV cache only
+ * removes the repeated work:
+ *
+ *   uncached (the reference): step t runs the decoder over the whole prefix
+ *       y_0..y_t again (model_decode), O(t) positions per step;
+ *   cached: step t runs the decoder for position t alone. What earlier
+ *       positions contribute is kept:
+ *         memory    (B, Ts, d_model)     the encoder's output, computed once
+ *         cross K,V (B, h, Ts, d_k)      per layer: memory W^K, memory W^V, once
+ *         self  K,V (R, h, pos, d_k)     per layer: one row appended per step
+ *       (B sentences, R = B x K rows: K beams per sentence; the cross-attention
+ *       K, V are shared by a sentence's beams). Because of the causal mask
+ *       (Sec. 3.2.3) position t's output depends only on positions <= t, so
+ *       the two give the same numbers up to float rounding (tests/check_decode.c).
+ *
+ * Search (Sec. 6.1: "beam search with a beam size of 4 and length penalty
+ * alpha = 0.6 ... maximum output length to input length + 50, but terminate
+ * early when possible"), defined precisely here:
+ *   - |x| = the source's non-padding tokens; a sentence may generate at most
+ *     L = |x| + offset tokens (never more than the PE table's max_len, nor
+ *     fewer than 1). The start symbol is not counted; an end symbol is.
+ *   - The padding id is never generated (its log-probability is still part
+ *     of the softmax: log-probs are the model's own).
+ *   - Greedy: each row appends its argmax (lowest id on a tie); a row is done
+ *     when it emits end_id or reaches L; decoding stops when every row is done.
+ *   - Beam (K beams, alpha): every live hypothesis y with sum log-prob s(y)
+ *     extends by every token w: candidate s + log p(w | y). Per sentence the
+ *     candidates are ranked by s (ties: lower beam index, then lower id);
+ *     walking down that list, a candidate ending in end_id is finished with
+ *     score s / lp(|y|), lp of Wu et al. 2016:
+ *         lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha,
+ *     every other one becomes a live beam, until K live beams are found.
+ *     At step L the live beams are finished as they are.
+ *   - Early stop: s only falls as a hypothesis grows and lp(n) <= lp(L), so
+ *     no descendant of a live beam can score more than s / lp(L). A sentence
+ *     ends when its best finished score is at least that bound for every live
+ *     beam ("every beam has ended": none can still win), or at step L; the
+ *     search stops when every sentence has ended. The answer is the finished
+ *     hypothesis with the highest score (first found on a tie).
+ *   - With alpha = 0 (or no end_id) beam size 1 is greedy decoding.
+ *
+ * Ownership: decoder_new allocates everything once; nothing is allocated
+ * per step. Results point into the Decoder and are valid until the next
+ * decode_* call.
+ */
+#ifndef DECODE_H
+#define DECODE_H
+
+#include <stddef.h>
+#include "model.h"
+
+/* Wu et al. 2016's length penalty lp(Y) = ((5 + len)^alpha) / ((5 + 1)^alpha). */
+double length_penalty(int len, double alpha);
+
+typedef struct {
+    int beam;        /* K >= 1 (1 with decode_greedy)                           */
+    float alpha;     /* length penalty exponent, finite and >= 0 (paper 0.6)     */
+    int offset;      /* max output length = source length + offset (paper 50)    */
+    int start_id;    /* the decoder's first input                                */
+    int end_id;      /* end-of-sentence id, or -1 (none: always L tokens)        */
+    int cached;      /* 1: KV cache; 0: recompute the prefix (the reference)     */
+} DecodeOpts;
+
+/* beam 4, alpha 0.6, offset 50 (Sec. 6.1), cached; start_id / end_id as given. */
+DecodeOpts decode_opts_paper(int start_id, int end_id);
+/* 0 if o is usable with this model, otherwise 2 and a plain message
+ * ("beam is 0; it must be at least 1"). */
+int decode_check_opts(const Config *c, const DecodeOpts *o, char *err, size_t errlen);
+
+/* One step of the beam tree, for printing: after step t every row r of
+ * sentence b (r = b*K + k) holds a live hypothesis that extends row
+ * parent of the step before by token, with sum log-prob sum. */
+typedef struct {
+    int parent, token;
+    float sum;
+} BeamNode;
+
+typedef struct {
+    int sentence, step, parent, token; /* finished at step (1-based), from row parent */
+    int len;                           /* generated tokens, the end symbol included     */
+    float sum, score;                  /* sum log-prob and sum / lp(len)                */
+} BeamFinished;
+
+typedef struct {
+    Model *m;                   /* weights (not owned)                                    */
+    int max_B, max_K, max_Ts, max_T; /* capacity: sentences, beams, source tokens, positions */
+    int B, K, R, Ts, pos;       /* this decode: sentences, beams, rows B*K, source, cached positions */
+    int cached;
+
+    /* the cache (cached mode) */
+    int *src;                   /* (B,Ts) source ids                                      */
+    float *memory;              /* (B,Ts,D) encoder output                                */
+    float *cross_k, *cross_v;   /* (N,B,h,Ts,d_k), (N,B,h,Ts,d_v)                         */
+    float *self_k[2], *self_v[2]; /* (N,R,h,max_T,d_k) each, [0] live, [1] for reordering */
+
+    /* one step's activations, (R, .) each */
+    float *x, *y, *ln, *mean, *rstd, *q, *k, *v, *o, *sub, *hidden, *scores;
+    float *logits, *logp;       /* (R,V)                                                  */
+    float *cross_w;             /* (N,R,h,Ts) cross-attention weights of the last step    */
+    int *prefix;                /* (R,max_T) the uncached path's contiguous input          */
+
+    /* history of every row, reordered with the cache */
+    int *hist[2];               /* (R,max_T) decoder inputs so far: start, y_1, ...       */
+    float *hist_lp[2];          /* (R,max_T) log-prob of each generated token             */
+    float *sum;                 /* (R) sum log-prob of each live hypothesis               */
+    float *new_sum, *new_lp;    /* (R) the same after this step's pruning; its token's log-prob */
+    int *alive, *parent, *tok, *maxlen; /* (R) (R) (R) (B) scratch for search             */
+
+    /* results: best hypothesis per sentence */
+    int *out;                   /* (B,max_T) generated tokens (pad_id after len)          */
+    float *out_lp;              /* (B,max_T) their log-probs                              */
+    int *out_len;               /* (B)                                                    */
+    float *out_sum, *out_score; /* (B)                                                    */
+    int steps;                  /* decoder steps taken (the sequential depth)              */
+
+    /* beam trace for printing (beam search only) */
+    BeamNode *trace;            /* (max_T, R)                                             */
+    BeamFinished *fin;          /* up to max_T * R                                         */
+    int n_fin, max_fin;
+    float *cand_s; int *cand_i; /* (2*K) per sentence: the best candidates                */
+} Decoder;
+
+/* Allocates a decoder for up to max_B sentences x max_K beams, max_Ts source
+ * tokens and outputs of up to max_out tokens. The uncached path also needs
+ * the model built with max_B*max_K sequences of (max_Ts, max_out) tokens.
+ * Returns 0, or 2 with a message (sizes, out of memory); d is then safe to
+ * decoder_free. */
+int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_out,
+                char *err, size_t errlen);
+void decoder_free(Decoder *d);   /* no-op on a zeroed or freed Decoder */
+
+/* ---- the incremental step (the building blocks of decode_*) ----------------
+ * decoder_begin: src (B,Ts) validated ids; K rows per sentence; encodes
+ * once and (cached) projects every layer's cross-attention K, V. pos = 0.
+ * decoder_step: tok (R) is the input at position pos for every row; returns
+ * logp (R,V), the next-token distribution of every row; pos += 1.
+ * decoder_reorder: row r takes over row parent[r]'s cache and history. */
+int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
+                  char *err, size_t errlen);
+const float *decoder_step(Decoder *d, const int *tok);
+void decoder_reorder(Decoder *d, const int *parent);
+
+/* ---- search ---------------------------------------------------------------
+ * src (B,Ts) validated token ids. Return 0, or 2 with a message (bad
+ * options, sizes beyond the decoder's capacity). Results in d->out etc. */
+int decode_greedy(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
+                  char *err, size_t errlen);
+int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
+                char *err, size_t errlen);
+
+/* ---- the step's matrix products ----------------------------------------------
+ * A decoding step has one row per beam. gemm() (behind linear_forward) packs
+ * the weight matrix into tiles on every call, which pays when many rows reuse
+ * each tile; with a handful of rows the step is bound by reading the weights,
+ * so these stream each weight row through once instead. Twins of the plain
+ * ops, equal up to rounding order (tests/check_decode.c); more than
+ * DECODE_FEW_ROWS rows go to the plain ops.
+ * linear_rows_forward: out (R,OUT) = inp (R,IN) @ W (IN,OUT) + bias (OUT or NULL)
+ * logits_rows_forward: out (R,V) = x (R,D) @ E^T, E (V,D) the shared embedding */
+#define DECODE_FEW_ROWS 16
+void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
+                         int R, int IN, int OUT);
+void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V);
+
+/* ---- cost -----------------------------------------------------------------
+ * Floating-point operations (2 per multiply-add) of the decoder for the
+ * token at position t (0-based) with a source of Ts tokens: cached runs
+ * position t alone against t+1 cached keys; uncached reruns positions 0..t.
+ * Matrix products only (LayerNorm, softmax and adds are O(d_model) each). */
+double decode_flops_cached(const Config *c, int t, int Ts);
+double decode_flops_uncached(const Config *c, int t, int Ts);
+/* Bytes of self-attention cache per generated token per layer: K and V,
+ * h*(d_k + d_v) floats (= 2 d_model with d_k = d_v = d_model/h). */
+size_t decode_cache_bytes_per_token_layer(const Config *c);
+
+#endif

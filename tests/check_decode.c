@@ -1,0 +1,441 @@
+/* check_decode.c - the KV cache changes nothing; greedy and beam search
+ * (Sec. 6.1) behave as decode.h defines them.
+ *
+ * "Cache": cached decoding against the uncached reference (the whole prefix
+ *          through model_decode every step): same tokens, log-probs within
+ *          1e-5, for greedy and beam, post-LN and pre-LN, padded sources.
+ * "Search": the reference's log-probs are the model's own (teacher forcing);
+ *          beam size 1 is greedy; beam search with K >= vocabulary on two
+ *          tokens finds the exhaustive optimum.
+ * "Core":  the length penalty's values; cache bytes and FLOPs; the step's
+ *          few-row matrix products against the plain ops.
+ * "Limits": bad options and sizes are refused with rc 2 and a message.
+ * "Program": chapter 09's bad flags exit 2; its output has what its README quotes. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "decode.h"
+#include "gemm.h"
+#include "model.h"
+#include "nn.h"
+#include "ops.h"
+#include "testutil.h"
+
+enum { V = 11, PAD = 0, START = 1, END = 2, NB = 3, TS = 8, MAXOUT = 16, KMAX = 12 };
+
+/* Three sources of 7, 5 and 2 tokens, padded to TS = 8. */
+static const int SRC[NB * TS] = {
+    1, 5, 3, 9, 4, 7, 6, 0,
+    1, 8, 8, 3, 10, 0, 0, 0,
+    1, 4, 0, 0, 0, 0, 0, 0,
+};
+
+static void build(Model *m, int pre_ln, uint64_t seed) {
+    Config c = config_base();
+    c.N = 2, c.d_model = 16, c.d_ff = 32, c.h = 2, c.d_k = c.d_v = 8;
+    c.vocab = V, c.max_len = 24, c.dropout = 0, c.pre_ln = pre_ln, c.pad_id = PAD;
+    char err[256];
+    int rc = model_build(m, &c, NB * KMAX, TS, MAXOUT, seed, err, sizeof err);
+    ck_assert_msg(rc == 0, "model_build: %s", err);
+}
+
+static void new_decoder(Decoder *d, Model *m) {
+    char err[256];
+    int rc = decoder_new(d, m, NB, KMAX, TS, MAXOUT, err, sizeof err);
+    ck_assert_msg(rc == 0, "decoder_new: %s", err);
+}
+
+/* Copies of a decode's results, to compare two runs. */
+typedef struct {
+    int out[NB * MAXOUT], len[NB], steps;
+    float lp[NB * MAXOUT], sum[NB], score[NB];
+} Result;
+
+static void grab(Result *r, const Decoder *d) {
+    memcpy(r->out, d->out, sizeof r->out);
+    memcpy(r->lp, d->out_lp, sizeof r->lp);
+    memcpy(r->len, d->out_len, sizeof r->len);
+    memcpy(r->sum, d->out_sum, sizeof r->sum);
+    memcpy(r->score, d->out_score, sizeof r->score);
+    r->steps = d->steps;
+}
+
+static void run(Result *r, Decoder *d, DecodeOpts o, int cached, int greedy) {
+    char err[256];
+    o.cached = cached;
+    int rc = greedy ? decode_greedy(d, &o, SRC, NB, TS, err, sizeof err)
+                    : decode_beam(d, &o, SRC, NB, TS, err, sizeof err);
+    ck_assert_msg(rc == 0, "decode: %s", err);
+    grab(r, d);
+}
+
+static void assert_same(const Result *a, const Result *b, double tol) {
+    ck_assert_int_eq(a->steps, b->steps);
+    for (int i = 0; i < NB; i++) {
+        ck_assert_int_eq(a->len[i], b->len[i]);
+        ck_assert_msg(fabsf(a->sum[i] - b->sum[i]) <= tol, "sum %d: %g vs %g", i, a->sum[i], b->sum[i]);
+        ck_assert_msg(fabsf(a->score[i] - b->score[i]) <= tol, "score %d: %g vs %g", i, a->score[i], b->score[i]);
+    }
+    for (int i = 0; i < NB * MAXOUT; i++) ck_assert_int_eq(a->out[i], b->out[i]);
+    ck_assert_close_arrays(a->lp, b->lp, NB * MAXOUT, tol);
+}
+
+/* ---- Core ------------------------------------------------------------------ */
+START_TEST(test_length_penalty) {
+    ck_assert(fabs(length_penalty(1, 0.6) - 1.0) < 1e-12);           /* lp(1) = 1 for any alpha */
+    ck_assert(fabs(length_penalty(7, 0.0) - 1.0) < 1e-12);           /* alpha 0: no penalty     */
+    ck_assert(fabs(length_penalty(4, 1.0) - 1.5) < 1e-12);           /* (5+4)/6                  */
+    ck_assert(fabs(length_penalty(10, 0.6) - pow(2.5, 0.6)) < 1e-12); /* (15/6)^0.6 = 1.7329...  */
+    ck_assert(fabs(length_penalty(10, 0.6) - 1.732862) < 1e-6);
+    ck_assert(length_penalty(20, 0.6) > length_penalty(10, 0.6));     /* grows with length       */
+}
+END_TEST
+
+START_TEST(test_cache_bytes_and_flops) {
+    Config c = config_base();
+    /* K and V: 2 * d_model floats per token per layer = 4096 bytes at d_model 512;
+     * the base model's 6 layers at 1,000 tokens: 24.6 MB (chapter 09's README) */
+    ck_assert_uint_eq(decode_cache_bytes_per_token_layer(&c), 2 * 512 * 4);
+    ck_assert_uint_eq(decode_cache_bytes_per_token_layer(&c) * 6 * 1000, 24576000);
+    /* the first token costs the same both ways except for the memory's K, V
+     * (recomputed each step without a cache); later ones grow with t uncached */
+    double d0 = decode_flops_uncached(&c, 0, 10) - decode_flops_cached(&c, 0, 10);
+    ck_assert(fabs(d0 - c.N * 2.0 * 10 * 512 * 1024) < 1);
+    ck_assert(decode_flops_uncached(&c, 255, 10) > 100 * decode_flops_cached(&c, 255, 10));
+}
+END_TEST
+
+/* The step's few-row products equal the plain ops (R above DECODE_FEW_ROWS
+ * takes the plain path itself). */
+START_TEST(test_rows_twins) {
+    enum { IN = 37, OUT = 53, RMAX = DECODE_FEW_ROWS + 1 };
+    static float x[RMAX * IN], W[IN * OUT], b[OUT], got[RMAX * OUT], want[RMAX * OUT];
+    for (int i = 0; i < RMAX * IN; i++) x[i] = sinf(0.3f * i);
+    for (int i = 0; i < IN * OUT; i++) W[i] = cosf(0.7f * i);
+    for (int i = 0; i < OUT; i++) b[i] = 0.1f * i;
+    static const int rows[] = {1, 3, DECODE_FEW_ROWS, RMAX};
+    for (int k = 0; k < 4; k++) {
+        int R = rows[k];
+        linear_rows_forward(got, x, W, b, R, IN, OUT);
+        linear_forward(want, x, W, b, R, IN, OUT);
+        ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
+        linear_rows_forward(got, x, W, NULL, R, IN, OUT);
+        linear_forward(want, x, W, NULL, R, IN, OUT);
+        ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
+        /* logits: x (R,IN) against W viewed as E (OUT rows of IN) */
+        logits_rows_forward(got, x, W, R, IN, OUT);
+        gemm_ref(0, 1, R, OUT, IN, 1.0f, x, IN, W, IN, 0.0f, want, OUT);
+        ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
+    }
+}
+END_TEST
+
+/* ---- Cache ----------------------------------------------------------------- */
+static void cache_case(int pre_ln, int greedy) {
+    Model m;
+    Decoder d;
+    build(&m, pre_ln, 7 + pre_ln);
+    new_decoder(&d, &m);
+    DecodeOpts o = decode_opts_paper(START, END);
+    o.beam = 3, o.offset = 3;
+    Result a, b;
+    run(&a, &d, o, 1, greedy);
+    run(&b, &d, o, 0, greedy);
+    assert_same(&a, &b, 1e-5);
+    if (!greedy) {
+        /* the beams were pruned and reordered on the way, so the cache was */
+        int moved = 0;
+        for (int t = 0; t < d.steps; t++)
+            for (int r = 0; r < d.R; r++) moved += d.trace[t * d.R + r].parent >= 0 && d.trace[t * d.R + r].parent != r;
+        ck_assert_int_gt(moved, 5);
+    }
+    /* and the source padding mattered: sentence 2 has 2 tokens, so at most 5 */
+    ck_assert_int_le(a.len[2], 5);
+    decoder_free(&d);
+    model_free(&m);
+}
+START_TEST(test_greedy_post_ln) { cache_case(0, 1); }
+END_TEST
+START_TEST(test_greedy_pre_ln) { cache_case(1, 1); }
+END_TEST
+START_TEST(test_beam_post_ln) { cache_case(0, 0); }
+END_TEST
+START_TEST(test_beam_pre_ln) { cache_case(1, 0); }
+END_TEST
+
+/* ---- Search ---------------------------------------------------------------- */
+
+/* The recorded log-probs are what the full model gives the output with
+ * teacher forcing: model_forward over [<s>, y_1..y_{n-1}]. */
+START_TEST(test_logp_is_model_forward) {
+    Model m;
+    Decoder d;
+    build(&m, 0, 3);
+    new_decoder(&d, &m);
+    DecodeOpts o = decode_opts_paper(START, END);
+    o.beam = 4, o.offset = 3;
+    Result r;
+    run(&r, &d, o, 1, 0);
+    for (int b = 0; b < NB; b++) {
+        int n = r.len[b], tgt[MAXOUT];
+        tgt[0] = START;
+        for (int j = 1; j < n; j++) tgt[j] = r.out[b * MAXOUT + j - 1];
+        const float *logp = model_forward(&m, SRC + b * TS, tgt, 1, TS, n, 0);
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            float want = logp[(size_t)j * V + r.out[b * MAXOUT + j]];
+            ck_assert_msg(fabsf(r.lp[b * MAXOUT + j] - want) <= 1e-5, "sentence %d token %d: %g vs %g", b, j,
+                          r.lp[b * MAXOUT + j], want);
+            sum += want;
+        }
+        ck_assert(fabs(sum - r.sum[b]) < 1e-4);
+        ck_assert(fabs(r.score[b] - r.sum[b] / length_penalty(n, o.alpha)) < 1e-5);
+    }
+    decoder_free(&d);
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(test_beam1_is_greedy) {
+    Model m;
+    Decoder d;
+    build(&m, 0, 11);
+    new_decoder(&d, &m);
+    Result g, b;
+    /* alpha 0 with an end symbol, and any alpha without one */
+    DecodeOpts o = decode_opts_paper(START, END);
+    o.beam = 1, o.offset = 4, o.alpha = 0;
+    run(&g, &d, o, 1, 1);
+    run(&b, &d, o, 1, 0);
+    assert_same(&g, &b, 1e-6);
+    o.end_id = -1, o.alpha = 0.6f;
+    run(&g, &d, o, 1, 1);
+    run(&b, &d, o, 1, 0);
+    assert_same(&g, &b, 1e-6);
+    ck_assert_int_eq(g.len[0], 7 + 4);    /* no end symbol: always |x| + offset tokens */
+    decoder_free(&d);
+    model_free(&m);
+}
+END_TEST
+
+/* At most 2 tokens and a beam as wide as the vocabulary: every 1-token
+ * prefix survives, so beam search is exhaustive. Checked against scoring
+ * every output of length 1 (<end>) and 2 with model_forward. */
+START_TEST(test_beam_exhaustive) {
+    Model m;
+    Decoder d;
+    build(&m, 1, 5);
+    new_decoder(&d, &m);
+    DecodeOpts o = decode_opts_paper(START, END);
+    o.beam = V, o.alpha = 1.0f;
+    const int *src = SRC + 2 * TS;     /* 2 tokens: L = 2 + offset 0 */
+    o.offset = 0;
+    char err[256];
+    ck_assert_int_eq(decode_beam(&d, &o, src, 1, TS, err, sizeof err), 0);
+    double best = -INFINITY;
+    int tgt[2] = {START, 0};
+    const float *lp = model_forward(&m, src, tgt, 1, TS, 1, 0);
+    float first[V];
+    memcpy(first, lp, sizeof first);
+    best = first[END] / length_penalty(1, o.alpha);
+    for (int w = 0; w < V; w++) {
+        if (w == PAD || w == END) continue;
+        tgt[1] = w;
+        lp = model_forward(&m, src, tgt, 1, TS, 2, 0);
+        for (int u = 0; u < V; u++) {
+            if (u == PAD) continue;
+            double s = (first[w] + lp[V + u]) / length_penalty(2, o.alpha);
+            if (s > best) best = s;
+        }
+    }
+    ck_assert_msg(fabs(d.out_score[0] - best) < 1e-5, "beam %g, exhaustive %g", d.out_score[0], best);
+    decoder_free(&d);
+    model_free(&m);
+}
+END_TEST
+
+/* The cache is reordered when beams are pruned: step by step, a cached and an
+ * uncached decoder given the same tokens and the same permutation agree. */
+START_TEST(test_reorder) {
+    Model m;
+    Decoder a, b;
+    build(&m, 0, 9);
+    new_decoder(&a, &m);
+    new_decoder(&b, &m);
+    char err[256];
+    ck_assert_int_eq(decoder_begin(&a, SRC, NB, TS, 2, 1, err, sizeof err), 0);
+    int tok[NB * 2] = {START, START, START, START, START, START};
+    int perm[NB * 2] = {1, 0, 2, 2, 5, 4};
+    float la[NB * 2 * V];
+    for (int t = 0; t < 5; t++) {
+        memcpy(la, decoder_step(&a, tok), sizeof la);
+        /* b reruns the whole history uncached: begin again each time */
+        ck_assert_int_eq(decoder_begin(&b, SRC, NB, TS, 2, 0, err, sizeof err), 0);
+        for (int j = 0; j <= t; j++) {
+            int hist[NB * 2];
+            for (int r = 0; r < NB * 2; r++) hist[r] = a.hist[0][r * a.max_T + j];
+            decoder_step(&b, hist);
+        }
+        ck_assert_close_arrays(la, b.logp, NB * 2 * V, 1e-5);
+        decoder_reorder(&a, perm);
+        for (int r = 0; r < NB * 2; r++) tok[r] = 3 + (r + t) % 8;
+    }
+    decoder_free(&a);
+    decoder_free(&b);
+    model_free(&m);
+}
+END_TEST
+
+/* ---- Limits ---------------------------------------------------------------- */
+START_TEST(test_bad_arguments) {
+    Model m;
+    Decoder d;
+    build(&m, 0, 1);
+    new_decoder(&d, &m);
+    char err[256];
+    DecodeOpts good = decode_opts_paper(START, END), o;
+    o = good, o.beam = 0;
+    ck_assert_int_eq(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "beam"));
+    o = good, o.alpha = -0.5f;
+    ck_assert_int_eq(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "alpha"));
+    o = good, o.alpha = NAN;
+    ck_assert_int_eq(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    o = good, o.alpha = INFINITY;
+    ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    o = good, o.start_id = PAD;
+    ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    o = good, o.end_id = V;
+    ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    o = good, o.beam = KMAX + 1;       /* more beams than the decoder was built for */
+    ck_assert_int_eq(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    o = good, o.offset = 40;           /* 47 tokens: clipped to max_len 24 > capacity 16 */
+    ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "decoder was built for"));
+    o = good;
+    int bad[TS] = {1, 5, 99, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(decode_greedy(&d, &o, bad, 1, TS, err, sizeof err), 2);
+    ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB + 1, TS, err, sizeof err), 2);
+    Decoder d2;
+    ck_assert_int_eq(decoder_new(&d2, &m, 1, 1, 1, 0, err, sizeof err), 2);
+    decoder_free(&d2);                 /* safe after a refusal */
+    ck_assert_int_eq(decoder_new(&d2, &m, 1, 1, 1, 25, err, sizeof err), 2);  /* beyond max_len */
+    decoder_free(&d);
+    decoder_free(&d);                  /* twice: a no-op */
+    model_free(&m);
+}
+END_TEST
+
+/* Chapter 09 refuses bad flags with status 2: beam 0, alpha negative or NaN,
+ * a checkpoint of another kind (here: a model with 12 tokens, not the copy
+ * task's 11) or not a checkpoint at all. Needs $BUILD_DIR (make test). */
+static int run_chapter_to(const char *bin, const char *log, const char *const *args) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        const char *argv[16] = {bin};
+        int n = 1;
+        while (args[n - 1] && n < 15) argv[n] = args[n - 1], n++;
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_chapter(const char *bin, const char *a, const char *b) {
+    const char *args[] = {a, b, "--out", "/tmp", NULL};
+    return run_chapter_to(bin, NULL, args);
+}
+
+START_TEST(test_chapter_bad_flags) {
+    const char *build = getenv("BUILD_DIR");
+    char bin[1024], ck[1024], err[256];
+    if (!build || !*build) {
+        fprintf(stderr, "check_decode: BUILD_DIR not set, chapter 09 flag checks skipped\n");
+        return;
+    }
+    snprintf(bin, sizeof bin, "%s/09_decoding", build);
+    if (access(bin, X_OK) != 0) return;
+    ck_assert_int_eq(run_chapter(bin, "--beam", "0"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--alpha", "-0.6"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--alpha", "nan"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--end", "0"), 2);
+    snprintf(ck, sizeof ck, "%s/check_decode_%d.ckpt", build, (int)getpid());
+    Model m;
+    Config c = config_base();
+    c.N = 1, c.d_model = 8, c.d_ff = 8, c.h = 2, c.d_k = c.d_v = 4, c.vocab = 12, c.max_len = 16;
+    ck_assert_int_eq(model_build(&m, &c, 1, 4, 4, 1, err, sizeof err), 0);
+    ck_assert_int_eq(model_save(&m, ck, NULL, err, sizeof err), 0);
+    model_free(&m);
+    ck_assert_int_eq(run_chapter(bin, "--load", ck), 2);
+    unlink(ck);
+    ck_assert_int_eq(run_chapter(bin, "--load", "Makefile"), 2);
+
+    /* a short run prints what the chapter's README quotes */
+    char log[1100], out[1100], text[1 << 16];
+    snprintf(log, sizeof log, "%s/check_decode_%d.log", build, (int)getpid());
+    snprintf(out, sizeof out, "%s/cd09", build);
+    const char *args[] = {"--train-steps", "5", "--search", "64", "--cost-len", "16", "--no-color",
+                          "--out", out, NULL};
+    ck_assert_int_eq(run_chapter_to(bin, log, args), 0);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unlink(log);
+    text[n] = '\0';
+    ck_assert_ptr_nonnull(strstr(text, "k_cache [batch=1, heads=4, pos=3, d_k=16]"));
+    ck_assert_ptr_nonnull(strstr(text, "[batch=1, heads=4, src=10, d_k=16]"));
+    ck_assert_ptr_nonnull(strstr(text, "4096 bytes per token per layer"));
+    ck_assert_ptr_nonnull(strstr(text, "24.6 MB for 1,000 tokens"));
+    ck_assert_ptr_nonnull(strstr(text, "Both made exactly one sequential step per output token"));
+    ck_assert_ptr_nonnull(strstr(text, "decode_greedy gives the same tokens"));
+    for (char *line = text; *line;) {   /* output lines fit in 100 columns (but --out's path) */
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        ck_assert_msg(len <= 100 || !strncmp(line, "  [plot] ", 9), "line of %zu columns: %.60s...", len, line);
+        line += len + (end != NULL);
+    }
+}
+END_TEST
+
+Suite *decode_suite(void) {
+    Suite *s = suite_create("decode");
+    TCase *core = tcase_create("Core");
+    tcase_add_test(core, test_length_penalty);
+    tcase_add_test(core, test_cache_bytes_and_flops);
+    tcase_add_test(core, test_rows_twins);
+    suite_add_tcase(s, core);
+    TCase *cache = tcase_create("Cache");
+    tcase_add_test(cache, test_greedy_post_ln);
+    tcase_add_test(cache, test_greedy_pre_ln);
+    tcase_add_test(cache, test_beam_post_ln);
+    tcase_add_test(cache, test_beam_pre_ln);
+    tcase_add_test(cache, test_reorder);
+    tcase_set_timeout(cache, 30);
+    suite_add_tcase(s, cache);
+    TCase *search = tcase_create("Search");
+    tcase_add_test(search, test_logp_is_model_forward);
+    tcase_add_test(search, test_beam1_is_greedy);
+    tcase_add_test(search, test_beam_exhaustive);
+    tcase_set_timeout(search, 30);
+    suite_add_tcase(s, search);
+    TCase *lim = tcase_create("Limits");
+    tcase_add_test(lim, test_bad_arguments);
+    suite_add_tcase(s, lim);
+    TCase *prog = tcase_create("Program");     /* runs build/09_decoding: slow under sanitizers */
+    tcase_add_test(prog, test_chapter_bad_flags);
+    tcase_set_timeout(prog, 60);
+    suite_add_tcase(s, prog);
+    return s;
+}
