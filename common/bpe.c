@@ -1,6 +1,8 @@
 /* bpe.c - learn, apply, save and load a byte-pair encoding (see bpe.h). */
 #include "bpe.h"
 #include "checkpoint.h"   /* crc32_update */
+#include "fail.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,15 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -257,14 +250,14 @@ int bpe_learn(Bpe *b, char *const *a, int n_a, char *const *bside, int n_b, int 
               char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     if (vocab < 1 || vocab > BPE_MAX_VOCAB)
-        return fail(err, errlen, 2, "vocabulary size %d: it must be between %d and %d", vocab,
+        return fail_rc(2, err, errlen, "vocabulary size %d: it must be between %d and %d", vocab,
                     BPE_N_SPECIAL + 1, BPE_MAX_VOCAB);
     WordTable wt = {0};
     for (int i = 0; i < n_a; i++) each_word(a[i], count_word, &wt);
     for (int i = 0; i < n_b; i++) each_word(bside[i], count_word, &wt);
     if (wt.n == 0) {
         wt_free(&wt);
-        return fail(err, errlen, 2, "no words to learn a vocabulary from (the training set is empty)");
+        return fail_rc(2, err, errlen, "no words to learn a vocabulary from (the training set is empty)");
     }
 
     /* the characters: every (character, end-of-word) that occurs */
@@ -287,7 +280,7 @@ int bpe_learn(Bpe *b, char *const *a, int n_a, char *const *bside, int n_b, int 
     if (vocab < BPE_N_SPECIAL + C) {
         wt_free(&wt);
         wt_free(&chars);
-        return fail(err, errlen, 2, "vocabulary size %d is too small: 4 special symbols and the %d\n"
+        return fail_rc(2, err, errlen, "vocabulary size %d is too small: 4 special symbols and the %d\n"
                     "  characters of the training text (inside and at the end of a word) need %d",
                     vocab, C, BPE_N_SPECIAL + C);
     }
@@ -536,26 +529,15 @@ int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < b->n_words; i++) buf_printf(&o, "w\t%s\n", b->words[i]);
     buf_printf(&o, "end %08x\n", crc32_update(0, o.p, o.n));
 
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    /* a unique temporary beside path, renamed over it when complete (fileio.h) */
+    FioWriter w;
+    if (fio_create(&w, path, err, errlen)) {
         free(o.p);
-        return fail(err, errlen, 1, "path too long: %s", path);
+        return 1;
     }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        free(o.p);
-        return fail(err, errlen, 1, "cannot write %s: %s", tmp, strerror(errno));
-    }
-    int ok = fwrite(o.p, 1, o.n, f) == o.n;
-    if (fflush(f) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
+    fwrite(o.p, 1, o.n, w.f);   /* fio_commit checks the stream's error flag */
     free(o.p);
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return fail(err, errlen, 1, "cannot write %s: %s", path, strerror(e));
-    }
-    return 0;
+    return fio_commit(&w, err, errlen) ? 1 : 0;
 }
 
 /* next line of the file buffer: returns it NUL-terminated (in place), or NULL */
@@ -571,19 +553,21 @@ static char *next_line(char **p, char *end) {
 int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     struct stat st;
-    if (stat(path, &st) != 0) return fail(err, errlen, 1, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return fail(err, errlen, 1, "%s is not a regular file", path);
-    if (st.st_size > (1 << 28)) return fail(err, errlen, 2, "%s: %lld bytes is too big for a BPE file", path,
-                                            (long long)st.st_size);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, 1, "%s: %s", path, strerror(errno));
-    size_t n = (size_t)st.st_size;
+    if (stat(path, &st) != 0) return fail_rc(1, err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    long long size = 0;
+    FILE *f = fio_open_read(path, &size, err, errlen);   /* a regular file, or refused (bad input) */
+    if (!f) return 2;
+    if (size > (1 << 28)) {
+        fclose(f);
+        return fail_rc(2, err, errlen, "%s: %lld bytes is too big for a BPE file", path, size);
+    }
+    size_t n = (size_t)size;
     char *data = xmalloc(n + 1);
     size_t got = fread(data, 1, n, f);
     fclose(f);
     if (got != n) {
         free(data);
-        return fail(err, errlen, 1, "%s: read %zu of %zu bytes", path, got, n);
+        return fail_rc(1, err, errlen, "%s: read %zu of %zu bytes", path, got, n);
     }
     data[n] = 0;
     int rc = 2;
@@ -665,7 +649,7 @@ out:
     free(data);
     if (rc) {
         bpe_free(b);
-        return fail(err, errlen, rc, "%s: %s", path, why);
+        return fail_rc(rc, err, errlen, "%s: %s", path, why);
     }
     return 0;
 }

@@ -8,6 +8,7 @@
  *   4. Corpora: generation with disjoint splits, TSV loading and saving.
  */
 #include "corpus.h"
+#include "fail.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -239,30 +240,21 @@ static void put(Out *o, const char *w) {
     o->buf[o->len] = 0;
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 2;
-}
 
 static int check_np(const NounPhrase *np, const char *role, char *err, size_t errlen) {
-    if (np->noun < 0 || np->noun >= N_NOUNS) return bad(err, errlen, "%s: noun id %d is not in the lexicon", role, np->noun);
-    if (np->adj < -1 || np->adj >= N_ADJS) return bad(err, errlen, "%s: adjective id %d is not in the lexicon", role, np->adj);
-    if (np->count < 1 || np->count > 12) return bad(err, errlen, "%s: count %d is not in 1..12", role, np->count);
+    if (np->noun < 0 || np->noun >= N_NOUNS) return fail(err, errlen, "%s: noun id %d is not in the lexicon", role, np->noun);
+    if (np->adj < -1 || np->adj >= N_ADJS) return fail(err, errlen, "%s: adjective id %d is not in the lexicon", role, np->adj);
+    if (np->count < 1 || np->count > 12) return fail(err, errlen, "%s: count %d is not in 1..12", role, np->count);
     switch (np->det) {
     case DET_THE: case DET_MY: return 0;
     case DET_A:
-        if (np->count != 1) return bad(err, errlen, "%s: \"a\" needs a singular noun", role);
+        if (np->count != 1) return fail(err, errlen, "%s: \"a\" needs a singular noun", role);
         return 0;
     case DET_NUM:
-        if (np->count < 2) return bad(err, errlen, "%s: a number needs a count of 2..12", role);
+        if (np->count < 2) return fail(err, errlen, "%s: a number needs a count of 2..12", role);
         return 0;
     }
-    return bad(err, errlen, "%s: determiner %d is not one of the, a, my, a number", role, np->det);
+    return fail(err, errlen, "%s: determiner %d is not one of the, a, my, a number", role, np->det);
 }
 
 static int is_vowel(char c) { return c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u'; }
@@ -319,42 +311,42 @@ static void german_np(Out *o, const NounPhrase *np, int c, int prep_in) {
 static int check_clause(const Clause *cl, int is_main, int conj, char *err, size_t errlen) {
     const char *role = is_main ? "main clause" : "subordinate clause";
     char r[64];
-    if (cl->verb < 0 || cl->verb >= N_VERBS) return bad(err, errlen, "%s: verb id %d is not in the lexicon", role, cl->verb);
+    if (cl->verb < 0 || cl->verb >= N_VERBS) return fail(err, errlen, "%s: verb id %d is not in the lexicon", role, cl->verb);
     const Verb *v = &VERBS[cl->verb];
     snprintf(r, sizeof r, "%s subject", role);
     int rc = check_np(&cl->subj, r, err, errlen);
     if (rc) return rc;
     if (!(NOUNS[cl->subj.noun].cls & ANIM))
-        return bad(err, errlen, "%s: the subject \"%s\" cannot %s (subjects are people and animals)",
+        return fail(err, errlen, "%s: the subject \"%s\" cannot %s (subjects are people and animals)",
                    role, NOUNS[cl->subj.noun].en, v->en);
     if (v->kind == V_ACC || v->kind == V_DAT) {
         snprintf(r, sizeof r, "%s object", role);
         if ((rc = check_np(&cl->obj, r, err, errlen))) return rc;
         if (!(NOUNS[cl->obj.noun].cls & v->obj))
-            return bad(err, errlen, "%s: \"%s\" does not take \"%s\" as its object", role, v->en,
+            return fail(err, errlen, "%s: \"%s\" does not take \"%s\" as its object", role, v->en,
                        NOUNS[cl->obj.noun].en);
     }
     if (v->kind == V_SAY) {
-        if (!is_main) return bad(err, errlen, "subordinate clause: \"%s\" needs a clause of its own; "
+        if (!is_main) return fail(err, errlen, "subordinate clause: \"%s\" needs a clause of its own; "
                                  "clauses do not nest here", v->en);
-        if (conj != CONJ_THAT) return bad(err, errlen, "main clause: \"%s\" must be followed by \"that\"", v->en);
-        if (cl->prep != PREP_NONE) return bad(err, errlen, "main clause: \"%s\" takes no prepositional phrase", v->en);
+        if (conj != CONJ_THAT) return fail(err, errlen, "main clause: \"%s\" must be followed by \"that\"", v->en);
+        if (cl->prep != PREP_NONE) return fail(err, errlen, "main clause: \"%s\" takes no prepositional phrase", v->en);
     } else if (is_main && conj == CONJ_THAT) {
-        return bad(err, errlen, "\"that\" follows verbs of saying and knowing only, not \"%s\"", v->en);
+        return fail(err, errlen, "\"that\" follows verbs of saying and knowing only, not \"%s\"", v->en);
     }
-    if (cl->prep < PREP_NONE || cl->prep > PREP_IN) return bad(err, errlen, "%s: preposition %d unknown", role, cl->prep);
+    if (cl->prep < PREP_NONE || cl->prep > PREP_IN) return fail(err, errlen, "%s: preposition %d unknown", role, cl->prep);
     if (cl->prep != PREP_NONE) {
         snprintf(r, sizeof r, "%s prepositional object", role);
         if ((rc = check_np(&cl->pobj, r, err, errlen))) return rc;
         int place = NOUNS[cl->pobj.noun].cls & PLACE;
         if (cl->prep == PREP_IN && (!place || cl->pobj.count != 1 || cl->pobj.det == DET_NUM))
-            return bad(err, errlen, "%s: \"in\" takes one place (garden, house, ...)", role);
+            return fail(err, errlen, "%s: \"in\" takes one place (garden, house, ...)", role);
         if (cl->prep == PREP_IN && v->motion)
-            return bad(err, errlen, "%s: \"%s in\" would need the accusative of direction; not generated",
+            return fail(err, errlen, "%s: \"%s in\" would need the accusative of direction; not generated",
                        role, v->en);
-        if (cl->prep == PREP_WITH && place) return bad(err, errlen, "%s: \"with\" takes a person or thing", role);
+        if (cl->prep == PREP_WITH && place) return fail(err, errlen, "%s: \"with\" takes a person or thing", role);
     }
-    if (cl->perfect != 0 && cl->perfect != 1) return bad(err, errlen, "%s: perfect must be 0 or 1", role);
+    if (cl->perfect != 0 && cl->perfect != 1) return fail(err, errlen, "%s: perfect must be 0 or 1", role);
     return 0;
 }
 
@@ -430,16 +422,16 @@ static void capitalise(char *s) {
 int corpus_render(const Sentence *s, char *en, size_t enlen, char *de, size_t delen,
                   char *err, size_t errlen) {
     int rc;
-    if (s->conj < CONJ_NONE || s->conj > CONJ_THAT) return bad(err, errlen, "conjunction %d unknown", s->conj);
-    if (s->adverb < -1 || s->adverb >= N_ADVS) return bad(err, errlen, "adverb id %d unknown", s->adverb);
+    if (s->conj < CONJ_NONE || s->conj > CONJ_THAT) return fail(err, errlen, "conjunction %d unknown", s->conj);
+    if (s->adverb < -1 || s->adverb >= N_ADVS) return fail(err, errlen, "adverb id %d unknown", s->adverb);
     if ((rc = check_clause(&s->main, 1, s->conj, err, errlen))) return rc;
     if (VERBS[s->main.verb].kind == V_SAY && s->conj != CONJ_THAT)
-        return bad(err, errlen, "main clause: \"%s\" must be followed by \"that\"", VERBS[s->main.verb].en);
+        return fail(err, errlen, "main clause: \"%s\" must be followed by \"that\"", VERBS[s->main.verb].en);
     if (s->conj != CONJ_NONE && (rc = check_clause(&s->sub, 0, s->conj, err, errlen))) return rc;
     if (s->sub_first && (s->conj == CONJ_NONE || s->conj == CONJ_THAT))
-        return bad(err, errlen, "only a because/while/although clause can come first");
-    if (s->sub_first && s->adverb >= 0) return bad(err, errlen, "a fronted clause and a fronted adverb do not go together");
-    if (enlen < 1 || delen < 1) return bad(err, errlen, "no room for the sentence");
+        return fail(err, errlen, "only a because/while/although clause can come first");
+    if (s->sub_first && s->adverb >= 0) return fail(err, errlen, "a fronted clause and a fronted adverb do not go together");
+    if (enlen < 1 || delen < 1) return fail(err, errlen, "no room for the sentence");
 
     Out e = {en, 0, enlen, 0}, d = {de, 0, delen, 0};
     en[0] = de[0] = 0;
@@ -472,7 +464,7 @@ int corpus_render(const Sentence *s, char *en, size_t enlen, char *de, size_t de
     }
     put(&e, ".");
     put(&d, ".");
-    if (e.overflow || d.overflow) return bad(err, errlen, "the sentence does not fit the buffers (%zu, %zu bytes)", enlen, delen);
+    if (e.overflow || d.overflow) return fail(err, errlen, "the sentence does not fit the buffers (%zu, %zu bytes)", enlen, delen);
     capitalise(en);
     capitalise(de);
     return 0;
@@ -640,10 +632,10 @@ int corpus_generate(Corpus *train, Corpus *dev, Corpus *test, int n_train, int n
     memset(dev, 0, sizeof *dev);
     memset(test, 0, sizeof *test);
     if (n_train < 1 || n_dev < 1 || n_test < 1)
-        return bad(err, errlen, "every split needs at least one sentence (train %d, dev %d, test %d)",
+        return fail(err, errlen, "every split needs at least one sentence (train %d, dev %d, test %d)",
                    n_train, n_dev, n_test);
     long total = (long)n_train + n_dev + n_test;
-    if (total > 5000000) return bad(err, errlen, "%ld sentences is more than this generator makes (5000000)", total);
+    if (total > 5000000) return fail(err, errlen, "%ld sentences is more than this generator makes (5000000)", total);
     Rng r;
     rng_seed(&r, seed);
     Corpus all = {0};
@@ -655,7 +647,7 @@ int corpus_generate(Corpus *train, Corpus *dev, Corpus *test, int n_train, int n
         if (++draws > limit) {
             free(seen.slot);
             corpus_free(&all);
-            return bad(err, errlen, "after %ld draws only %d distinct sentences; ask for fewer", draws - 1, all.n);
+            return fail(err, errlen, "after %ld draws only %d distinct sentences; ask for fewer", draws - 1, all.n);
         }
         Sentence s;
         corpus_random_sentence(&s, &r);
@@ -677,7 +669,7 @@ int corpus_generate(Corpus *train, Corpus *dev, Corpus *test, int n_train, int n
     int *idx = malloc((size_t)total * sizeof(int));
     if (!idx) {
         corpus_free(&all);
-        return bad(err, errlen, "out of memory");
+        return fail(err, errlen, "out of memory");
     }
     for (int i = 0; i < total; i++) idx[i] = i;
     take_range(train, &all, idx, 0, n_train);
@@ -700,7 +692,7 @@ int corpus_split(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, in
     if (!idx || !keys) {
         free(idx);
         free(keys);
-        return bad(err, errlen, "out of memory");
+        return fail(err, errlen, "out of memory");
     }
     StrSet seen = {0};
     int n = 0;
@@ -718,7 +710,7 @@ int corpus_split(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, in
     free(keys);
     if (n < 3) {
         free(idx);
-        return bad(err, errlen, "%d distinct sentence pair%s; training, dev and test need at least 3",
+        return fail(err, errlen, "%d distinct sentence pair%s; training, dev and test need at least 3",
                    n, n == 1 ? "" : "s");
     }
     /* small corpora: dev and test take at most a tenth each, and at least 1 */
@@ -783,15 +775,15 @@ static void squeeze_spaces(char *s) {
 int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     struct stat st;
-    if (stat(path, &st) != 0) return bad(err, errlen, "%s: %s", path, strerror(errno)), 1;
+    if (stat(path, &st) != 0) return fail(err, errlen, "%s: %s", path, strerror(errno)), 1;
     if (!S_ISREG(st.st_mode))
-        return bad(err, errlen, "%s is not a regular file (a directory, FIFO or device); give a .tsv file", path), 1;
+        return fail(err, errlen, "%s is not a regular file (a directory, FIFO or device); give a .tsv file", path), 1;
     FILE *f = fopen(path, "rb");
-    if (!f) return bad(err, errlen, "%s: %s", path, strerror(errno)), 1;
+    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno)), 1;
     char *line = malloc(CORPUS_MAX_LINE + 2);
     if (!line) {
         fclose(f);
-        return bad(err, errlen, "out of memory");
+        return fail(err, errlen, "out of memory");
     }
     int cap = 0, lineno = 0, rc = 0;
     for (;;) {
@@ -804,7 +796,7 @@ int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen) {
             else too_long = 1;
         }
         if (ch == EOF && ferror(f)) {
-            rc = bad(err, errlen, "%s: read error after line %d: %s", path, lineno, strerror(errno));
+            rc = fail(err, errlen, "%s: read error after line %d: %s", path, lineno, strerror(errno));
             rc = 1;
             break;
         }
@@ -813,37 +805,37 @@ int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen) {
         if (n > 0 && line[n - 1] == '\r') n--;
         line[n] = 0;
         if (too_long || n > CORPUS_MAX_LINE) {
-            rc = bad(err, errlen, "%s line %d: longer than %d bytes", path, lineno, CORPUS_MAX_LINE);
+            rc = fail(err, errlen, "%s line %d: longer than %d bytes", path, lineno, CORPUS_MAX_LINE);
             break;
         }
         if (nul) {
-            rc = bad(err, errlen, "%s line %d: contains a NUL byte (is this a text file?)", path, lineno);
+            rc = fail(err, errlen, "%s line %d: contains a NUL byte (is this a text file?)", path, lineno);
             break;
         }
         long badb = utf8_invalid_at(line, n);
         if (badb >= 0) {
-            rc = bad(err, errlen, "%s line %d: invalid UTF-8 at byte %ld (0x%02X); the file must be UTF-8",
+            rc = fail(err, errlen, "%s line %d: invalid UTF-8 at byte %ld (0x%02X); the file must be UTF-8",
                      path, lineno, badb + 1, (unsigned char)line[badb]);
             break;
         }
         char *tab = strchr(line, '\t');
         if (n == 0) {
-            rc = bad(err, errlen, "%s line %d: empty; every line must be source<TAB>target", path, lineno);
+            rc = fail(err, errlen, "%s line %d: empty; every line must be source<TAB>target", path, lineno);
             break;
         }
         if (!tab) {
-            rc = bad(err, errlen, "%s line %d: no tab; every line must be source<TAB>target", path, lineno);
+            rc = fail(err, errlen, "%s line %d: no tab; every line must be source<TAB>target", path, lineno);
             break;
         }
         if (strchr(tab + 1, '\t')) {
-            rc = bad(err, errlen, "%s line %d: more than one tab; every line must be source<TAB>target",
+            rc = fail(err, errlen, "%s line %d: more than one tab; every line must be source<TAB>target",
                      path, lineno);
             break;
         }
         for (size_t i = 0; i < n; i++) {
             unsigned char u = (unsigned char)line[i];
             if ((u < 0x20 && u != '\t') || u == 0x7F) {
-                rc = bad(err, errlen, "%s line %d: control character 0x%02X at byte %zu", path, lineno, u, i + 1);
+                rc = fail(err, errlen, "%s line %d: control character 0x%02X at byte %zu", path, lineno, u, i + 1);
                 break;
             }
         }
@@ -853,7 +845,7 @@ int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen) {
         squeeze_spaces(src);
         squeeze_spaces(tgt);
         if (!*src || !*tgt) {
-            rc = bad(err, errlen, "%s line %d: the %s side is empty", path, lineno, !*src ? "source" : "target");
+            rc = fail(err, errlen, "%s line %d: the %s side is empty", path, lineno, !*src ? "source" : "target");
             break;
         }
         corpus_push(c, &cap, src, tgt);
@@ -864,15 +856,15 @@ int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen) {
         corpus_free(c);
         return rc;
     }
-    if (c->n == 0) return bad(err, errlen, "%s: the corpus is empty (no source<TAB>target lines)", path);
+    if (c->n == 0) return fail(err, errlen, "%s: the corpus is empty (no source<TAB>target lines)", path);
     return 0;
 }
 
 int corpus_save_tsv(const Corpus *c, const char *path, char *err, size_t errlen) {
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return bad(err, errlen, "path too long"), 1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return fail(err, errlen, "path too long"), 1;
     FILE *f = fopen(tmp, "wb");
-    if (!f) return bad(err, errlen, "cannot write %s: %s", tmp, strerror(errno)), 1;
+    if (!f) return fail(err, errlen, "cannot write %s: %s", tmp, strerror(errno)), 1;
     int ok = 1;
     for (int i = 0; i < c->n && ok; i++) ok = fprintf(f, "%s\t%s\n", c->src[i], c->tgt[i]) > 0;
     if (fflush(f) != 0) ok = 0;
@@ -880,7 +872,7 @@ int corpus_save_tsv(const Corpus *c, const char *path, char *err, size_t errlen)
     if (!ok || rename(tmp, path) != 0) {
         int e = errno;
         remove(tmp);
-        return bad(err, errlen, "cannot write %s: %s", path, strerror(e)), 1;
+        return fail(err, errlen, "cannot write %s: %s", path, strerror(e)), 1;
     }
     return 0;
 }

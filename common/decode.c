@@ -10,6 +10,7 @@
  *   4. What it costs: FLOPs per token, cache bytes.
  */
 #include "decode.h"
+#include "fail.h"
 #include "attention.h"
 #include "gemm.h"
 #include "nn.h"
@@ -22,15 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 2;
-}
 
 double length_penalty(int len, double alpha) {
     /* Wu et al. 2016, Eq. 14: lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha. alpha = 0

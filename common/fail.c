@@ -13,3 +13,13 @@ int fail(char *err, size_t errlen, const char *fmt, ...) {
     }
     return 2;
 }
+
+int fail_rc(int rc, char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}

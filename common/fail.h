@@ -12,5 +12,8 @@
 /* printf fmt into err (errlen bytes; err may be NULL) and return 2 */
 __attribute__((format(printf, 3, 4)))
 int fail(char *err, size_t errlen, const char *fmt, ...);
+/* the same, returning rc (1 for I/O, 2 for bad input) */
+__attribute__((format(printf, 4, 5)))
+int fail_rc(int rc, char *err, size_t errlen, const char *fmt, ...);
 
 #endif

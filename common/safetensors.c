@@ -6,6 +6,7 @@
  * fileio.h), renamed over path only when every byte is on disk.
  */
 #include "safetensors.h"
+#include "fail.h"
 #include "fileio.h"
 
 #include <errno.h>
@@ -15,13 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 /* A JSON string we can write without escapes: printable ASCII, no '"' or '\'. */
 static int plain_string(const char *s) {
@@ -77,29 +71,29 @@ static int write_words(FILE *f, const void *data, size_t n) {
 
 int safetensors_write(const char *path, const SafeTensor *t, int n, const char *const *meta, int n_meta,
                       char *err, size_t errlen) {
-    if (n < 0 || n_meta < 0) return fail(2, err, errlen, "safetensors: negative tensor or metadata count");
+    if (n < 0 || n_meta < 0) return fail_rc(2, err, errlen, "safetensors: negative tensor or metadata count");
     /* ---- check everything before touching the disk ---- */
     for (int i = 0; i < n; i++) {
         if (!plain_string(t[i].name) || !strcmp(t[i].name, "__metadata__"))
-            return fail(2, err, errlen, "safetensors: tensor %d has an unusable name", i);
+            return fail_rc(2, err, errlen, "safetensors: tensor %d has an unusable name", i);
         for (int j = 0; j < i; j++)
             if (!strcmp(t[i].name, t[j].name))
-                return fail(2, err, errlen, "safetensors: the name '%s' is used twice", t[i].name);
+                return fail_rc(2, err, errlen, "safetensors: the name '%s' is used twice", t[i].name);
         if (t[i].dtype != SAFETENSORS_F32 && t[i].dtype != SAFETENSORS_I32)
-            return fail(2, err, errlen, "safetensors: '%s' has an unknown dtype", t[i].name);
+            return fail_rc(2, err, errlen, "safetensors: '%s' has an unknown dtype", t[i].name);
         if (t[i].ndim < 0 || t[i].ndim > SAFETENSORS_MAX_DIMS)
-            return fail(2, err, errlen, "safetensors: '%s' has %d dimensions", t[i].name, t[i].ndim);
+            return fail_rc(2, err, errlen, "safetensors: '%s' has %d dimensions", t[i].name, t[i].ndim);
         uint64_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) {
             if (t[i].shape[d] < 0 || (t[i].shape[d] > 0 && numel > (UINT64_MAX / 8) / (uint64_t)t[i].shape[d]))
-                return fail(2, err, errlen, "safetensors: '%s' has an unusable shape", t[i].name);
+                return fail_rc(2, err, errlen, "safetensors: '%s' has an unusable shape", t[i].name);
             numel *= (uint64_t)t[i].shape[d];
         }
-        if (numel && !t[i].data) return fail(2, err, errlen, "safetensors: '%s' has no data", t[i].name);
+        if (numel && !t[i].data) return fail_rc(2, err, errlen, "safetensors: '%s' has no data", t[i].name);
     }
     for (int i = 0; i < 2 * n_meta; i++)
         if (!plain_string(meta[i]) && !(i % 2 == 1 && meta[i] && !*meta[i]))
-            return fail(2, err, errlen, "safetensors: metadata entry %d is not a plain string", i / 2);
+            return fail_rc(2, err, errlen, "safetensors: metadata entry %d is not a plain string", i / 2);
 
     /* ---- the JSON header ---- */
     Buf h = {0};
@@ -129,7 +123,7 @@ int safetensors_write(const char *path, const SafeTensor *t, int n, const char *
     while (!h.oom && (8 + h.len) % 8 != 0) buf_printf(&h, " ");
     if (h.oom) {
         free(h.s);
-        return fail(1, err, errlen, "safetensors: out of memory building the header");
+        return fail_rc(1, err, errlen, "safetensors: out of memory building the header");
     }
 
     /* ---- write a unique temporary, then rename (common/fileio.h) ---- */
