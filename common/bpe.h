@@ -91,9 +91,10 @@ void bpe_symbol_str(const Bpe *b, int id, char *buf, size_t len);
  *   M lines  "m\t<left id>\t<right id>"   the merges, in id order
  *   W lines  "w\t<word>"                  the source words
  *   end <CRC-32 of every byte before this line, 8 hex digits>
- * bpe_save writes path.tmp and renames it. Returns 0, or 1 with err. */
+ * bpe_save writes a unique temporary beside path (fileio.h) and renames it
+ * over path once complete. Returns 0, or 1 with err. */
 int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen);
-/* Returns 0, 1 (cannot open) or 2 (not a BPE file, wrong version,
+/* Returns 0, 1 (cannot open) or 2 (not a regular file, not a BPE file, wrong version,
  * truncated, checksum mismatch, inconsistent ids) with a message. */
 int bpe_load(Bpe *b, const char *path, char *err, size_t errlen);
 
