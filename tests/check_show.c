@@ -178,15 +178,15 @@ static void assert_headers(const char *s, const char *const *labels, int cols) {
  * ("w10" used to print as "w1"), a small map with numbers, and a map too
  * wide for its labels (keyed). */
 START_TEST(test_heatmap_column_labels) {
-    char names[40][8];
+    char names[40][16];
     const char *num[40], *w[40];
     for (int i = 0; i < 40; i++) {
-        snprintf(names[i], 8, "%d", i + 1);
+        snprintf(names[i], sizeof names[i], "%d", i + 1);
         num[i] = names[i];
     }
-    static char wn[40][8];
+    static char wn[40][16];
     for (int i = 0; i < 40; i++) {
-        snprintf(wn[i], 8, "w%d", i + 1);
+        snprintf(wn[i], sizeof wn[i], "w%d", i + 1);
         w[i] = wn[i];
     }
     const char *const *sets[] = {num, w, num, w, w};
