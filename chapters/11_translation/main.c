@@ -624,9 +624,9 @@ static void section_evaluate(const Opts *o, const Data *d, Run *r) {
         double gain = sys[i].bleu.score - sys[i - 1].bleu.score;
         int differ = 0;
         for (int j = 0; j < d->test.n; j++) differ += strcmp(sys[i].hyp[j], sys[i - 1].hyp[j]) != 0;
-        printf("%s: beam search %s BLEU by %.2f over greedy (%d of %d outputs differ), in %.1fx the time\n",
-               i == 1 ? "last checkpoint" : "averaged", gain >= 0 ? "raised" : "lowered", fabs(gain), differ,
-               d->test.n, sys[i].secs / (sys[i - 1].secs > 1e-9 ? sys[i - 1].secs : 1e-9));
+        printf("%s: beam %s BLEU by %.2f (%d of %d outputs differ from greedy's), %.1fx its time\n",
+               i == 1 ? "last" : "averaged", gain >= 0 ? "raised" : "lowered", fabs(gain), differ, d->test.n,
+               sys[i].secs / (sys[i - 1].secs > 1e-9 ? sys[i - 1].secs : 1e-9));
     }
     if (n_avg >= 2)
         printf("averaging the last %d checkpoints %s greedy BLEU by %.2f\n", n_avg,
