@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define BACKEND_ABI 1   /* bumped when this table changes: a stale .so is refused */
+#define BACKEND_ABI 2   /* bumped when this table changes: a stale .so is refused */
 
 typedef struct Backend {
     int abi;                 /* BACKEND_ABI of the code that filled the table   */
@@ -94,6 +94,22 @@ typedef struct Backend {
     /* sum of x[i]^2 in double, in a fixed order; NaN or inf if any x[i] is
      * (the gradient norm and the finite check in one pass) */
     double (*sum_squares)(const float *x, size_t n);
+
+    /* ---- decoding one position at a time (common/decode.h, which has the
+     * CPU functions and their exact contracts); appended with ABI 2 ---- */
+    /* out (R,OUT) = inp (R,IN) W (IN,OUT) + bias (OUT, or NULL): few rows */
+    void (*linear_rows_forward)(float *out, const float *inp, const float *W, const float *bias,
+                                int R, int IN, int OUT);
+    /* out (R,V) = x (R,D) E^T with E (V,D): the tied output projection */
+    void (*logits_rows_forward)(float *out, const float *x, const float *E, int R, int D, int V);
+    void (*relu_forward)(float *out, const float *inp, size_t n);
+    /* Eq. (1), one query per row and head against n cached keys */
+    void (*attend_rows_forward)(float *out, float *weights, const float *q, const float *K,
+                                const float *V, const uint8_t *keep, int R, int group, int h, int n,
+                                int stride, int d_k, int d_v);
+    /* rows copy: dst + j*dst_pitch <- src + idx[j]*src_pitch, width floats; idx host (NULL: j) */
+    void (*gather_rows)(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
+                        const int *idx, int n, size_t width);
 } Backend;
 
 /* The CPU backend: always there. */

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "decode.h"
 #include "gemm.h"
 #include "nn.h"
 #include "ops.h"
@@ -61,6 +62,12 @@ static const Backend cpu = {
     .smoothed_xent_backward = smoothed_xent_backward,
     .adam_update = adam_update,
     .sum_squares = cpu_sum_squares,
+    /* decoding (decode.h) */
+    .linear_rows_forward = linear_rows_forward,
+    .logits_rows_forward = logits_rows_forward,
+    .relu_forward = relu_forward,
+    .attend_rows_forward = attend_rows_forward,
+    .gather_rows = gather_rows,
 };
 
 const Backend *backend_cpu(void) { return &cpu; }

@@ -12,6 +12,7 @@
 #include "decode.h"
 #include "fail.h"
 #include "attention.h"
+#include "backend.h"
 #include "gemm.h"
 #include "nn.h"
 #include "ops.h"
@@ -84,33 +85,47 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
                   + (double)R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4 * T);
     if (floats * 4 > 64e9)
         return fail(err, errlen, "a decoder this size needs %.3g GB", floats * 4 / 1e9);
+    const Backend *be = m->be;
+    d->be = be;
     int ok = 1;
+    /* Three kinds of memory: the host's (search bookkeeping: ids, scores,
+     * histories); the backend's (the cache and one step's activations: the
+     * device's memory on a GPU); and host arrays the backend writes and the
+     * host reads or the other way (logp, cross_w, the source mask), a host
+     * array plus the backend's view of it (on the CPU the same memory). */
 #define ALLOC(p, n) ok &= ((p) = calloc((size_t)(n) + 1, sizeof *(p))) != NULL
+#define BALLOC(p, n) ok &= ((p) = be->alloc(((size_t)(n) + 1) * sizeof *(p))) != NULL
+#define SHARED(p, view, n) \
+    ALLOC(p, n);           \
+    if (ok) ok &= ((view) = be->share((p), ((size_t)(n) + 1) * sizeof *(p))) != NULL
     ALLOC(d->src, B * Ts);
-    ALLOC(d->memory, B * Ts * D);
-    ALLOC(d->cross_k, N * B * Ts * hk);
-    ALLOC(d->cross_v, N * B * Ts * hv);
+    SHARED(d->keep, d->w_keep, B * Ts);
+    BALLOC(d->memory, B * Ts * D);
+    BALLOC(d->cross_k, N * B * Ts * hk);
+    BALLOC(d->cross_v, N * B * Ts * hv);
     for (int j = 0; j < 2; j++) {
-        ALLOC(d->self_k[j], N * R * T * hk);
-        ALLOC(d->self_v[j], N * R * T * hv);
+        BALLOC(d->self_k[j], N * R * T * hk);
+        BALLOC(d->self_v[j], N * R * T * hv);
         ALLOC(d->hist[j], R * T);
         ALLOC(d->hist_lp[j], R * T);
     }
-    ALLOC(d->x, R * D);
-    ALLOC(d->y, R * D);
-    ALLOC(d->ln, R * D);
-    ALLOC(d->sub, R * D);
-    ALLOC(d->mean, R);
-    ALLOC(d->rstd, R);
-    ALLOC(d->q, R * wide);
-    ALLOC(d->k, (R > B * Ts ? R : B * Ts) * wide);
-    ALLOC(d->v, R * wide);
-    ALLOC(d->o, R * wide);
-    ALLOC(d->hidden, R * F);
-    ALLOC(d->scores, R * H * keys);
-    ALLOC(d->logits, R * V);
-    ALLOC(d->logp, R * V);
-    ALLOC(d->cross_w, N * R * H * Ts);
+    BALLOC(d->dtok, R);
+    BALLOC(d->x, R * D);
+    BALLOC(d->y, R * D);
+    BALLOC(d->ln, R * D);
+    BALLOC(d->sub, R * D);
+    BALLOC(d->mean, R);
+    BALLOC(d->rstd, R);
+    BALLOC(d->q, R * wide);
+    BALLOC(d->k, (R > B * Ts ? R : B * Ts) * wide);
+    BALLOC(d->v, R * wide);
+    BALLOC(d->o, R * wide);
+    BALLOC(d->hidden, R * F);
+    BALLOC(d->scores, R * H * keys);
+    BALLOC(d->logits, R * V);
+    SHARED(d->logp, d->w_logp, R * V);
+    SHARED(d->cross_w, d->w_cross_w, N * R * H * Ts);
+    ALLOC(d->rows, (R > B * Ts ? R : B * Ts) * H);
     ALLOC(d->prefix, R * (T > Ts ? T : Ts));
     ALLOC(d->sum, R);
     ALLOC(d->new_sum, R);
@@ -130,20 +145,34 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
     ALLOC(d->cand_s, 2 * (size_t)max_K);
     ALLOC(d->cand_i, 2 * (size_t)max_K);
 #undef ALLOC
+#undef BALLOC
+#undef SHARED
     if (!ok) {
         decoder_free(d);
-        return fail(err, errlen, "out of memory building a decoder for %d x %d rows", max_B, max_K);
+        return fail(err, errlen, "out of %s memory building a decoder for %d x %d rows",
+                    be == backend_cpu() ? "" : be->name, max_B, max_K);
     }
     return 0;
 }
 
 void decoder_free(Decoder *d) {
-    if (!d) return;
-    void *p[] = {d->src, d->memory, d->cross_k, d->cross_v, d->self_k[0], d->self_k[1], d->self_v[0],
-                 d->self_v[1], d->hist[0], d->hist[1], d->hist_lp[0], d->hist_lp[1], d->x, d->y, d->ln,
-                 d->sub, d->mean, d->rstd, d->q, d->k, d->v, d->o, d->hidden, d->scores, d->logits,
-                 d->logp, d->cross_w, d->prefix, d->sum, d->new_sum, d->new_lp, d->alive, d->parent, d->tok, d->maxlen, d->out,
-                 d->out_lp, d->out_len, d->out_sum, d->out_score, d->trace, d->fin, d->cand_s, d->cand_i};
+    if (!d || !d->be) {
+        if (d) memset(d, 0, sizeof *d);
+        return;
+    }
+    const Backend *be = d->be;
+    /* the backend's views first (CPU: nothing to do), then the host arrays */
+    if (d->w_keep) be->unshare(d->w_keep, d->keep);
+    if (d->w_logp) be->unshare(d->w_logp, d->logp);
+    if (d->w_cross_w) be->unshare(d->w_cross_w, d->cross_w);
+    void *dev[] = {d->memory, d->cross_k, d->cross_v, d->self_k[0], d->self_k[1], d->self_v[0], d->self_v[1],
+                   d->dtok, d->x, d->y, d->ln, d->sub, d->mean, d->rstd, d->q, d->k, d->v, d->o, d->hidden,
+                   d->scores, d->logits};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i] && be->free) be->free(dev[i]);
+    void *p[] = {d->src, d->keep, d->hist[0], d->hist[1], d->hist_lp[0], d->hist_lp[1], d->logp, d->cross_w,
+                 d->rows, d->prefix, d->sum, d->new_sum, d->new_lp, d->alive, d->parent, d->tok, d->maxlen,
+                 d->out, d->out_lp, d->out_len, d->out_sum, d->out_score, d->trace, d->fin, d->cand_s, d->cand_i};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     memset(d, 0, sizeof *d);
 }
@@ -156,9 +185,13 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
                   char *err, size_t errlen) {
     Model *m = d->m;
     const Config *c = &m->cfg;
+    const Backend *be = d->be;
     if (B < 1 || K < 1 || Ts < 1 || B > d->max_B || K > d->max_K || Ts > d->max_Ts)
         return fail(err, errlen, "%d sentences x %d beams of %d source tokens exceed the decoder's "
                     "capacity (%d x %d, %d)", B, K, Ts, d->max_B, d->max_K, d->max_Ts);
+    if (be != m->be)
+        return fail(err, errlen, "the model moved from the %s backend to %s after decoder_new: build the "
+                    "decoder after model_to", be->name, m->be->name);
     int R = B * K;
     /* the encoder runs in the model's own activations: they must fit */
     int enc_B = cached ? B : R;
@@ -175,32 +208,42 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
         model_encode(m, d->prefix, R, Ts, 0);
         return 0;
     }
+    /* the cross-attention's key mask (B,Ts): 1 = a real token, 0 = padding */
+    for (int i = 0; i < B * Ts; i++) d->keep[i] = c->pad_id < 0 || src[i] != c->pad_id;
+    be->upload(d->w_keep, d->keep, (size_t)B * Ts);
     /* The encoder's output does not depend on anything the decoder does:
      * once per sentence, shared by its K beams. */
     model_encode(m, src, B, Ts, 0);
     size_t D = c->d_model, rows = (size_t)B * Ts;
-    memcpy(d->memory, model_memory(m), rows * D * sizeof(float));
+    be->copy(d->memory, model_memory(m), rows * D * sizeof(float));
     /* Nor do the cross-attention keys and values memory W^K, memory W^V of
-     * every decoder layer (Sec. 3.2.3): computed here, read by every step. */
-    int hk = c->h * c->d_k, hv = c->h * c->d_v;
+     * every decoder layer (Sec. 3.2.3): computed here, read by every step,
+     * split into heads (B,Ts,h,d) -> (B,h,Ts,d): row (b,i,j) of the cache is
+     * row (b,j,i) of the product. */
+    int h = c->h, hk = h * c->d_k, hv = h * c->d_v;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < h; i++)
+            for (int j = 0; j < Ts; j++) d->rows[((size_t)b * h + i) * Ts + j] = (b * Ts + j) * h + i;
     for (int l = 0; l < c->N; l++) {
-        const MhaParams *w = &m->params.dec[l].cross_attn;
-        linear_forward(d->k, d->memory, w->w_k, NULL, (int)rows, (int)D, hk);   /* (B,Ts,h*d_k) */
-        heads_split(d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk, d->k, B, Ts, c->h, c->d_k);
-        linear_forward(d->k, d->memory, w->w_v, NULL, (int)rows, (int)D, hv);   /* (B,Ts,h*d_v) */
-        heads_split(d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv, d->k, B, Ts, c->h, c->d_v);
+        const MhaParams *w = &m->w.dec[l].cross_attn;
+        be->linear_rows_forward(d->k, d->memory, w->w_k, NULL, (int)rows, (int)D, hk);   /* (B,Ts,h*d_k) */
+        be->gather_rows(d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk, c->d_k, d->k, c->d_k, d->rows,
+                        (int)rows * h, c->d_k);
+        be->linear_rows_forward(d->k, d->memory, w->w_v, NULL, (int)rows, (int)D, hv);   /* (B,Ts,h*d_v) */
+        be->gather_rows(d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv, c->d_v, d->k, c->d_v, d->rows,
+                        (int)rows * h, c->d_v);
     }
     return 0;
 }
 
-/* One query per row against n keys of one head: out (d_v) = softmax(q K^T /
- * sqrt(d_k)) V, with blocked keys (ok[j] == 0) at -inf. w (n) keeps the
- * weights. K (n,d_k) and V (n,d_v) are rows of stride d_k and d_v. */
+/* One query against n keys of one head: out (d_v) = softmax(q K^T /
+ * sqrt(d_k)) V, keys with keep[j] == 0 at -inf (keep NULL: none). w (n)
+ * keeps the weights. K (n,d_k) and V (n,d_v) are rows of stride d_k, d_v. */
 static void attend_one(float *out, float *w, const float *q, const float *K, const float *V,
-                       const int *key_ids, int pad_id, int n, int d_k, int d_v) {
+                       const uint8_t *keep, int n, int d_k, int d_v) {
     float scale = 1.0f / sqrtf((float)d_k);
     for (int j = 0; j < n; j++)
-        w[j] = (key_ids && key_ids[j] == pad_id) ? -INFINITY : dot(q, K + (size_t)j * d_k, d_k) * scale;
+        w[j] = (keep && !keep[j]) ? -INFINITY : dot(q, K + (size_t)j * d_k, d_k) * scale;
     softmax_forward(w, w, 1, n);           /* a fully masked row gives zeros, never NaN */
     for (int c = 0; c < d_v; c++) out[c] = 0.0f;
     for (int j = 0; j < n; j++) {
@@ -208,6 +251,23 @@ static void attend_one(float *out, float *w, const float *q, const float *K, con
         const float *vj = V + (size_t)j * d_v;
         for (int c = 0; c < d_v; c++) out[c] += w[j] * vj[c];
     }
+}
+
+void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
+                         const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v) {
+    for (int r = 0; r < R; r++) {
+        int b = r / group;   /* rows b*group .. b*group+group-1 read the same keys */
+        for (int i = 0; i < h; i++)
+            attend_one(out + ((size_t)r * h + i) * d_v, weights + ((size_t)r * h + i) * n,
+                       q + ((size_t)r * h + i) * d_k, K + ((size_t)b * h + i) * stride * d_k,
+                       V + ((size_t)b * h + i) * stride * d_v, keep ? keep + (size_t)b * n : NULL, n, d_k, d_v);
+    }
+}
+
+void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
+                 size_t width) {
+    for (int j = 0; j < n; j++)
+        memcpy(dst + (size_t)j * dst_pitch, src + (size_t)(idx ? idx[j] : j) * src_pitch, width * sizeof(float));
 }
 
 #ifdef _OPENMP
@@ -261,7 +321,7 @@ void logits_rows_forward(float *out, const float *x, const float *E, int R, int 
 static const float *sub_in(Decoder *d, const float *g, const float *b) {
     const Config *c = &d->m->cfg;
     if (!c->pre_ln) return d->x;
-    layernorm_forward(d->ln, d->mean, d->rstd, d->x, g, b, d->R, c->d_model);
+    d->be->layernorm_forward(d->ln, d->mean, d->rstd, d->x, g, b, d->R, c->d_model);
     return d->ln;
 }
 
@@ -270,77 +330,74 @@ static void sub_out(Decoder *d, const float *g, const float *b) {
     const Config *c = &d->m->cfg;
     size_t n = (size_t)d->R * c->d_model;
     if (c->pre_ln) {
-        residual_forward(d->x, d->x, d->sub, n);
+        d->be->residual_forward(d->x, d->x, d->sub, n);
     } else {
-        residual_forward(d->y, d->x, d->sub, n);
-        layernorm_forward(d->x, d->mean, d->rstd, d->y, g, b, d->R, c->d_model);
+        d->be->residual_forward(d->y, d->x, d->sub, n);
+        d->be->layernorm_forward(d->x, d->mean, d->rstd, d->y, g, b, d->R, c->d_model);
     }
 }
 
-/* The cached step: position t = d->pos for every row, through every layer. */
+/* The cached step: position t = d->pos for every row, through every layer.
+ * Every op runs through the model's backend (be: the CPU's functions, or
+ * the GPU's kernels), on its weights m->w; only logp (and the cross-
+ * attention weights, for printing) come back to the host. */
 static void step_cached(Decoder *d, const int *tok) {
     Model *m = d->m;
+    const Backend *be = d->be;
     const Config *c = &m->cfg;
     int R = d->R, K = d->K, Ts = d->Ts, t = d->pos, D = c->d_model, V = c->vocab;
     int h = c->h, dk = c->d_k, dv = c->d_v, hk = h * dk, hv = h * dv;
-    int pad = c->pad_id;
+    size_t T = d->max_T;
     /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table */
-    embed_forward(d->x, tok, m->params.embed, m->pe + (size_t)t * D, R, 1, D, V);
+    be->upload(d->dtok, tok, (size_t)R * sizeof(int));
+    be->embed_forward(d->x, d->dtok, m->w.embed, m->w_pe + (size_t)t * D, R, 1, D, V);
     for (int l = 0; l < c->N; l++) {
-        const DecoderLayer *w = &m->params.dec[l];
+        const DecoderLayer *w = &m->w.dec[l];
         /* -- masked self-attention: append this position's k, v, attend over 0..t.
          * The causal mask needs no code here: the later positions are not yet in
          * the cache. */
         const float *in = sub_in(d, w->ln1_g, w->ln1_b);
-        linear_rows_forward(d->q, in, w->self_attn.w_q, NULL, R, D, hk);   /* q (R,h*d_k) */
-        linear_rows_forward(d->k, in, w->self_attn.w_k, NULL, R, D, hk);   /* k (R,h*d_k) */
-        linear_rows_forward(d->v, in, w->self_attn.w_v, NULL, R, D, hv);   /* v (R,h*d_v) */
-        for (int r = 0; r < R; r++)
-            for (int i = 0; i < h; i++) {
-                memcpy(d->self_k[0] + cache_at(d, l, r, i, t, dk), d->k + (size_t)r * hk + i * dk, dk * sizeof(float));
-                memcpy(d->self_v[0] + cache_at(d, l, r, i, t, dv), d->v + (size_t)r * hv + i * dv, dv * sizeof(float));
-            }
-        for (int r = 0; r < R; r++)
-            for (int i = 0; i < h; i++)
-                attend_one(d->o + (size_t)r * hv + i * dv, d->scores, d->q + (size_t)r * hk + i * dk,
-                           d->self_k[0] + cache_at(d, l, r, i, 0, dk), d->self_v[0] + cache_at(d, l, r, i, 0, dv),
-                           NULL, pad, t + 1, dk, dv);
-        linear_rows_forward(d->sub, d->o, w->self_attn.w_o, NULL, R, hv, D);   /* Concat(heads) W^O */
+        be->linear_rows_forward(d->q, in, w->self_attn.w_q, NULL, R, D, hk);   /* q (R,h*d_k) */
+        be->linear_rows_forward(d->k, in, w->self_attn.w_k, NULL, R, D, hk);   /* k (R,h*d_k) */
+        be->linear_rows_forward(d->v, in, w->self_attn.w_v, NULL, R, D, hv);   /* v (R,h*d_v) */
+        /* append: row (r,i) of k, (R*h rows of d_k), becomes position t of
+         * cache row (l,r,i); cache rows are max_T positions apart */
+        be->gather_rows(d->self_k[0] + cache_at(d, l, 0, 0, t, dk), T * dk, d->k, dk, NULL, R * h, dk);
+        be->gather_rows(d->self_v[0] + cache_at(d, l, 0, 0, t, dv), T * dv, d->v, dv, NULL, R * h, dv);
+        be->attend_rows_forward(d->o, d->scores, d->q, d->self_k[0] + cache_at(d, l, 0, 0, 0, dk),
+                                d->self_v[0] + cache_at(d, l, 0, 0, 0, dv), NULL, R, 1, h, t + 1, (int)T, dk, dv);
+        be->linear_rows_forward(d->sub, d->o, w->self_attn.w_o, NULL, R, hv, D);   /* Concat(heads) W^O */
         sub_out(d, w->ln1_g, w->ln1_b);
 
-        /* -- cross-attention: the query is new, K and V were computed at begin */
+        /* -- cross-attention: the query is new, K and V were computed at begin;
+         * the K beams of sentence b (rows b*K ..) share its keys */
         in = sub_in(d, w->ln2_g, w->ln2_b);
-        linear_rows_forward(d->q, in, w->cross_attn.w_q, NULL, R, D, hk);
+        be->linear_rows_forward(d->q, in, w->cross_attn.w_q, NULL, R, D, hk);
         const float *ck = d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk;
         const float *cv = d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv;
-        for (int r = 0; r < R; r++) {
-            int b = r / K;                     /* the sentence this beam belongs to */
-            const int *keys = pad >= 0 ? d->src + (size_t)b * Ts : NULL;   /* source padding */
-            for (int i = 0; i < h; i++) {
-                float *wts = d->cross_w + (((size_t)l * R + r) * h + i) * Ts;
-                attend_one(d->o + (size_t)r * hv + i * dv, wts, d->q + (size_t)r * hk + i * dk,
-                           ck + ((size_t)b * h + i) * Ts * dk, cv + ((size_t)b * h + i) * Ts * dv,
-                           keys, pad, Ts, dk, dv);
-            }
-        }
-        linear_rows_forward(d->sub, d->o, w->cross_attn.w_o, NULL, R, hv, D);
+        be->attend_rows_forward(d->o, d->w_cross_w + (size_t)l * R * h * Ts, d->q, ck, cv, d->w_keep, R, K, h, Ts,
+                                Ts, dk, dv);
+        be->linear_rows_forward(d->sub, d->o, w->cross_attn.w_o, NULL, R, hv, D);
         sub_out(d, w->ln2_g, w->ln2_b);
 
         /* -- FFN (Eq. 2) on this position alone */
         in = sub_in(d, w->ln3_g, w->ln3_b);
-        linear_rows_forward(d->hidden, in, w->ffn_w1, w->ffn_b1, R, D, c->d_ff);   /* x W1 + b1 */
-        relu_forward(d->hidden, d->hidden, (size_t)R * c->d_ff);                  /* max(0, .) */
-        linear_rows_forward(d->sub, d->hidden, w->ffn_w2, w->ffn_b2, R, c->d_ff, D); /* . W2 + b2 */
+        be->linear_rows_forward(d->hidden, in, w->ffn_w1, w->ffn_b1, R, D, c->d_ff);   /* x W1 + b1 */
+        be->relu_forward(d->hidden, d->hidden, (size_t)R * c->d_ff);                  /* max(0, .) */
+        be->linear_rows_forward(d->sub, d->hidden, w->ffn_w2, w->ffn_b2, R, c->d_ff, D); /* . W2 + b2 */
         sub_out(d, w->ln3_g, w->ln3_b);
     }
     const float *xo = d->x;
     if (c->pre_ln) {
-        layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->params.dec_ln_g, m->params.dec_ln_b, R, D);
+        be->layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->w.dec_ln_g, m->w.dec_ln_b, R, D);
         xo = d->ln;
     }
     /* logits (R,V) = x E^T (the shared embedding, Sec. 3.4), then log-softmax */
-    logits_rows_forward(d->logits, xo, m->params.embed, R, D, V);
-    logsoftmax_forward(d->logp, d->logits, R, V);
+    be->logits_rows_forward(d->logits, xo, m->w.embed, R, D, V);
+    be->logsoftmax_forward(d->w_logp, d->logits, R, V);
+    /* to the host, for the search (CPU: the same memory, nothing moves) */
+    be->download(d->logp, d->w_logp, (size_t)R * V * sizeof(float));
+    be->download(d->cross_w, d->w_cross_w, (size_t)c->N * R * h * Ts * sizeof(float));
 }
 
 /* The reference: the whole prefix 0..t through model_decode, keep the last row. */
@@ -350,15 +407,15 @@ static void step_uncached(Decoder *d) {
     int R = d->R, T = d->pos + 1, V = c->vocab, h = c->h, Ts = d->Ts;
     for (int r = 0; r < R; r++)
         memcpy(d->prefix + (size_t)r * T, d->hist[0] + (size_t)r * d->max_T, (size_t)T * sizeof(int));
-    const float *logp = model_decode(m, d->prefix, T, 0);   /* (R*T, V) */
+    const float *logp = model_decode(m, d->prefix, T, 0);   /* (R*T, V), the backend's memory */
     for (int r = 0; r < R; r++)
-        memcpy(d->logp + (size_t)r * V, logp + ((size_t)r * T + T - 1) * V, (size_t)V * sizeof(float));
+        model_read(m, d->logp + (size_t)r * V, logp + ((size_t)r * T + T - 1) * V, (size_t)V * sizeof(float));
     for (int l = 0; l < c->N; l++) {
         const float *w = model_attention(m, ATTN_DEC_CROSS, l);   /* (R,h,T,Ts) */
         for (int r = 0; r < R; r++)
             for (int i = 0; i < h; i++)
-                memcpy(d->cross_w + (((size_t)l * R + r) * h + i) * Ts,
-                       w + (((size_t)r * h + i) * T + T - 1) * Ts, (size_t)Ts * sizeof(float));
+                model_read(m, d->cross_w + (((size_t)l * R + r) * h + i) * Ts,
+                           w + (((size_t)r * h + i) * T + T - 1) * Ts, (size_t)Ts * sizeof(float));
     }
 }
 
@@ -380,17 +437,21 @@ void decoder_reorder(Decoder *d, const int *parent) {
     if (same) return;
     const Config *c = &d->m->cfg;
     size_t T = d->max_T;
-    if (d->cached) {
-        /* gather: row r's first t positions of every layer and head become its
-         * parent's; then the two buffers change roles */
-        for (int l = 0; l < c->N; l++)
-            for (int r = 0; r < R; r++)
-                for (int i = 0; i < c->h; i++) {
-                    memcpy(d->self_k[1] + cache_at(d, l, r, i, 0, c->d_k),
-                           d->self_k[0] + cache_at(d, l, parent[r], i, 0, c->d_k), (size_t)t * c->d_k * sizeof(float));
-                    memcpy(d->self_v[1] + cache_at(d, l, r, i, 0, c->d_v),
-                           d->self_v[0] + cache_at(d, l, parent[r], i, 0, c->d_v), (size_t)t * c->d_v * sizeof(float));
-                }
+    if (d->cached && t > 0) {
+        /* gather, on the backend: row r's first t positions of every layer and
+         * head become its parent's (cache row (l,r,i) <- (l,parent[r],i));
+         * then the two buffers change roles. Only the indices are the host's. */
+        int h = c->h;
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < h; i++) d->rows[(size_t)r * h + i] = parent[r] * h + i;
+        for (int l = 0; l < c->N; l++) {
+            d->be->gather_rows(d->self_k[1] + cache_at(d, l, 0, 0, 0, c->d_k), T * c->d_k,
+                               d->self_k[0] + cache_at(d, l, 0, 0, 0, c->d_k), T * c->d_k, d->rows, R * h,
+                               (size_t)t * c->d_k);
+            d->be->gather_rows(d->self_v[1] + cache_at(d, l, 0, 0, 0, c->d_v), T * c->d_v,
+                               d->self_v[0] + cache_at(d, l, 0, 0, 0, c->d_v), T * c->d_v, d->rows, R * h,
+                               (size_t)t * c->d_v);
+        }
         float *p = d->self_k[0]; d->self_k[0] = d->self_k[1]; d->self_k[1] = p;
         p = d->self_v[0]; d->self_v[0] = d->self_v[1]; d->self_v[1] = p;
     }

@@ -51,6 +51,7 @@
 #define DECODE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "model.h"
 
 /* Wu et al. 2016's length penalty lp(Y) = ((5 + len)^alpha) / ((5 + 1)^alpha). */
@@ -87,20 +88,26 @@ typedef struct {
 
 typedef struct {
     Model *m;                   /* weights (not owned)                                    */
+    const Backend *be;          /* m->be when built: where the step runs (backend.h)       */
     int max_B, max_K, max_Ts, max_T; /* capacity: sentences, beams, source tokens, positions */
     int B, K, R, Ts, pos;       /* this decode: sentences, beams, rows B*K, source, cached positions */
     int cached;
 
-    /* the cache (cached mode) */
-    int *src;                   /* (B,Ts) source ids                                      */
-    float *memory;              /* (B,Ts,D) encoder output                                */
+    /* the cache (cached mode); (be) = the backend's memory, (host+be) = a host
+     * array with the backend's view w_* of it (the same memory on the CPU) */
+    int *src;                   /* (B,Ts) source ids (host)                                */
+    uint8_t *keep, *w_keep;     /* (B,Ts) 1 = real source token, 0 = padding (host+be)     */
+    float *memory;              /* (B,Ts,D) encoder output (be, as everything down to logits) */
     float *cross_k, *cross_v;   /* (N,B,h,Ts,d_k), (N,B,h,Ts,d_v)                         */
     float *self_k[2], *self_v[2]; /* (N,R,h,max_T,d_k) each, [0] live, [1] for reordering */
 
     /* one step's activations, (R, .) each */
+    int *dtok;                  /* (R) this step's input ids                               */
     float *x, *y, *ln, *mean, *rstd, *q, *k, *v, *o, *sub, *hidden, *scores;
-    float *logits, *logp;       /* (R,V)                                                  */
-    float *cross_w;             /* (N,R,h,Ts) cross-attention weights of the last step    */
+    float *logits;              /* (R,V)                                                  */
+    float *logp, *w_logp;       /* (R,V) log-probabilities of the next token (host+be)     */
+    float *cross_w, *w_cross_w; /* (N,R,h,Ts) cross-attention weights of the last step (host+be) */
+    int *rows;                  /* (max(R, B*Ts) * h) row indices for gather_rows (host)   */
     int *prefix;                /* (R,max_T) the uncached path's contiguous input          */
 
     /* history of every row, reordered with the cache */
@@ -125,7 +132,9 @@ typedef struct {
 } Decoder;
 
 /* Allocates a decoder for up to max_B sentences x max_K beams, max_Ts source
- * tokens and outputs of up to max_out tokens. The uncached path also needs
+ * tokens and outputs of up to max_out tokens, on the model's backend m->be
+ * (move the model with model_to first: a decoder stays on the backend it
+ * was built for, and decoder_begin refuses a model that moved since). The uncached path also needs
  * the model built with max_B*max_K sequences of (max_Ts, max_out) tokens.
  * Returns 0, or 2 with a message (sizes, out of memory); d is then safe to
  * decoder_free. */
@@ -165,6 +174,25 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
 void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
                          int R, int IN, int OUT);
 void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V);
+
+/* ---- the step's other two ops ------------------------------------------------
+ * Both are backend ops (backend.h; these are the CPU's, cuda/decode_kernels.cu
+ * the GPU's).
+ * attend_rows_forward: Eq. (1) for one query per row and head against n
+ *   cached keys. Row r, head i: q at q[(r*h + i)*d_k], keys K[((b*h + i)*stride
+ *   + j)*d_k] and values V[((b*h + i)*stride + j)*d_v] for j < n, with
+ *   b = r / group (group rows share one sentence's keys: the beams in the
+ *   cross-attention); keep (R/group, n) bytes, 0 = blocked, or NULL.
+ *   out (R, h*d_v) = the heads concatenated; weights (R,h,n) the softmax.
+ *   A fully blocked row gives zeros, never NaN.
+ * gather_rows: for j < n, the width floats at dst + j*dst_pitch become those
+ *   at src + idx[j]*src_pitch (idx NULL: j); idx is host memory, dst and src
+ *   must not overlap. The cache's append (a strided copy), its reorder when
+ *   beams are pruned, and the split of the cross-attention K, V into heads. */
+void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
+                         const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v);
+void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
+                 size_t width);
 
 /* ---- cost -----------------------------------------------------------------
  * Floating-point operations (2 per multiply-add) of the decoder for the

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "decode_kernels.h"
 #include "kernels.h"
 
 /* ---- memory ------------------------------------------------------------------ */
@@ -132,6 +133,36 @@ static void gpu_ffn_backward(float *dx, float *dW1, float *db1, float *dW2, floa
     cuda_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, F);
 }
 
+/* ---- decoding one position at a time (common/decode.h) ---------------------- */
+
+/* few rows or many, cuBLAS does the product (decode.c streams W on the CPU) */
+static void gpu_linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
+                                    int R, int IN, int OUT) {
+    cuda_linear_forward(out, inp, W, bias, R, IN, OUT);
+}
+
+/* logits (R,V) = x (R,D) E^T */
+static void gpu_logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
+    cuda_gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
+}
+
+/* the indices are the host's (the beam search chose them there): one
+ * upload into a buffer of this file, grown like the workspace */
+static int *gather_idx;
+static size_t gather_cap;
+
+static void gpu_gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
+                            const int *idx, int n, size_t width) {
+    if (n <= 0 || width == 0) return;
+    if (idx && (size_t)n > gather_cap) {
+        cuda_free(gather_idx);
+        gather_idx = cuda_alloc((size_t)n * sizeof(int));   /* out of GPU memory: says so, exits 1 */
+        gather_cap = (size_t)n;
+    }
+    if (idx) cuda_upload(gather_idx, idx, (size_t)n * sizeof(int));
+    cuda_gather_rows(dst, dst_pitch, src, src_pitch, idx ? gather_idx : NULL, n, width);
+}
+
 static const Backend cuda_table = {
     .abi = BACKEND_ABI,
     .name = "cuda",
@@ -161,6 +192,12 @@ static const Backend cuda_table = {
     .smoothed_xent_backward = cuda_smoothed_xent_backward,
     .adam_update = cuda_adam_update,
     .sum_squares = cuda_sum_squares,
+    /* decoding (decode.h) */
+    .linear_rows_forward = gpu_linear_rows_forward,
+    .logits_rows_forward = gpu_logits_rows_forward,
+    .relu_forward = cuda_relu_forward,
+    .attend_rows_forward = cuda_attend_rows_forward,
+    .gather_rows = gpu_gather_rows,
 };
 
 /* The .so's one entry point (common/backend.c looks it up with dlsym). */

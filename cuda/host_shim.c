@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "attention.h"
+#include "decode.h"
+#include "decode_kernels.h"
 #include "gemm.h"
 #include "kernels.h"
 #include "nn.h"
@@ -123,4 +125,15 @@ double cuda_sum_squares(const float *x, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     return s;
+}
+
+/* decoding (decode_kernels.h): the CPU's functions; idx is host memory here too */
+void cuda_attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
+                              const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k,
+                              int d_v) {
+    attend_rows_forward(out, weights, q, K, V, keep, R, group, h, n, stride, d_k, d_v);
+}
+void cuda_gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx,
+                      int n, size_t width) {
+    gather_rows(dst, dst_pitch, src, src_pitch, idx, n, width);
 }

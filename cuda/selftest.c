@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include "attention.h"
+#include "decode.h"
+#include "decode_kernels.h"
 #include "nn.h"
 #include "gemm.h"
 #include "ops.h"
@@ -556,12 +558,69 @@ static void check_xent(Sink *sink, int size) {
     free(logits), free(logp), free(dl), free(tmp), free(targets);
 }
 
+/* ---- decoding (common/decode.h): attention of one query per row against a
+ * strided cache, and the rows gather ------------------------------------------------ */
+
+static void check_decode(Sink *sink, int size) {
+    /* self-attention shape: R rows, keys n of a cache with stride T; cross:
+     * group rows share keys, with a key mask (one sentence fully blocked) */
+    int R = size ? 32 : 6, h = size ? 8 : 2, dk = size ? 64 : 8, dv = size ? 64 : 4;
+    int T = size ? 300 : 11, n = size ? 257 : 7, group = 3;
+    size_t nq = (size_t)R * h * dk, nk = (size_t)R * h * T * dk, nv = (size_t)R * h * T * dv;
+    size_t no = (size_t)R * h * dv, nw = (size_t)R * h * T;
+    float *q = host_floats(nq), *K = host_floats(nk), *V = host_floats(nv), *out = host_floats(no);
+    float *w = host_floats(nw), *tmp = host_floats(nk > nw ? nk : nw);
+    uint8_t *keep = host_alloc((size_t)R * T);
+    Rng rng;
+    rng_seed(&rng, 17);
+    rng_fill_uniform(&rng, q, nq, -1.0f, 1.0f);
+    rng_fill_uniform(&rng, K, nk, -1.0f, 1.0f);
+    rng_fill_uniform(&rng, V, nv, -1.0f, 1.0f);
+    for (int i = 0; i < R * T; i++) keep[i] = (i * 7) % 5 != 0;
+    for (int j = 0; j < T; j++) keep[j] = 0;   /* sentence 0: every key blocked -> zeros */
+    float *gq = dev_copy(q, nq * 4), *gK = dev_copy(K, nk * 4), *gV = dev_copy(V, nv * 4);
+    float *gout = cuda_alloc(no * 4), *gw = cuda_alloc(nw * 4);
+    uint8_t *gkeep = (uint8_t *)dev_copy(keep, (size_t)R * T);
+    Worst wa;
+    worst_init(&wa);
+    for (int cross = 0; cross <= 1; cross++) {
+        int g = cross ? group : 1, nn = cross ? T : n;
+        attend_rows_forward(out, w, q, K, V, cross ? keep : NULL, R, g, h, nn, T, dk, dv);
+        cuda_attend_rows_forward(gout, gw, gq, gK, gV, cross ? gkeep : NULL, R, g, h, nn, T, dk, dv);
+        worst_update(&wa, dev_diff(gout, out, tmp, no), "%s R=%d h=%d n=%d (out)", cross ? "cross" : "self", R, h, nn);
+        worst_update(&wa, dev_diff(gw, w, tmp, (size_t)R * h * nn), "%s R=%d h=%d n=%d (weights)",
+                     cross ? "cross" : "self", R, h, nn);
+    }
+    emit(sink, "decode attention (one query per row)", &wa, 1e-5 * (dk > n ? dk : n) + 1e-6);
+    /* gather: rows of width dk*n with pitch T*dk, reversed, and a strided copy (idx NULL) */
+    int rows = R * h;
+    int *idx = host_alloc((size_t)rows * sizeof(int));
+    for (int j = 0; j < rows; j++) idx[j] = rows - 1 - j;
+    float *dst = host_floats(nk), *gdst = dev_copy(K, nk * 4);
+    memcpy(dst, K, nk * 4);
+    Worst wg;
+    worst_init(&wg);
+    gather_rows(dst, (size_t)T * dk, K, (size_t)T * dk, idx, rows, (size_t)n * dk);
+    int *gidx = (int *)dev_copy(idx, (size_t)rows * sizeof(int));
+    float *gsrc = dev_copy(K, nk * 4);
+    cuda_gather_rows(gdst, (size_t)T * dk, gsrc, (size_t)T * dk, gidx, rows, (size_t)n * dk);
+    worst_update(&wg, dev_diff(gdst, dst, tmp, nk), "rows=%d width=%d (reorder)", rows, n * dk);
+    gather_rows(dst, (size_t)T * dk, q, dk, NULL, rows, dk);
+    cuda_gather_rows(gdst, (size_t)T * dk, gq, dk, NULL, rows, dk);
+    worst_update(&wg, dev_diff(gdst, dst, tmp, nk), "rows=%d width=%d (append)", rows, dk);
+    emit(sink, "decode gather_rows (exact)", &wg, 0.0);
+    cuda_free(gq), cuda_free(gK), cuda_free(gV), cuda_free(gout), cuda_free(gw), cuda_free(gkeep);
+    cuda_free(gidx), cuda_free(gsrc), cuda_free(gdst);
+    free(q), free(K), free(V), free(out), free(w), free(tmp), free(keep), free(idx), free(dst);
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 
 typedef void (*CheckFn)(Sink *sink, int size);
 static const CheckFn checks[] = {
     check_gemm, check_softmax, check_attention, check_layernorm, check_linear,
     check_elementwise, check_embed, check_xent,
+    check_decode,
 };
 
 int cuda_selftest_count(void) { return (int)(sizeof checks / sizeof checks[0]); }

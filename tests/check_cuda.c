@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "decode.h"
 #include "device.h"
 #include "kernels.h"
 #include "model.h"
@@ -212,6 +213,68 @@ START_TEST(test_model_forward_backward) {
 }
 END_TEST
 
+/* Decoding (common/decode.h) on the other backend: greedy and beam search,
+ * cached (the step's ops through be: the row products, the cached
+ * attention, the cache's append and reorder as gather_rows) and uncached
+ * (model_decode on be, read back with model_read). The same tokens, the
+ * same beam tree, log-probabilities within 1e-5 of the CPU backend's. */
+START_TEST(test_model_decode) {
+    const Backend *be = other_backend(_i, 0);
+    if (!be) return;
+    char err[512];
+    Config c = tiny_config(_i & 1, 0.1f);
+    enum { B = 3, Ts = 6, K = 3, OFF = 3 };
+    Model m, g;
+    /* uncached decoding runs every beam as its own sequence: B*K rows */
+    ck_assert_msg(model_build(&m, &c, B * K, Ts, Ts + OFF, 9, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_build(&g, &c, B * K, Ts, Ts + OFF, 9, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_to(&g, be, err, sizeof err) == 0, "%s", err);
+    Decoder dm, dg;
+    ck_assert_msg(decoder_new(&dm, &m, B, K, Ts, Ts + OFF, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(decoder_new(&dg, &g, B, K, Ts, Ts + OFF, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_eq(dg.be, be);
+    int T = dm.max_T;
+    for (int beam = 0; beam <= 1; beam++)
+        for (int cached = 1; cached >= 0; cached--) {
+            DecodeOpts o = decode_opts_paper(1, 2);   /* start 1, end 2 */
+            o.beam = beam ? K : 1, o.offset = OFF, o.cached = cached;
+            int (*search)(Decoder *, const DecodeOpts *, const int *, int, int, char *, size_t) =
+                beam ? decode_beam : decode_greedy;
+            ck_assert_msg(search(&dm, &o, SRC, B, Ts, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(search(&dg, &o, SRC, B, Ts, err, sizeof err) == 0, "%s", err);
+            ck_assert_int_eq(dg.steps, dm.steps);
+            for (int b = 0; b < B; b++) {
+                ck_assert_int_eq(dg.out_len[b], dm.out_len[b]);
+                for (int j = 0; j < T; j++)
+                    ck_assert_msg(dg.out[b * T + j] == dm.out[b * T + j], "%s %s sentence %d token %d: %d, cpu %d",
+                                  beam ? "beam" : "greedy", cached ? "cached" : "uncached", b, j,
+                                  dg.out[b * T + j], dm.out[b * T + j]);
+                ck_assert_float_eq_tol(dg.out_sum[b], dm.out_sum[b], 1e-5);
+                ck_assert_float_eq_tol(dg.out_score[b], dm.out_score[b], 1e-5);
+            }
+            ck_assert_close_arrays(dg.out_lp, dm.out_lp, (size_t)B * T, 1e-5);
+            /* the last step's next-token log-probs and cross-attention, as the host reads them */
+            ck_assert_close_arrays(dg.logp, dm.logp, (size_t)dm.R * c.vocab, 1e-5);
+            ck_assert_close_arrays(dg.cross_w, dm.cross_w, (size_t)c.N * dm.R * c.h * Ts, 1e-5);
+            if (beam)
+                for (int t = 0; t < dm.steps; t++)
+                    for (int r = 0; r < dm.R; r++) {
+                        ck_assert_int_eq(dg.trace[t * dm.R + r].parent, dm.trace[t * dm.R + r].parent);
+                        ck_assert_int_eq(dg.trace[t * dm.R + r].token, dm.trace[t * dm.R + r].token);
+                    }
+        }
+    /* a decoder refuses a model that moved after it was built */
+    ck_assert_msg(model_to(&g, backend_cpu(), err, sizeof err) == 0, "%s", err);
+    DecodeOpts o = decode_opts_paper(1, 2);
+    ck_assert_int_eq(decode_greedy(&dg, &o, SRC, B, Ts, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "after decoder_new"));
+    decoder_free(&dg);
+    decoder_free(&dm);
+    model_free(&m);
+    model_free(&g);
+}
+END_TEST
+
 /* Three Adam steps on copy batches WITH DROPOUT (P_drop = 0.1): loss and
  * gradient norm each step, then parameters and Adam moments. The rate is
  * small (factor 0.1, warmup 10): float32 noise in a gradient near 0 cannot
@@ -351,6 +414,7 @@ Suite *cuda_suite(void) {
     tcase_set_timeout(model, 60);
     tcase_add_loop_test(model, test_model_forward_backward, 0, 4);   /* {post,pre}-LN x {shim,GPU} */
     tcase_add_loop_test(model, test_model_train_steps, 0, 4);
+    tcase_add_loop_test(model, test_model_decode, 0, 4);   /* {post,pre}-LN x {shim,GPU} */
     tcase_add_loop_test(model, test_model_train_nan, 0, 4);
     tcase_add_test(model, test_host_helpers);
     tcase_add_test(model, test_host_helpers_without_gpu);

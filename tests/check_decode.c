@@ -370,6 +370,7 @@ START_TEST(test_chapter_bad_flags) {
     ck_assert_int_eq(run_chapter(bin, "--alpha", "-0.6"), 2);
     ck_assert_int_eq(run_chapter(bin, "--alpha", "nan"), 2);
     ck_assert_int_eq(run_chapter(bin, "--end", "0"), 2);
+    ck_assert_int_eq(run_chapter(bin, "--device", "tpu"), 2);
     snprintf(ck, sizeof ck, "%s/check_decode_%d.ckpt", build, (int)getpid());
     Model m;
     Config c = config_base();
@@ -398,6 +399,8 @@ START_TEST(test_chapter_bad_flags) {
     ck_assert_ptr_nonnull(strstr(text, "[batch=1, heads=4, src=10, d_k=16]"));
     ck_assert_ptr_nonnull(strstr(text, "4096 bytes per token per layer"));
     ck_assert_ptr_nonnull(strstr(text, "24.6 MB for 1,000 tokens"));
+    ck_assert_ptr_nonnull(strstr(text, "device: cpu"));
+
     ck_assert_ptr_nonnull(strstr(text, "Both made exactly one sequential step per output token"));
     ck_assert_ptr_nonnull(strstr(text, "decode_greedy gives the same tokens"));
     for (char *line = text; *line;) {   /* output lines fit in 100 columns (but --out's path) */
@@ -405,6 +408,25 @@ START_TEST(test_chapter_bad_flags) {
         size_t len = end ? (size_t)(end - line) : strlen(line);
         ck_assert_msg(len <= 100 || !strncmp(line, "  [plot] ", 9), "line of %zu columns: %.60s...", len, line);
         line += len + (end != NULL);
+    }
+    /* --device cuda through the CUDA backend's code with the host shim (no GPU
+     * needed): it runs, on that backend (tests/check_cuda.c compares the numbers) */
+    char shim[1100];
+    snprintf(shim, sizeof shim, "%s/libaiyn_cuda_shim.so", build);
+    if (access(shim, R_OK) == 0) {
+        setenv("AIYN_CUDA_LIB", shim, 1);
+        const char *dargs[] = {"--train-steps", "5", "--search", "64", "--cost-len", "16", "--no-color",
+                               "--device", "cuda", "--out", out, NULL};
+        ck_assert_int_eq(run_chapter_to(bin, log, dargs), 0);
+        unsetenv("AIYN_CUDA_LIB");
+        f = fopen(log, "r");
+        ck_assert_ptr_nonnull(f);
+        n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        unlink(log);
+        text[n] = '\0';
+        ck_assert_ptr_nonnull(strstr(text, "device: cuda"));
+        ck_assert_ptr_nonnull(strstr(text, "k_cache [batch=1, heads=4, pos=3, d_k=16]"));
     }
 }
 END_TEST

@@ -154,7 +154,8 @@ START_TEST(test_tsv_end_to_end) {
     ck_assert_ptr_nonnull(strstr(out, "last checkpoint, greedy"));
     ck_assert_ptr_nonnull(strstr(out, "average of last 3 checkpoints"));   /* steps 10, 20, 30 */
     ck_assert_ptr_nonnull(strstr(out, "dev ppl"));
-    ck_assert_ptr_nonnull(strstr(out, "beam search (beam 4, alpha 0.6): not yet available"));
+    ck_assert_ptr_nonnull(strstr(out, "last checkpoint, beam 4, alpha 0.6"));
+    ck_assert_ptr_nonnull(strstr(out, "average of last 3, beam 4, alpha 0.6"));
     assert_narrow(out);
 
     /* --translate with the checkpoint just written */
@@ -232,7 +233,7 @@ START_TEST(test_bad_input) {
 END_TEST
 
 /* The chapter at its defaults (about a minute): BLEU >= 80 for the last and
- * the averaged checkpoint, and the whole run under 90 s. Only with
+ * the averaged checkpoint, greedy and beam, and the whole run under 90 s. Only with
  * AIYN_SLOW_TESTS=1, to keep `make test` fast. */
 START_TEST(test_default_run) {
     const char *slow = getenv("AIYN_SLOW_TESTS");
@@ -251,11 +252,20 @@ START_TEST(test_default_run) {
     p = strstr(out, "average of last 5 checkpoints, greedy");
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(sscanf(p + strlen("average of last 5 checkpoints, greedy"), "%lf", &avg), 1);
+    double beam = 0, beam_avg = 0;
+    p = strstr(out, "last checkpoint, beam 4, alpha 0.6");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + strlen("last checkpoint, beam 4, alpha 0.6"), "%lf", &beam), 1);
+    p = strstr(out, "average of last 5, beam 4, alpha 0.6");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + strlen("average of last 5, beam 4, alpha 0.6"), "%lf", &beam_avg), 1);
     p = strstr(out, "whole run:");
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(sscanf(p, "whole run: %lf", &whole), 1);
-    fprintf(stderr, "check_translation: default run: BLEU %.2f last, %.2f averaged, %.1f s\n", last, avg, whole);
+    fprintf(stderr, "check_translation: default run: BLEU %.2f last, %.2f averaged (greedy); beam %.2f last, "
+            "%.2f averaged; %.1f s\n", last, avg, beam, beam_avg, whole);
     ck_assert_msg(last >= 80 && avg >= 80, "BLEU %.2f / %.2f below 80", last, avg);
+    ck_assert_msg(beam >= 80 && beam_avg >= 80, "beam BLEU %.2f / %.2f below 80", beam, beam_avg);
     ck_assert_msg(whole < 90, "the default run took %.1f s", whole);
     cleanup_dir();
 }

@@ -18,6 +18,7 @@
  *   build/09_decoding                                   trains a small copy model (~3 s) first
  *   build/08_training && build/09_decoding --load out/08_training/copy.ckpt
  *   build/09_decoding --beam 8 --alpha 1.0 --end 5
+ *   build/09_decoding --device cuda                      the decoder on the GPU (CPU if none)
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ enum { T = COPY_LEN, NS = 64, MAXK = 16 };   /* NS: inputs searched per batch */
 typedef struct {
     Model m;          /* the copy model: loaded or trained here             */
     Decoder d;        /* NS sentences x MAXK beams of T tokens               */
+    const Backend *be;/* --device: where the decoder's ops run (backend.h)   */
     int beam, offset, end_id, n_search, cost_len;
     float alpha;
     uint64_t seed;
@@ -339,8 +341,9 @@ static void section_cost(Ch *c) {
     Model m;
     Decoder d;
     /* timing does not depend on the weights: a fresh model of the same shape */
-    if (model_build(&m, &k, 1, T, c->cost_len, c->seed, err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (decoder_new(&d, &m, 1, 1, T, c->cost_len, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (model_build(&m, &k, 1, T, c->cost_len, c->seed, err, sizeof err) || model_to(&m, c->be, err, sizeof err) ||
+        decoder_new(&d, &m, 1, 1, T, c->cost_len, err, sizeof err))
+        cli_fail(PROG, "%s", err);
     int L = c->cost_len, *toks = calloc((size_t)L + 1, sizeof *toks);
     float *x = calloc((size_t)L, sizeof *x), *ms[2] = {calloc((size_t)L, sizeof(float)), calloc((size_t)L, sizeof(float))};
     if (!toks || !x || !ms[0] || !ms[1]) cli_fail(PROG, "out of memory");
@@ -440,7 +443,7 @@ static void section_attention(const Ch *c, const float *heat, const int *ys, int
 int main(int argc, char **argv) {
     Ch c = {.beam = 4, .alpha = 0.6f, .offset = -1, .end_id = 2, .n_search = 512, .cost_len = 256,
             .seed = 42, .out = "out/09_decoding"};
-    const char *load = NULL;
+    const char *load = NULL, *device = "cpu";
     int steps = 120;
     CliOption o[] = {
         {"--load", CLI_STRING, &load, "chapter 08's checkpoint (default: train a small one here)", 0, 0},
@@ -451,6 +454,7 @@ int main(int argc, char **argv) {
         {"--end", CLI_INT, &c.end_id, "word that plays </s> in section 4 (-1: none)", -1, COPY_VOCAB - 1},
         {"--search", CLI_INT, &c.n_search, "inputs tried when looking for examples", 1, 100000},
         {"--cost-len", CLI_INT, &c.cost_len, "longest output timed in section 5", 16, 1024},
+        {"--device", CLI_STRING, &device, "cpu or cuda: where the decoder runs (training: the CPU)", 0, 0},
         {"--seed", CLI_U64, &c.seed, "seed for the weights, training data and inputs", 0, 0},
         {"--out", CLI_STRING, &c.out, "output folder for plots", 0, 0},
     };
@@ -459,10 +463,15 @@ int main(int argc, char **argv) {
     if (c.end_id == COPY_PAD || c.end_id == COPY_START)
         cli_fail(PROG, "--end %d: 0 is padding and 1 the start symbol; pick a word 2..%d or -1",
                  c.end_id, COPY_VOCAB - 1);
+    if (!(c.be = backend_select(device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
     if (plot_mkdir(c.out)) cli_fail(PROG, "cannot create the output folder --out %s", c.out);
     setup_model(&c, load, steps);
     char err[256];
-    if (decoder_new(&c.d, &c.m, NS, MAXK, T, T, err, sizeof err)) cli_fail(PROG, "%s", err);
+    /* the model, then the decoder (its cache and activations), on the device */
+    if (model_to(&c.m, c.be, err, sizeof err) || decoder_new(&c.d, &c.m, NS, MAXK, T, T, err, sizeof err))
+        cli_fail(PROG, "--device %s: %s", c.be->name, err);
+    printf("device: %s (every op of the decoder's step runs through this backend's table; the beam\n"
+           "search's scores and choices stay on the host)\n", c.be->name);
     Rng rng;
     int tin[T], tout[T], ys[T * 2], n_out = 0;
     rng_seed(&rng, c.seed ^ 0xE8A3D1Eull);

@@ -7,7 +7,8 @@
  * both languages (Sec. 5.1, common/bpe.h), batches by length under a token
  * budget (Sec. 5.1, common/batch.h), the Transformer of chapters 07-08
  * (post-LN, tied embeddings, Adam with the Sec. 5.3 schedule, label
- * smoothing, dropout), corpus BLEU-4 (Sec. 6.1, common/bleu.h), the average
+ * smoothing, dropout), corpus BLEU-4 (Sec. 6.1, common/bleu.h) of greedy decoding
+ * and of the paper's beam search (beam 4, alpha 0.6; chapter 09's decoder), the average
  * of the last 5 checkpoints (Sec. 6.1), dev perplexity per subword (Table 3)
  * and the cross-attention alignment of a sentence whose verb moves to the
  * end (Figures 3-5).
@@ -38,6 +39,7 @@
 #include "bpe.h"
 #include "cli.h"
 #include "corpus.h"
+#include "decode.h"
 #include "model.h"
 #include "show.h"
 #include "tensor.h"
@@ -311,19 +313,38 @@ static double perplexity(Model *m, const Encoded *e, const Batches *bs) {
     return exp(nll / (n ? n : 1));
 }
 
-/* Greedy translations of every pair of e (in the order of e) into hyp[i]
- * (owned strings), decoded in batches of length-sorted pairs. */
-static void translate_all(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, char **hyp) {
+/* Translations of every pair of e (in the order of e) into hyp[i] (owned
+ * strings), decoded in batches of length-sorted pairs: greedy (train.c's
+ * greedy_decode) when beam is NULL, else beam search with those options
+ * (chapter 09's decoder, common/decode.h, with its KV cache). Both give
+ * token ids that bpe_decode turns back into text the same way. */
+static void translate_all(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, char **hyp,
+                          const DecodeOpts *beam) {
     int T_cap = m->max_Tt + 1;
     int *src = xcalloc_or_die((size_t)bs->max_B * bs->max_Ts, sizeof(int));
     int *tin = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
     int *tout = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
     int *ys = xcalloc_or_die((size_t)bs->max_B * T_cap, sizeof(int));
     int *prefix = xcalloc_or_die((size_t)bs->max_B * T_cap, sizeof(int));
-    char buf[4096];
+    char buf[4096], err[512];
+    Decoder dec = {0};
+    /* Sec. 6.1: at most input length + offset output tokens (within the PE table) */
+    int beam_T = beam ? bs->max_Ts + beam->offset : 0;
+    if (beam_T > m->cfg.max_len) beam_T = m->cfg.max_len;
+    if (beam && decoder_new(&dec, m, bs->max_B, beam->beam, bs->max_Ts, beam_T, err, sizeof err))
+        cli_fail(PROG, "beam search: %s", err);
     for (int k = 0; k < bs->n; k++) {
         const Batch *b = &bs->b[k];
         fill_batch(e, b, src, tin, tout);
+        if (beam) {
+            if (decode_beam(&dec, beam, src, b->n, b->Ts, err, sizeof err)) cli_fail(PROG, "beam search: %s", err);
+            for (int r = 0; r < b->n; r++) {
+                bpe_decode(bpe, dec.out + (size_t)r * dec.max_T, dec.out_len[r], buf, sizeof buf);
+                free(hyp[b->idx[r]]);
+                hyp[b->idx[r]] = strdup(buf);
+            }
+            continue;
+        }
         /* room for a German sentence a little longer than the English */
         int T_out = 2 * b->Ts + 8 < T_cap ? 2 * b->Ts + 8 : T_cap;
         greedy_decode(m, ys, prefix, src, b->n, b->Ts, T_out, BPE_BOS, BPE_EOS, BPE_PAD);
@@ -333,6 +354,7 @@ static void translate_all(Model *m, const Bpe *bpe, const Encoded *e, const Batc
             hyp[b->idx[r]] = strdup(buf);
         }
     }
+    decoder_free(&dec);
     free(src);
     free(tin);
     free(tout);
@@ -529,67 +551,103 @@ static void average_checkpoints(Model *avg, const Model *like, char (*files)[102
     for (size_t i = 0; i < avg->params.n; i++) avg->params.mem[i] /= (float)n;
 }
 
-static void section_evaluate(const Opts *o, const Data *d, Run *r) {
-    show_section("5. Evaluation: BLEU, checkpoint averaging, perplexity (Sec. 6.1, Table 3)");
+/* One row of the BLEU table: a checkpoint decoded one way. */
+typedef struct {
+    char name[48];
+    Bleu bleu;
+    double ppl, secs;
+    int exact;
+    char **hyp;   /* (test.n) owned strings */
+} System;
+
+static void run_system(System *s, const char *name, Model *m, const Data *d, Run *r, const DecodeOpts *beam,
+                       double ppl) {
+    BleuStats st;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->hyp = xcalloc_or_die((size_t)d->test.n, sizeof(char *));
     double t0 = now_s();
-    char **hyp = xcalloc_or_die((size_t)d->test.n, sizeof(char *));
-    char **hyp_avg = xcalloc_or_die((size_t)d->test.n, sizeof(char *));
-    BleuStats st, st_avg;
-    translate_all(&r->m, &d->bpe, &d->etest, &r->test_b, hyp);
-    Bleu last = corpus_bleu(hyp, d->test.tgt, d->test.n, &st);
+    translate_all(m, &d->bpe, &d->etest, &r->test_b, s->hyp, beam);
+    s->secs = now_s() - t0;
+    s->bleu = corpus_bleu(s->hyp, d->test.tgt, d->test.n, &st);
+    s->ppl = ppl;
+    s->exact = 0;
+    for (int i = 0; i < d->test.n; i++) s->exact += s->hyp[i] && !strcmp(s->hyp[i], d->test.tgt[i]);
+}
+
+static void write_hyps(const Opts *o, const char *file, char **hyp, int n) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", o->out, file);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    for (int i = 0; i < n; i++) fprintf(f, "%s\n", hyp[i] ? hyp[i] : "");
+    fclose(f);
+}
+
+static void section_evaluate(const Opts *o, const Data *d, Run *r) {
+    show_section("5. Evaluation: greedy and beam BLEU, averaging, PPL (Sec. 6.1, Table 3)");
+    double t0 = now_s();
+    /* Sec. 6.1: beam 4, alpha 0.6, at most input length + 50 tokens, early stop */
+    DecodeOpts paper = decode_opts_paper(BPE_BOS, BPE_EOS);
+    System sys[4];
+    int ns = 0, n_avg = r->n_ckpt;
     double ppl_last = perplexity(&r->m, &d->edev, &r->dev_b);
-    Bleu avg = last;
-    double ppl_avg = ppl_last;
-    int n_avg = r->n_ckpt;
+    run_system(&sys[ns++], "last checkpoint, greedy", &r->m, d, r, NULL, ppl_last);
+    run_system(&sys[ns++], "last checkpoint, beam 4, alpha 0.6", &r->m, d, r, &paper, ppl_last);
     if (n_avg >= 2) {
         Model am;
+        char name[64];
         average_checkpoints(&am, &r->m, r->ckpt, n_avg);
-        translate_all(&am, &d->bpe, &d->etest, &r->test_b, hyp_avg);
-        avg = corpus_bleu(hyp_avg, d->test.tgt, d->test.n, &st_avg);
-        ppl_avg = perplexity(&am, &d->edev, &r->dev_b);
+        double ppl_avg = perplexity(&am, &d->edev, &r->dev_b);
+        snprintf(name, sizeof name, "average of last %d checkpoints, greedy", n_avg);
+        run_system(&sys[ns++], name, &am, d, r, NULL, ppl_avg);
+        snprintf(name, sizeof name, "average of last %d, beam 4, alpha 0.6", n_avg);
+        run_system(&sys[ns++], name, &am, d, r, &paper, ppl_avg);
         char path[1100], err[512];
         snprintf(path, sizeof path, "%s/model_avg.ckpt", o->out);
         if (model_save(&am, path, NULL, err, sizeof err)) fprintf(stderr, "%s: %s\n", PROG, err);
         model_free(&am);
     }
-    int exact = 0;
-    for (int i = 0; i < d->test.n; i++) exact += hyp[i] && !strcmp(hyp[i], d->test.tgt[i]);
     printf("test set: %d sentences; BLEU as sacrebleu computes it (tokenize='none': the text is\n"
-           "tokenised already); a test checks bleu.c against sacrebleu to 0.01\n", d->test.n);
-    printf("  %-36s %8s %20s %10s\n", "system", "BLEU", "1/2/3/4-gram prec.", "dev PPL");
-    printf("  %-36s %8.2f %5.1f/%4.1f/%4.1f/%4.1f %10.3f\n", "last checkpoint, greedy", last.score, last.prec[0],
-           last.prec[1], last.prec[2], last.prec[3], ppl_last);
-    char name[64];
-    snprintf(name, sizeof name, "average of last %d checkpoints, greedy", n_avg);
+           "tokenised already); a test checks bleu.c against sacrebleu to 0.01.\n"
+           "greedy: train.c's greedy_decode (reruns the decoder over the whole prefix every step);\n"
+           "beam: chapter 09's decoder (common/decode.h, KV cache) with Sec. 6.1's settings:\n"
+           "beam %d, length penalty alpha %.1f, at most input + %d tokens, early stop\n",
+           d->test.n, paper.beam, (double)paper.alpha, paper.offset);
+    printf("  %-37s %7s %20s %8s %6s %7s\n", "system", "BLEU", "1/2/3/4-gram prec.", "dev PPL", "exact", "decode");
+    for (int i = 0; i < ns; i++) {
+        const Bleu *b = &sys[i].bleu;
+        printf("  %-37s %7.2f %5.1f/%4.1f/%4.1f/%4.1f %8.3f %6d %6.1fs\n", sys[i].name, b->score, b->prec[0],
+               b->prec[1], b->prec[2], b->prec[3], sys[i].ppl, sys[i].exact, sys[i].secs);
+    }
+    if (n_avg < 2) printf("  average: only %d checkpoint saved (use --checkpoint-every K)\n", n_avg);
+    printf("exact: sentences identical to the reference, of %d\n", d->test.n);
+    for (int i = 1; i < ns; i += 2) {
+        double gain = sys[i].bleu.score - sys[i - 1].bleu.score;
+        int differ = 0;
+        for (int j = 0; j < d->test.n; j++) differ += strcmp(sys[i].hyp[j], sys[i - 1].hyp[j]) != 0;
+        printf("%s: beam %s BLEU by %.2f (%d of %d outputs differ from greedy's), %.1fx its time\n",
+               i == 1 ? "last" : "averaged", gain >= 0 ? "raised" : "lowered", fabs(gain), differ, d->test.n,
+               sys[i].secs / (sys[i - 1].secs > 1e-9 ? sys[i - 1].secs : 1e-9));
+    }
     if (n_avg >= 2)
-        printf("  %-36s %8.2f %5.1f/%4.1f/%4.1f/%4.1f %10.3f\n", name, avg.score, avg.prec[0], avg.prec[1],
-               avg.prec[2], avg.prec[3], ppl_avg);
-    else
-        printf("  average: only %d checkpoint saved (use --checkpoint-every K)\n", n_avg);
-    printf("  beam search (beam 4, alpha 0.6): not yet available in this build (chapter 09's decoder)\n");
-    printf("exact sentence matches (last checkpoint): %d of %d (%.1f%%)\n", exact, d->test.n,
-           100.0 * exact / d->test.n);
-    if (n_avg >= 2)
-        printf("averaging the last %d checkpoints %s BLEU by %.2f\n", n_avg,
-               avg.score >= last.score ? "raised" : "lowered", fabs(avg.score - last.score));
+        printf("averaging the last %d checkpoints %s greedy BLEU by %.2f\n", n_avg,
+               sys[2].bleu.score >= sys[0].bleu.score ? "raised" : "lowered",
+               fabs(sys[2].bleu.score - sys[0].bleu.score));
     for (int i = 0, shown = 0; i < d->test.n && shown < 3; i++) {
-        if (hyp[i] && !strcmp(hyp[i], d->test.tgt[i])) continue;
-        print_wrapped("  a miss:  en  ", d->test.src[i]);
-        print_wrapped("           ref ", d->test.tgt[i]);
-        print_wrapped("           hyp ", hyp[i] ? hyp[i] : "");
+        if (!strcmp(sys[1].hyp[i], d->test.tgt[i])) continue;
+        print_wrapped("  a miss (last, beam):  en  ", d->test.src[i]);
+        print_wrapped("                        ref ", d->test.tgt[i]);
+        print_wrapped("                        hyp ", sys[1].hyp[i]);
         shown++;
     }
-    char path[1100];
-    snprintf(path, sizeof path, "%s/test_hyp.txt", o->out);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        for (int i = 0; i < d->test.n; i++) fprintf(f, "%s\n", hyp[i] ? hyp[i] : "");
-        fclose(f);
+    write_hyps(o, "test_hyp.txt", sys[0].hyp, d->test.n);
+    write_hyps(o, "test_hyp_beam.txt", sys[1].hyp, d->test.n);
+    printf("evaluation took %.1f s\ntest hypotheses: %s/test_hyp.txt (greedy), test_hyp_beam.txt (beam)\n",
+           now_s() - t0, o->out);
+    for (int k = 0; k < ns; k++) {
+        for (int i = 0; i < d->test.n; i++) free(sys[k].hyp[i]);
+        free(sys[k].hyp);
     }
-    printf("evaluation took %.1f s\ntest hypotheses: %s\n", now_s() - t0, path);
-    for (int i = 0; i < d->test.n; i++) free(hyp[i]), free(hyp_avg[i]);
-    free(hyp);
-    free(hyp_avg);
 }
 
 /* ---- section 6 and --translate: the alignment ------------------------------------------- */
@@ -624,22 +682,27 @@ static void normalise(const char *in, char *out, size_t len) {
     if ((n < 2 || strcmp(out + n - 2, " .")) && n + 3 < len) strcat(out, n ? " ." : ".");
 }
 
-/* Greedy translation of one sentence, then a teacher-forced pass over the
- * output to read the attention weights. Returns the output length (tokens
- * after <s>, </s> included); ys gets <s> y1 .. */
+/* Beam search (Sec. 6.1's settings, chapter 09's decoder) on one sentence,
+ * then a teacher-forced pass over the output to read the attention
+ * weights. Returns the output length (tokens after <s>, </s> included); ys
+ * gets <s> y1 .. */
 static int translate_one(Model *m, const int *src, int Ts, int *ys, int cap) {
-    int T_out = 2 * Ts + 8 < m->max_Tt + 1 ? 2 * Ts + 8 : m->max_Tt + 1;
-    if (T_out > cap) T_out = cap;
-    int *prefix = xcalloc_or_die((size_t)T_out, sizeof(int));
-    greedy_decode(m, ys, prefix, src, 1, Ts, T_out, BPE_BOS, BPE_EOS, BPE_PAD);
-    free(prefix);
-    int n = 1;
-    while (n < T_out && ys[n] != BPE_PAD) {
-        n++;
-        if (ys[n - 1] == BPE_EOS) break;
-    }
-    model_forward(m, src, ys, 1, Ts, n - 1 > 0 ? n - 1 : 1, 0);
-    return n - 1;
+    DecodeOpts o = decode_opts_paper(BPE_BOS, BPE_EOS);
+    int T_out = Ts + o.offset;   /* input + 50 (Sec. 6.1), within the model and ys */
+    if (T_out > m->cfg.max_len) T_out = m->cfg.max_len;
+    if (T_out > m->max_Tt) T_out = m->max_Tt;
+    if (T_out > cap - 1) T_out = cap - 1;
+    Decoder dec;
+    char err[512];
+    if (decoder_new(&dec, m, 1, o.beam, Ts, T_out, err, sizeof err) ||
+        decode_beam(&dec, &o, src, 1, Ts, err, sizeof err))
+        cli_fail(PROG, "beam search: %s", err);
+    int n = dec.out_len[0];
+    ys[0] = BPE_BOS;
+    memcpy(ys + 1, dec.out, (size_t)n * sizeof(int));
+    decoder_free(&dec);
+    model_forward(m, src, ys, 1, Ts, n > 0 ? n : 1, 0);
+    return n;
 }
 
 /* Where word w (its BPE segmentation) starts in ids[0..n): the first
@@ -829,7 +892,7 @@ static int run_translate(const Opts *o) {
         return 2;
     }
     if (model_load(&m, path, 1, max_len, max_len - 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
-    show_section("Translate (greedy decoding)");
+    show_section("Translate (beam search: beam 4, alpha 0.6; Sec. 6.1)");
     print_segmentation(&bpe, "source", text);
     show_alignment(&m, &bpe, text, NULL, NULL, NULL, NULL, o->out, "translate_attn");
     model_free(&m);
