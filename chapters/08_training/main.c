@@ -14,8 +14,11 @@
  * It prints the data and its shapes, the smoothed targets, the schedule,
  * attention before training, a progress line while training, then decoded
  * examples, exact-match accuracy on 1000 held-out sequences and attention
- * after training; PNGs go to --out. Checkpoints (with optimizer state) can
- * be resumed and land on the same weights, bit for bit.
+ * after training: in the terminal one layer and one head (or their mean),
+ * chosen by --attn-layer / --attn-head, with a per-head count of the
+ * cross-attention heads that learned to point at the token to copy; every
+ * head of every layer as PNGs in --out. Checkpoints (with optimizer state)
+ * can be resumed and land on the same weights, bit for bit.
  *
  * --device cuda picks the CUDA backend once (trainer_to: the model, Adam's
  * m, v and the step's buffers move to the GPU); every call after that is
@@ -31,6 +34,7 @@
  *                     --batch 80 --warmup 400     The Annotated Transformer's setup
  *   build/08_training --steps 300 --checkpoint-every 100
  *   build/08_training --resume out/08_training/copy.ckpt --steps 1200
+ *   build/08_training --attn-layer 1 --attn-head 2    the terminal draws layer 1, head 2
  *   build/08_training --device cuda          the same on the GPU
  */
 #include <math.h>
