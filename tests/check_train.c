@@ -362,6 +362,17 @@ START_TEST(test_chapter_rejects_bad_input) {
     ck_assert_int_eq(run_chapter("--decode '2 3 x' --out /tmp/check_train_bad"), 2);
     ck_assert_int_eq(run_chapter("--resume /nonexistent/ckpt --out /tmp/check_train_bad"), 2);
     ck_assert_int_eq(run_chapter("--d-model 30 --heads 4 --out /tmp/check_train_bad"), 2);
+    /* --attn-layer / --attn-head are checked against the model built, not a
+     * fixed range: layer 2 of a 1-layer model, head 3 of 2 heads */
+    const char *tiny = "--layers 1 --d-model 16 --d-ff 32 --heads 2 --batch 8 --steps 2 --eval 0 --examples 0"
+                       " --out /tmp/check_train_bad";
+    char args[512];
+    snprintf(args, sizeof args, "%s --attn-layer 2", tiny);
+    ck_assert_int_eq(run_chapter(args), 2);
+    snprintf(args, sizeof args, "%s --attn-head 3", tiny);
+    ck_assert_int_eq(run_chapter(args), 2);
+    snprintf(args, sizeof args, "%s --attn-layer 1 --attn-head 2 --attn-enc", tiny);
+    ck_assert_int_eq(run_chapter(args), 0);
 }
 END_TEST
 

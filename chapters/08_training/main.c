@@ -14,8 +14,11 @@
  * It prints the data and its shapes, the smoothed targets, the schedule,
  * attention before training, a progress line while training, then decoded
  * examples, exact-match accuracy on 1000 held-out sequences and attention
- * after training; PNGs go to --out. Checkpoints (with optimizer state) can
- * be resumed and land on the same weights, bit for bit.
+ * after training: in the terminal one layer and one head (or their mean),
+ * chosen by --attn-layer / --attn-head, with a per-head count of the
+ * cross-attention heads that learned to point at the token to copy; every
+ * head of every layer as PNGs in --out. Checkpoints (with optimizer state)
+ * can be resumed and land on the same weights, bit for bit.
  *
  * --device cuda picks the CUDA backend once (trainer_to: the model, Adam's
  * m, v and the step's buffers move to the GPU); every call after that is
@@ -31,6 +34,7 @@
  *                     --batch 80 --warmup 400     The Annotated Transformer's setup
  *   build/08_training --steps 300 --checkpoint-every 100
  *   build/08_training --resume out/08_training/copy.ckpt --steps 1200
+ *   build/08_training --attn-layer 1 --attn-head 2    the terminal draws layer 1, head 2
  *   build/08_training --device cuda          the same on the GPU
  */
 #include <math.h>
@@ -104,12 +108,76 @@ static void parse_decode(int *src, const char *s, int T, const Config *c) {
 }
 
 /* ---- attention heatmaps ------------------------------------------------------
- * Runs the model on one (source, decoded output) pair with teacher forcing
- * and shows, for every layer, the attention weights averaged over the heads:
- * encoder self-attention, decoder masked self-attention, and the decoder's
- * cross-attention over the source (Sec. 3.2.3). The terminal gets the last
- * layer; the PNGs every layer. */
-static void show_attention(Model *m, const int *src, const int *ys, int T, const char *when, const char *out) {
+ * Which map the terminal draws: one layer, one head or the mean of the
+ * heads (--attn-layer, --attn-head, --attn-enc). The PNGs get every head
+ * of every layer, whatever these say. Layers and heads count from 1. */
+typedef struct {
+    int layer;   /* 1..N; 0 until check_attn_view: the last layer            */
+    int head;    /* 1..h; 0: the mean of the h heads                         */
+    int enc;     /* also draw the encoder self-attention (default: one line) */
+} AttnView;
+
+/* --attn-layer and --attn-head against this model (a --resume file decides
+ * N and h): exit 2 naming the flag and the valid range. */
+static void check_attn_view(AttnView *v, Model *m, Trainer *tr) {
+    int N = m->cfg.N, h = m->cfg.h, L = v->layer, H = v->head;
+    if (L > N || H > h) {
+        trainer_free(tr), model_free(m);
+        if (L > N) cli_fail(PROG, "--attn-layer %d: this model has %d layer%s (1..%d)", L, N, N > 1 ? "s" : "", N);
+        cli_fail(PROG, "--attn-head %d: this model has %d head%s (1..%d; 0: their mean)", H, h, h > 1 ? "s" : "", h);
+    }
+    if (L == 0) v->layer = N;
+}
+
+/* map (Tq,Tk) = head `head` (1-based) of w (h,Tq,Tk), or the mean of all h */
+static void head_or_mean(float *map, const float *w, int head, int h, int n) {
+    for (int i = 0; i < n; i++) {
+        float s = 0;
+        for (int k = 0; k < h; k++) s += w[(size_t)k * n + i];
+        map[i] = head ? w[(size_t)(head - 1) * n + i] : s / h;
+    }
+}
+
+/* Rows of map (Tq,Tk) whose largest weight is on key position i + shift. */
+static int rows_on_diagonal(const float *map, int Tq, int Tk, int shift) {
+    int on = 0;
+    for (int i = 0; i < Tq; i++) {
+        int best = 0;
+        for (int j = 1; j < Tk; j++) best = map[i * Tk + j] > map[i * Tk + best] ? j : best;
+        on += best == i + shift;
+    }
+    return on;
+}
+
+/* What each cross-attention head of one layer does, counted on w (h,Tq,Tk):
+ * rows whose largest weight is on source position i+1 (the token to copy),
+ * per head, and the heads that do it for every row, named. */
+static void cross_heads_line(const float *w, int h, int Tq, int Tk, int layer, int N) {
+    int all[256], n_all = 0;
+    printf("  layer %d of %d, per head:", layer, N);
+    for (int k = 0; k < h; k++) {
+        int on = rows_on_diagonal(w + (size_t)k * Tq * Tk, Tq, Tk, 1);
+        printf(" %d", on);
+        if (on == Tq && n_all < 256) all[n_all++] = k + 1;
+    }
+    printf(" of %d; ", Tq);
+    if (n_all == 0) printf("no head does it for every row\n");
+    else if (n_all == h && h > 1) printf("all %d heads do it for every row\n", h);
+    else {
+        printf("%s", n_all > 1 ? "heads" : "head");
+        for (int k = 0; k < n_all; k++)
+            printf("%s %d", k == 0 ? "" : k + 1 == n_all ? " and" : ",", all[k]);
+        printf(" alone do%s it for every row\n", n_all > 1 ? "" : "es");
+    }
+}
+
+/* Runs the model on one (source, decoded output) pair with teacher forcing
+ * and shows encoder self-attention, decoder masked self-attention and the
+ * decoder's cross-attention over the source (Sec. 3.2.3): in the terminal
+ * the layer and head of v, per head what the cross-attention learned, and
+ * every head of every layer as PNGs (attn_WHEN_KIND_heads_layerL.png). */
+static void show_attention(Model *m, const AttnView *v, const int *src, const int *ys, int T, const char *when,
+                           const char *out) {
     int Tt = T - 1;
     model_forward(m, src, ys, 1, T, Tt, 0);
     char srcl[COPY_LEN * 2][8], tgtl[COPY_LEN * 2][8];
@@ -127,47 +195,57 @@ static void show_attention(Model *m, const int *src, const int *ys, int T, const
         {ATTN_DEC_SELF, "dec_self", "decoder masked self-attention", "decoder key", "decoder query (input token)"},
         {ATTN_DEC_CROSS, "cross", "decoder cross-attention", "source key", "decoder query (input token)"},
     };
-    int h = m->cfg.h;
-    float avg[COPY_LEN * COPY_LEN * 4];
-    float *w = malloc((size_t)h * T * T * sizeof(float));   /* one layer's weights, on the host */
+    const int h = m->cfg.h, N = m->cfg.N;
+    float map[COPY_LEN * COPY_LEN];
+    float *w = malloc((size_t)h * T * T * sizeof(float));   /* one layer's weights (1,h,Tq,Tk), on the host */
     if (!w) cli_fail(PROG, "out of memory");
-    for (int pass = 0; pass < 2; pass++) {   /* terminal first, then the PNGs */
-        for (int k = 0; k < 3; k++) {
-            int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
-            int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
-            const char *const *rl = kinds[k].kind == ATTN_ENC_SELF ? sl : tl;
-            const char *const *cl = kinds[k].kind == ATTN_DEC_SELF ? tl : sl;
-            for (int layer = pass == 0 ? m->cfg.N - 1 : 0; layer < m->cfg.N; layer++) {
-                /* (1,h,Tq,Tk), copied from wherever the model runs */
-                model_read(m, w, model_attention(m, kinds[k].kind, layer), (size_t)h * Tq * Tk * sizeof(float));
-                for (int i = 0; i < Tq * Tk; i++) {
-                    float s = 0;
-                    for (int head = 0; head < h; head++) s += w[(size_t)head * Tq * Tk + i];
-                    avg[i] = s / h;
-                }
-                char name[64], title[160];
-                snprintf(title, sizeof title, "%s training: %s, layer %d of %d, mean of %d heads",
-                         when, kinds[k].what, layer + 1, m->cfg.N, h);
-                if (pass == 0) {
-                    Tensor wt = tensor_wrap(w, "weights", "batch heads query key", 1, h, Tq, Tk);
-                    show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
-                                                                    : "(Eq. 1: one softmax row per query)");
-                    show_heatmap(title, avg, Tq, Tk, rl, cl);
-                    if (kinds[k].kind != ATTN_ENC_SELF) {   /* the (shifted) diagonal, counted */
-                        int shift = kinds[k].kind == ATTN_DEC_CROSS, on = 0;
-                        for (int i = 0; i < Tq; i++) {
-                            int best = 0;
-                            for (int j = 1; j < Tk; j++) best = avg[i * Tk + j] > avg[i * Tk + best] ? j : best;
-                            on += best == i + shift;
-                        }
-                        printf("rows whose largest weight is on %s: %d of %d\n",
-                               shift ? "source position i+1" : "their own position i", on, Tq);
-                    }
-                } else {
-                    snprintf(name, sizeof name, "attn_%s_%s_layer%d", when, kinds[k].name, layer + 1);
-                    plot_heatmap(out, name, title, avg, Tq, Tk, rl, cl, kinds[k].xlabel, kinds[k].ylabel);
-                }
-            }
+    char which[32], title[160], name[64];
+    if (v->head) snprintf(which, sizeof which, "head %d of %d", v->head, h);
+    else snprintf(which, sizeof which, "mean of %d heads", h);
+
+    /* the terminal: layer v->layer, head v->head (or the mean) */
+    for (int k = 0; k < 3; k++) {
+        int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
+        int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
+        model_read(m, w, model_attention(m, kinds[k].kind, v->layer - 1), (size_t)h * Tq * Tk * sizeof(float));
+        head_or_mean(map, w, v->head, h, Tq * Tk);
+        snprintf(title, sizeof title, "%s training: %s, layer %d of %d, %s", when, kinds[k].what, v->layer, N, which);
+        if (kinds[k].kind == ATTN_ENC_SELF && !v->enc) {   /* one line; --attn-enc draws it */
+            float lo = map[0], hi = map[0];
+            for (int i = 1; i < Tq * Tk; i++) lo = map[i] < lo ? map[i] : lo, hi = map[i] > hi ? map[i] : hi;
+            printf("%s:\n  weights %.3f..%.3f, the largest %.1fx uniform (1/%d = %.3f); --attn-enc draws it\n",
+                   title, lo, hi, hi * Tk, Tk, 1.0 / Tk);
+            continue;
+        }
+        Tensor wt = tensor_wrap(w, "weights", "batch heads query key", 1, h, Tq, Tk);
+        show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
+                                                        : "(Eq. 1: one softmax row per query)");
+        show_heatmap(title, map, Tq, Tk, kinds[k].kind == ATTN_ENC_SELF ? sl : tl,
+                     kinds[k].kind == ATTN_DEC_SELF ? tl : sl);
+        if (kinds[k].kind != ATTN_ENC_SELF) {   /* the (shifted) diagonal, counted */
+            int shift = kinds[k].kind == ATTN_DEC_CROSS;
+            printf("rows whose largest weight is on %s: %d of %d\n",
+                   shift ? "source position i+1" : "their own position i", rows_on_diagonal(map, Tq, Tk, shift), Tq);
+        }
+    }
+
+    /* per head: which cross-attention heads point at the token to copy */
+    printf("cross-attention rows whose largest weight is on source position i+1, each head alone:\n");
+    for (int layer = 1; layer <= N; layer++) {
+        model_read(m, w, model_attention(m, ATTN_DEC_CROSS, layer - 1), (size_t)h * Tt * T * sizeof(float));
+        cross_heads_line(w, h, Tt, T, layer, N);
+    }
+
+    /* the PNGs: every head of every layer, one grid per layer */
+    for (int k = 0; k < 3; k++) {
+        int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
+        int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
+        for (int layer = 1; layer <= N; layer++) {
+            model_read(m, w, model_attention(m, kinds[k].kind, layer - 1), (size_t)h * Tq * Tk * sizeof(float));
+            snprintf(title, sizeof title, "%s training: %s, layer %d of %d", when, kinds[k].what, layer, N);
+            snprintf(name, sizeof name, "attn_%s_%s_heads_layer%d", when, kinds[k].name, layer);
+            plot_heads_grid(out, name, title, w, h, Tq, Tk, kinds[k].kind == ATTN_ENC_SELF ? sl : tl,
+                            kinds[k].kind == ATTN_DEC_SELF ? tl : sl, kinds[k].xlabel, kinds[k].ylabel);
         }
     }
     free(w);
@@ -462,6 +540,7 @@ typedef struct {
     char ckpt_buf[1024];
     TrainHyper hp;
     const Backend *be;      /* where every step, decode and evaluation runs */
+    AttnView attn;          /* which attention the terminal draws            */
 } Run;
 
 /* defaults small enough to train in seconds on 2 cores; then the flags */
@@ -491,6 +570,9 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--resume", CLI_STRING, &r->resume, "continue the run saved in this checkpoint", 0, 0},
         {"--nan-at", CLI_INT, &r->nan_at, "poison one weight with NaN before this step, to watch the guard (0: never)", 0, 10000000},
         {"--export-safetensors", CLI_STRING, &r->st_path, "also write the trained weights in the safetensors format", 0, 0},
+        {"--attn-layer", CLI_INT, &r->attn.layer, "layer whose attention the terminal draws, 1..N (0: the last)", 0, 64},
+        {"--attn-head", CLI_INT, &r->attn.head, "head the terminal draws, 1..h (0: the mean of the heads)", 0, 256},
+        {"--attn-enc", CLI_FLAG, &r->attn.enc, "also draw the encoder self-attention (default: one line)", 0, 0},
         {"--device", CLI_STRING, &r->device, "cpu or cuda (cuda: train, decode and evaluate on the GPU)", 0, 0},
         {"--out", CLI_STRING, &r->out, "output folder for plots and the checkpoint", 0, 0},
     };
@@ -585,10 +667,9 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
     }
     show_section("8. After training: attention");
     greedy_decode(m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
-    show_attention(m, ex_src, ex_ys, T, "after", r->out);
-    printf("To copy, decoder position i (fed token i) must output source token i+1, so a model that\n"
-           "has learned the task looks at source position i+1: the count under the cross-attention\n"
-           "map says how many rows do. Compare section 5 (and attn_*_layer*.png in %s).\n", r->out);
+    show_attention(m, &r->attn, ex_src, ex_ys, T, "after", r->out);
+    printf("To copy, decoder position i (fed token i) must output source token i+1, so a head that has\n"
+           "learned the task looks at source position i+1. Compare section 5; other views: --attn-head H.\n");
 }
 
 /* section 9: the checkpoint (brought to the host by trainer_save), and the
@@ -619,6 +700,7 @@ int main(int argc, char **argv) {
     Trainer tr;
     parse_flags(&r, argc, argv);
     build(&r, &m, &tr);
+    check_attn_view(&r.attn, &m, &tr);
     int user_src[COPY_LEN];
     if (r.decode) parse_decode(user_src, r.decode, COPY_LEN, &m.cfg);
     if (plot_mkdir(r.out)) {
@@ -641,7 +723,7 @@ int main(int argc, char **argv) {
     show_section("5. Before training: greedy decoding and attention");
     decode_and_print(&m, ex_src, COPY_LEN);
     greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, COPY_LEN, COPY_LEN, COPY_START, -1, COPY_PAD);
-    show_attention(&m, ex_src, ex_ys, COPY_LEN, "before", r.out);
+    show_attention(&m, &r.attn, ex_src, ex_ys, COPY_LEN, "before", r.out);
 
     show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
     LoopOpts lo = {.steps = r.steps, .ckpt_every = r.ckpt_every, .nan_at = r.nan_at,
