@@ -310,7 +310,7 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
     free(all);
     printf("%d steps: %.0f target tokens/s over all ranks; communication = the two allreduces, %.1f KiB each step%s\n",
            n, (double)tr->B * (tr->T - 1) * n / wall, (tr->n * 4.0 + 16) / 1024,
-           P > 1 ? ",\nincluding each rank's wait there for the slowest one (rank 0 also trains the reference: the others wait)" : "");
+           P > 1 ? ",\nincluding each rank's wait there for the slowest one" : "");
 }
 
 /* ---- 6. the paper's setup ----------------------------------------------------------- */
