@@ -240,6 +240,11 @@ START_TEST(test_ranks_match_one_process) {
     char d1[600];
     snprintf(d1, sizeof d1, "%s/np1", dir);
     double ref = csv_loss(d1, 50);
+    /* the paper's arithmetic, as README.md quotes it */
+    ck_assert_int_eq(sh("grep -q '~3125 tokens per GPU per step' %s/np1.txt", dir), 0);
+    ck_assert_int_eq(sh("grep -q '= 0.432 s per step' %s/np1.txt", dir), 0);
+    ck_assert_int_eq(sh("grep -q '63045632 parameters = 252 MB' %s/np1.txt", dir), 0);
+    ck_assert_int_eq(sh("grep -q '441 MB per step, 1.02 GB/s per GPU' %s/np1.txt", dir), 0);
     ck_assert_msg(isfinite(ref) && ref > 0, "1-rank loss at step 50: %g", ref);
     for (int np = 2; np <= 4; np += 2) {
         ck_assert_int_eq(sh(MPIRUN " %d %s/13_data_parallel " CMP_FLAGS " --out %s/np%d >%s/np%d.txt 2>&1", np,

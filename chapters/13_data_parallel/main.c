@@ -277,8 +277,8 @@ static int section_curve(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
                    "numbers in another order, nothing more\n", rel);
         else
             printf("the losses agree to 1e-6 relative up to step %d, then drift apart (worst %.1e relative). Step 1's\n"
-                   "gradients matched to rounding (section 3), so this is rounding amplified by training itself: a weight\n"
-                   "whose gradient is ~0 (a ReLU unit rarely on) gets a full Adam step from noise, as m/sqrt(v) ignores\n"
+                   "gradients matched to rounding (section 3), so this is rounding amplified by training; likely a weight\n"
+                   "whose gradient is ~0 (a ReLU unit rarely on) taking a full Adam step from noise, as m/sqrt(v) ignores\n"
                    "scale. The tensors furthest apart above are where to look.\n", k, rel);
     }
     return 0;
