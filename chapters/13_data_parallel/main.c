@@ -222,6 +222,39 @@ static void worst_tensors(const Model *a, const Model *b) {
     printf("\n");
 }
 
+/* Rank 0: the cross-attention (last layer, mean of the heads, Sec. 3.2.3) of
+ * the data-parallel model and of one process's, on one held-out sequence:
+ * the same weights must attend the same way. */
+static void show_cross_attention(Model *dp, Model *one, uint64_t step, const char *out) {
+    enum { T = COPY_LEN, Tt = COPY_LEN - 1 };
+    int src[T], tin[Tt], tout[Tt];
+    Rng rng;
+    rng_seed(&rng, 2017);
+    copy_batch(src, tin, tout, 1, T, COPY_VOCAB, &rng);
+    int h = dp->cfg.h, L = dp->cfg.N - 1;
+    float *w = malloc(sizeof(float) * 2 * h * Tt * T), avg[2][Tt * T];
+    if (!w) dist_abort(1, "out of memory");
+    Model *ms[2] = {dp, one};
+    for (int k = 0; k < 2; k++) {
+        model_forward(ms[k], src, tin, 1, T, Tt, 0);
+        model_read(ms[k], w + (size_t)k * h * Tt * T, model_attention(ms[k], ATTN_DEC_CROSS, L), sizeof(float) * h * Tt * T);
+        for (int i = 0; i < Tt * T; i++) {
+            float s = 0;
+            for (int q = 0; q < h; q++) s += w[(size_t)k * h * Tt * T + (size_t)q * Tt * T + i];
+            avg[k][i] = s / h;
+        }
+    }
+    Tensor wt = tensor_wrap(w, "cross_weights", "batch heads query key", 1, h, Tt, T);
+    show_shape(&wt, "(last decoder layer; queries: decoder, keys: encoder output)");
+    char title[128];
+    snprintf(title, sizeof title, "cross-attention after step %llu, %d rank%s (mean of %d heads)", (unsigned long long)step,
+             dist_size(), dist_size() > 1 ? "s" : "", h);
+    show_heatmap(title, avg[0], Tt, T, NULL, NULL);
+    plot_heatmap(out, "cross_attention", title, avg[0], Tt, T, NULL, NULL, "source position", "decoder position");
+    printf("the same map from one process's model: max |diff| %.3g\n", max_diff(avg[0], avg[1], Tt * T, NULL));
+    free(w);
+}
+
 /* ---- 4. the loss curve vs one process; weights identical; checkpoints, faults ---- */
 static int section_curve(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
     show_section("4. The loss curve: P ranks vs one process on the same global batches");
@@ -269,6 +302,7 @@ static int section_curve(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
         printf("max |diff| over the %d steps' losses: %.3g (relative %.3g); weights vs one process: max |diff| %.3g\n",
                r->steps, worst, worst / fabs(ref->loss_ref[r->steps - 1]), dw);
         worst_tensors(tr->model, &ref->m);
+        show_cross_attention(tr->model, &ref->m, tr->step, r->out);
         double rel = worst / fabs(ref->loss_ref[r->steps - 1]);
         int k = 0;   /* the last step up to which every step agreed to 1e-6 relative */
         while (k < r->steps && fabs((double)ref->loss_dp[k] - ref->loss_ref[k]) <= 1e-6 * fabs(ref->loss_ref[k])) k++;
