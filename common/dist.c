@@ -80,6 +80,14 @@ int dist_init(int *argc, char ***argv, const char *prog) {
     }
 #else
     (void)argc, (void)argv;
+    /* mpirun started several copies of a binary that cannot talk to the
+     * others: each would think it is the only one and write the same files */
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (n && strcmp(n, "1") != 0) {
+        fprintf(stderr, "%s: error: started by mpirun as one of %s ranks, but built without MPI.\n"
+                "  Install Open MPI and rebuild: apt-get install -y openmpi-bin libopenmpi-dev && make\n", prog, n);
+        exit(2);
+    }
 #endif
     return g_size;
 }

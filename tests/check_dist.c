@@ -174,13 +174,18 @@ static char g_build[512];
  * Open MPI's own allocations are not ours to leak-check under ASan */
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0 -np"
 
-/* 1 when the tests below can run; else says why, once */
-static int have_mpi(void) {
+/* 1 when the tests below can run; else says why (when say) */
+static int have_mpi(int say) {
     static int known = -1;
     if (known >= 0) return known;
     known = 0;
     const char *b = getenv("BUILD_DIR");
-    if (!b || !*b) fprintf(stderr, "check_dist: BUILD_DIR not set, mpirun checks skipped\n");
+    if (!say) {
+        if (b && *b && system("command -v mpirun >/dev/null 2>&1") == 0 && dist_built_with_mpi()) {
+            snprintf(g_build, sizeof g_build, "%s", b);
+            known = 1;
+        }
+    } else if (!b || !*b) fprintf(stderr, "check_dist: BUILD_DIR not set, mpirun checks skipped\n");
     else if (system("command -v mpirun >/dev/null 2>&1") != 0)
         fprintf(stderr, "check_dist: mpirun not found, 2- and 4-rank checks skipped "
                         "(apt-get install openmpi-bin libopenmpi-dev, then make)\n");
@@ -233,7 +238,7 @@ static double now_s(void) {
 #define CMP_FLAGS "--steps 50 --time-steps 0 --batch 32 --seed 2 --no-color"
 
 START_TEST(test_ranks_match_one_process) {
-    if (!have_mpi()) return;
+    if (!have_mpi(1)) return;
     char dir[] = "/tmp/check_dist_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     ck_assert_int_eq(sh("%s/13_data_parallel " CMP_FLAGS " --out %s/np1 >%s/np1.txt 2>&1", g_build, dir, dir), 0);
@@ -267,7 +272,7 @@ END_TEST
 /* A rank that dies (SIGKILL before step 25, as a lost GPU or node would)
  * ends the job within seconds, not a hang; the checkpoint of step 20 loads. */
 START_TEST(test_dead_rank_ends_job) {
-    if (!have_mpi()) return;
+    if (!have_mpi(0)) return;
     char dir[] = "/tmp/check_dist_XXXXXX", err[512];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     double t0 = now_s();
@@ -292,7 +297,7 @@ END_TEST
 
 /* one rank's weights nudged after step 12: the check at step 15 stops the run */
 START_TEST(test_desync_stops_run) {
-    if (!have_mpi()) return;
+    if (!have_mpi(0)) return;
     char dir[] = "/tmp/check_dist_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     int rc = sh("timeout 60 " MPIRUN " 2 %s/13_data_parallel --steps 30 --time-steps 0 --check-every 5 --desync-at 12 "
@@ -307,7 +312,7 @@ END_TEST
  * process for 50 steps: the same step and random streams, bit for bit, and
  * the same weights to float rounding. */
 START_TEST(test_resume_with_fewer_ranks) {
-    if (!have_mpi()) return;
+    if (!have_mpi(0)) return;
     char dir[] = "/tmp/check_dist_XXXXXX", err[512];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --warmup 50 --eval 0 --examples 0 --seed 2 --no-color";
