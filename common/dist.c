@@ -167,17 +167,32 @@ void dist_barrier(void) {
 }
 
 _Noreturn void dist_abort(int code, const char *fmt, ...) {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "%s: rank %d of %d: ", g_prog, g_rank, g_size);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    fflush(stderr);
+    int k = snprintf(msg, sizeof msg, "%s: rank %d of %d: ", g_prog, g_rank, g_size);
+    vsnprintf(msg + k, sizeof msg - k, fmt, ap);
     va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s\n", msg);   /* one write: ranks' lines do not interleave */
+    fflush(stderr);
 #ifdef AIYN_MPI
     if (g_on && g_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
+    exit(code);
+}
+
+_Noreturn void dist_exit(int code, const char *fmt, ...) {
+    if (g_rank == 0) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        fflush(stdout);
+        fprintf(stderr, "%s: error: %s\n", g_prog, msg);
+    }
+    dist_finalize();
     exit(code);
 }
 

@@ -53,8 +53,13 @@ void dist_sum_f64(double *x, int n);
 int dist_max_int(int v);                                /* e.g. "did any rank fail?" */
 void dist_gather_u64(const uint64_t *mine, int n, uint64_t *all);   /* all[r*n + i], every rank */
 void dist_barrier(void);
-/* prints "prog: rank r of P: msg" and ends every rank (MPI_Abort), code */
+/* prints "prog: rank r of P: msg" and ends every rank (MPI_Abort), code:
+ * for a failure of this rank alone */
 _Noreturn void dist_abort(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* for a failure every rank meets at the same point (a bad flag, a batch
+ * too small for the ranks): rank 0 prints "prog: error: msg", every rank
+ * finalizes and exits with code - no abort, no message per rank */
+_Noreturn void dist_exit(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- data-parallel training ------------------------------------------------ */
 typedef struct {

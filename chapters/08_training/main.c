@@ -618,13 +618,13 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv, PROG);   /* one rank unless started by mpirun (chapter 13) */
     parse_flags(&r, argc, argv);
     build(&r, &m, &tr);
-    if (dist_attach(&dt, &tr, 50, err, sizeof err)) dist_abort(2, "%s", err);
+    if (dist_attach(&dt, &tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
     dist_quiet_others();             /* rank 0 alone prints and writes */
     int user_src[COPY_LEN];
     if (r.decode) parse_decode(user_src, r.decode, COPY_LEN, &m.cfg);
     if (dist_max_int(dist_rank() == 0 && plot_mkdir(r.out))) {
         trainer_free(&tr), model_free(&m);
-        dist_abort(2, "cannot create the output folder --out %s", r.out);
+        dist_exit(2, "cannot create the output folder --out %s", r.out);
     }
     if (dist_rank() > 0) {           /* the other ranks: the same steps, nothing else */
         LoopOpts lo = {.steps = r.steps, .ckpt_every = r.ckpt_every, .nan_at = r.nan_at, .ckpt_path = r.ckpt_path};

@@ -172,7 +172,7 @@ static double max_diff(const float *a, const float *b, size_t n, double *max_b) 
 static void section_allreduce(Trainer *tr, DistTrainer *dt, Ref *ref) {
     show_section("3. One step: each rank's gradient, then MPI_Allreduce (sum)");
     StepStats st;
-    if (step_both(tr, ref, 0, &st) != TRAIN_OK) dist_abort(1, "step 1 failed");
+    if (step_both(tr, ref, 0, &st) != TRAIN_OK) dist_exit(1, "step 1: the loss or a gradient is not finite");
     int P = dist_size();
     /* what this rank had before the sum (one rank: the whole batch) */
     double mine_d[3] = {tr->dp ? dt->n_local : st.n_tokens, tr->dp ? dt->loss_local : st.loss,
@@ -269,7 +269,7 @@ static int section_curve(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
                 fprintf(stderr, "%s: rank %d: --fail-at %d: killing myself (SIGKILL) before step %d\n", PROG, last, i, i);
                 raise(SIGKILL);
             }
-            if (step_both(tr, ref, i - 1, &st) != TRAIN_OK) dist_abort(1, "step %d: %s", i, "not finite");
+            if (step_both(tr, ref, i - 1, &st) != TRAIN_OK) dist_exit(1, "step %d: the loss or a gradient is not finite", i);
         }
         if (ref->on) {
             double d = fabs((double)ref->loss_dp[i - 1] - ref->loss_ref[i - 1]);
@@ -327,7 +327,7 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
     double c0 = dt->comm_s, t0 = dist_time();
     StepStats st;
     for (int i = 0; i < r->time_steps; i++)
-        if (train_step(tr, &st) != TRAIN_OK) dist_abort(1, "a timed step was not finite");
+        if (train_step(tr, &st) != TRAIN_OK) dist_exit(1, "a timed step: the loss or a gradient is not finite");
     double wall = dist_time() - t0, comm = dt->comm_s - c0;
     double mine_d[2] = {wall, comm};
     uint64_t mine[2], *all = malloc(sizeof(uint64_t) * 2 * P);
@@ -395,12 +395,12 @@ int main(int argc, char **argv) {
     Trainer tr;
     DistTrainer dt;
     Ref ref = {.on = dist_rank() == 0};
-    if (build(&r, &m, &tr, err, sizeof err)) dist_abort(2, "%s", err);
-    if (dist_attach(&dt, &tr, r.check_every, err, sizeof err)) dist_abort(2, "%s", err);
+    if (build(&r, &m, &tr, err, sizeof err)) dist_exit(2, "%s", err);
+    if (dist_attach(&dt, &tr, r.check_every, err, sizeof err)) dist_exit(2, "%s", err);
     if (ref.on && (build(&r, &ref.m, &ref.tr, err, sizeof err) || !(ref.loss_dp = calloc(r.steps, sizeof(float))) ||
                    !(ref.loss_ref = calloc(r.steps, sizeof(float)))))
         dist_abort(1, "the one-process reference: %s", err);
-    if (dist_max_int(ref.on && plot_mkdir(r.out))) dist_abort(1, "cannot create --out %s", r.out);
+    if (dist_max_int(ref.on && plot_mkdir(r.out))) dist_exit(1, "cannot create --out %s", r.out);
 
     section_ranks(&r);
     section_slices(&tr);
