@@ -141,9 +141,10 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
                               int B, int Ts, int Tt, StepStats *st);
 
 /* The token-balanced split of a batch of B rows over P ranks: rank r gets
- * the contiguous rows [*row0, *row0 + *rows), chosen so every rank's count
- * of non-padding targets (tgt_out (B,Tt), pad_id -1: none) is as near N/P
- * as row boundaries allow, and every rank has at least one row (B >= P).
+ * the contiguous rows [*row0, *row0 + *rows). With N non-padding targets in
+ * tgt_out (B,Tt) (pad_id -1: none), rank k starts at the first row boundary
+ * with at least k*N/P tokens before it (so a rank is off N/P by less than
+ * one row's tokens), and every rank has at least one row (B >= P).
  * The same on every rank: each computes every rank's slice. */
 void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows);
 

@@ -36,7 +36,7 @@ static const char *PROG = "13_data_parallel";
 
 typedef struct {
     int layers, d_model, d_ff, heads, batch, steps, time_steps, warmup, check_every, ckpt_every;
-    int fail_at, desync_at;
+    int fail_at, desync_at, ragged;
     float dropout;
     uint64_t seed;
     const char *out;
@@ -69,6 +69,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--seed", CLI_U64, &r->seed, "seed for weights, data and dropout", 0, 0},
         {"--check-every", CLI_INT, &r->check_every, "compare the weights' hash across ranks every K steps (0: never)", 0, 1000000},
         {"--checkpoint-every", CLI_INT, &r->ckpt_every, "rank 0 saves OUT/dp.ckpt every K steps (0: never)", 0, 1000000},
+        {"--ragged", CLI_FLAG, &r->ragged, "targets of random lengths (padding after), as sentences are: slices of unequal rows", 0, 0},
         {"--fail-at", CLI_INT, &r->fail_at, "the last rank kills itself (SIGKILL) before this step, as a dead GPU would (0: never)", 0, 1000000},
         {"--desync-at", CLI_INT, &r->desync_at, "the last rank nudges one weight after this step, to watch the check stop the run (0: never)", 0, 1000000},
         {"--out", CLI_STRING, &r->out, "output folder (rank 0 writes it)", 0, 0},
@@ -95,6 +96,25 @@ static int build(const Run *r, Model *m, Trainer *tr, char *err, size_t errlen) 
     return 0;
 }
 
+/* --ragged: row b keeps its first L_b targets, the rest become padding;
+ * L_b in 1..Tt comes from the row's own tokens, so every rank and the
+ * reference cut the same global batch the same way */
+static void make_ragged(int *tgt_out, const int *src, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        int L = 1 + (src[(size_t)b * T + 1] * 7 + src[(size_t)b * T + 2] * 3) % (T - 1);
+        for (int j = L; j < T - 1; j++) tgt_out[(size_t)b * (T - 1) + j] = COPY_PAD;
+    }
+}
+
+/* one step on the next global batch (train_step, or its ragged variant:
+ * what a translation trainer does with train_step_global) */
+static TrainStatus next_step(Trainer *t, int ragged, StepStats *st) {
+    if (!ragged) return train_step(t, st);
+    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, COPY_VOCAB, &t->data_rng);
+    make_ragged(t->tgt_out, t->src, t->B, t->T);
+    return train_step_global(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
+}
+
 static void shape(char *buf, size_t len, int rows, int seq) { snprintf(buf, len, "[batch=%d, seq=%d]", rows, seq); }
 
 /* ---- 1. who is here ------------------------------------------------------------ */
@@ -114,7 +134,7 @@ static void section_ranks(const Run *r) {
 }
 
 /* ---- 2. the slices: every rank reports the one it holds -------------------------- */
-static void section_slices(const Trainer *tr) {
+static void section_slices(const Trainer *tr, int ragged) {
     show_section("2. The global batch and each rank's slice (token-balanced)");
     int B = tr->B, T = tr->T, Tt = T - 1, P = dist_size();
     Rng peek = tr->data_rng;   /* a copy: looking does not change the run */
@@ -122,6 +142,9 @@ static void section_slices(const Trainer *tr) {
     uint64_t mine[3], *all = malloc(sizeof(uint64_t) * 3 * P);
     if (!src || !tin || !tout || !all) dist_abort(1, "out of memory");
     copy_batch(src, tin, tout, B, T, COPY_VOCAB, &peek);
+    if (ragged) make_ragged(tout, src, B, T);
+    long N = 0;
+    for (int i = 0; i < B * Tt; i++) N += tout[i] != COPY_PAD;
     int row0, rows;
     train_slice(tout, B, Tt, COPY_PAD, P, dist_rank(), &row0, &rows);
     long tok = 0;
@@ -130,7 +153,7 @@ static void section_slices(const Trainer *tr) {
     dist_gather_u64(mine, 3, all);
     char s1[48], s2[48];
     shape(s1, sizeof s1, B, T), shape(s2, sizeof s2, B, Tt);
-    printf("global batch: src %s, tgt_in and tgt_out %s, %d target tokens\n", s1, s2, B * Tt);
+    printf("global batch: src %s, tgt_in and tgt_out %s, %ld target tokens (not padding)\n", s1, s2, N);
     for (int k = 0; k < P; k++) {
         int r0 = (int)all[3 * k], n = (int)all[3 * k + 1];
         shape(s1, sizeof s1, n, T), shape(s2, sizeof s2, n, Tt);
@@ -139,17 +162,18 @@ static void section_slices(const Trainer *tr) {
         for (int j = 1; j < 5; j++) printf(" %d", src[(size_t)r0 * T + j]);
         printf(" ...)\n");
     }
-    printf("the copy task's rows all hold %d tokens, so token-balanced is rows-balanced here; with padded\n"
-           "sentences (translation) train_slice moves the boundaries until each rank has ~N/P tokens\n", Tt);
+    if (ragged) printf("--ragged: rows hold 1..%d targets, so the boundaries move until each rank has ~N/P = %.1f tokens\n", Tt, (double)N / P);
+    else printf("the copy task's rows all hold %d tokens, so token-balanced is rows-balanced here (--ragged: rows of\n"
+                "different lengths, as sentences are; then the boundaries move until each rank has ~N/P tokens)\n", Tt);
     free(src), free(tin), free(tout), free(all);
 }
 
 /* one step of the data-parallel run and of rank 0's reference */
-static TrainStatus step_both(Trainer *tr, Ref *ref, int i, StepStats *st) {
-    TrainStatus s = train_step(tr, st);
+static TrainStatus step_both(Trainer *tr, Ref *ref, int ragged, int i, StepStats *st) {
+    TrainStatus s = next_step(tr, ragged, st);
     if (ref->on) {
         StepStats rs;
-        if (train_step(&ref->tr, &rs) != TRAIN_OK) rs.loss = NAN;
+        if (next_step(&ref->tr, ragged, &rs) != TRAIN_OK) rs.loss = NAN;
         ref->loss_dp[i] = st->loss, ref->loss_ref[i] = rs.loss;
         if (i == 0) ref->grad_norm1 = rs.grad_norm;
     }
@@ -169,10 +193,10 @@ static double max_diff(const float *a, const float *b, size_t n, double *max_b) 
 }
 
 /* ---- 3. step 1 in detail: what each rank computed, and the allreduce ------------ */
-static void section_allreduce(Trainer *tr, DistTrainer *dt, Ref *ref) {
+static void section_allreduce(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
     show_section("3. One step: each rank's gradient, then MPI_Allreduce (sum)");
     StepStats st;
-    if (step_both(tr, ref, 0, &st) != TRAIN_OK) dist_exit(1, "step 1: the loss or a gradient is not finite");
+    if (step_both(tr, ref, r->ragged, 0, &st) != TRAIN_OK) dist_exit(1, "step 1: the loss or a gradient is not finite");
     int P = dist_size();
     /* what this rank had before the sum (one rank: the whole batch) */
     double mine_d[3] = {tr->dp ? dt->n_local : st.n_tokens, tr->dp ? dt->loss_local : st.loss,
@@ -269,7 +293,7 @@ static int section_curve(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
                 fprintf(stderr, "%s: rank %d: --fail-at %d: killing myself (SIGKILL) before step %d\n", PROG, last, i, i);
                 raise(SIGKILL);
             }
-            if (step_both(tr, ref, i - 1, &st) != TRAIN_OK) dist_exit(1, "step %d: the loss or a gradient is not finite", i);
+            if (step_both(tr, ref, r->ragged, i - 1, &st) != TRAIN_OK) dist_exit(1, "step %d: the loss or a gradient is not finite", i);
         }
         if (ref->on) {
             double d = fabs((double)ref->loss_dp[i - 1] - ref->loss_ref[i - 1]);
@@ -327,7 +351,7 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
     double c0 = dt->comm_s, t0 = dist_time();
     StepStats st;
     for (int i = 0; i < r->time_steps; i++)
-        if (train_step(tr, &st) != TRAIN_OK) dist_exit(1, "a timed step: the loss or a gradient is not finite");
+        if (next_step(tr, r->ragged, &st) != TRAIN_OK) dist_exit(1, "a timed step: the loss or a gradient is not finite");
     double wall = dist_time() - t0, comm = dt->comm_s - c0;
     double mine_d[2] = {wall, comm};
     uint64_t mine[2], *all = malloc(sizeof(uint64_t) * 2 * P);
@@ -403,8 +427,8 @@ int main(int argc, char **argv) {
     if (dist_max_int(ref.on && plot_mkdir(r.out))) dist_exit(1, "cannot create --out %s", r.out);
 
     section_ranks(&r);
-    section_slices(&tr);
-    section_allreduce(&tr, &dt, &ref);
+    section_slices(&tr, r.ragged);
+    section_allreduce(&r, &tr, &dt, &ref);
     int rc = section_curve(&r, &tr, &dt, &ref);
     if (!rc) {
         section_timing(&r, &tr, &dt);
