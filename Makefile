@@ -22,6 +22,8 @@
 #              (default: sm_75 sm_80 sm_86 sm_89 sm_90 + PTX for newer GPUs)
 #   BLAS=openblas  send gemm() to OpenBLAS's cblas_sgemm (needs libopenblas-dev)
 #   PORTABLE=1   no -march=native (generic x86-64 / other CPUs)
+#   MPI=0        do not build the MPI path even if mpicc is found (chapter 13
+#              and 08 then run as one process; Debian: openmpi-bin libopenmpi-dev)
 
 CC      ?= gcc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -79,6 +81,20 @@ NVCCFLAGS   = -O2 -std=c++17 -Xcompiler -Wall,-Wno-unused-parameter,-fPIC $(GENC
 CUDA_LIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 
+# MPI (common/dist.c, chapter 13) builds when mpicc is found, unless MPI=0.
+# Only dist.c is compiled by mpicc; only the programs that include dist.h
+# (and the test runner) link libmpi, so nothing else needs Open MPI.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifeq ($(MPICC),)
+MPI ?= 0
+else
+MPI ?= 1
+endif
+ifeq ($(MPI),1)
+MPI_LIBS = $(shell $(MPICC) --showme:link 2>/dev/null)
+endif
+MPI_PROGRAMS = $(patsubst chapters/%/main.c,$(BUILD)/%,$(shell grep -l '"dist.h"' chapters/*/main.c))
+
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
@@ -129,6 +145,14 @@ $(BUILD)/pic/%.o: %.cu $(wildcard common/*.h cuda/*.h) | dirs
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# the one file that talks to MPI, compiled by mpicc when there is one
+ifeq ($(MPI),1)
+$(BUILD)/obj/common/dist.o: common/dist.c $(wildcard common/*.h cuda/*.h) | dirs
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DAIYN_MPI -Icommon -Icuda -c $< -o $@
+$(MPI_PROGRAMS): LDLIBS += $(MPI_LIBS)
+endif
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -168,7 +192,7 @@ $(BUILD)/suites.h: $(TEST_SRC) | dirs
 
 $(TEST_BIN): tests/check_main.c $(TEST_SRC) tests/testutil.h $(BUILD)/suites.h $(LIB)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Itests -I$(BUILD) \
-	    tests/check_main.c $(TEST_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) -o $@
+	    tests/check_main.c $(TEST_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
 # for the width check); under SANITIZE=1 and valgrind it leaves out the ones
@@ -196,6 +220,7 @@ QUICK_09_decoding = --train-steps 5 --search 64 --cost-len 16
 QUICK_10_why_self_attention = --n-max 128 --d-max 64 --path-max 64 --repeats 1
 QUICK_11_translation = --train-size 300 --dev-size 10 --test-size 10 --steps 4 --layers 1 --d-model 16 \
                        --heads 2 --d-ff 32 --vocab 200 --tokens 300 --checkpoint-every 2
+QUICK_13_data_parallel = --steps 6 --time-steps 4 --batch 8
 
 # every chapter once, the long ones shortened (QUICK_*): what CI runs under SANITIZE=1
 smoke: all

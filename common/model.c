@@ -28,6 +28,7 @@
  */
 #include "model.h"
 #include "attention.h"
+#include "dropout_mask.h"
 #include "backend.h"
 #include "fail.h"
 #include "nn.h"
@@ -298,6 +299,8 @@ struct ModelActs {
     int backward_done;
     uint64_t drop_key;          /* dropout key of this half-pass (dropout_mask.h) */
     uint32_t drop_site;         /* dropout sites used so far in it               */
+    uint64_t drop_off;          /* element where this batch starts in the global
+                                   batch's tensors (Model.drop_row0), else 0    */
 
     /* host memory, whatever the backend: what masks are built in, and what
      * the inspection functions hand out */
@@ -621,7 +624,8 @@ static const float *sub_end(const Backend *be, ModelActs *a, SubActs *s, const f
                             const float *g, const float *b, int pre_ln, float p_drop, int rows,
                             int D) {
     size_t n = (size_t)rows * D;
-    be->dropout_forward(s->out, s->keep, s->out, p_drop, n, a->drop_key, a->drop_site++);
+    uint32_t site = a->drop_site++;
+    be->dropout_forward(s->out, s->keep, s->out, p_drop, n, dropout_key_shift(a->drop_key, site, a->drop_off), site);
     be->residual_forward(s->res, x, s->out, n);
     if (pre_ln) return s->res;
     be->layernorm_forward(s->ln, s->mean, s->rstd, s->res, g, b, rows, D);
@@ -632,9 +636,11 @@ static const float *sub_end(const Backend *be, ModelActs *a, SubActs *s, const f
  * dropout stream (so a checkpoint of the stream resumes the same masks);
  * sites 0, 1, 2, ... of the half are the tensor numbers of dropout_mask.h.
  * Inference (p = 0) draws nothing. */
-static void dropout_begin(Model *m, float p) {
+static void dropout_begin(Model *m, float p, int T) {
     ModelActs *a = m->acts;
     a->drop_site = 0;
+    /* a data-parallel slice from row drop_row0 of (B,T,d_model) tensors */
+    a->drop_off = (uint64_t)m->drop_row0 * T * m->cfg.d_model;
     a->drop_key = 0;
     if (p > 0) {
         uint64_t hi = rng_u32(&m->dropout_rng);
@@ -654,11 +660,12 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     a->encoded = 1, a->decoded = 0, a->backward_done = 0;
     memcpy(a->h_src, src, (size_t)rows * sizeof(int));
     be->upload(a->src, src, (size_t)rows * sizeof(int));
-    dropout_begin(m, p);
+    dropout_begin(m, p, Ts);
 
     /* Sec. 3.4-3.5: E[src] * sqrt(d_model) + PE, then dropout (Sec. 5.4) */
     be->embed_forward(a->src_emb, a->src, m->w.embed, m->w_pe, B, Ts, D, c->vocab);
-    be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D, a->drop_key, a->drop_site++);
+    be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D,
+                        dropout_key_shift(a->drop_key, 0, a->drop_off), a->drop_site++);
 
     /* padding keys are blocked for every query (Sec. 3.2.3's mask, for pads) */
     const uint8_t *mask = NULL;
@@ -701,11 +708,12 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     m->Tt = Tt;
     a->decoded = 1, a->backward_done = 0;
     be->upload(a->tgt, tgt, (size_t)rows * sizeof(int));
-    dropout_begin(m, p);
+    dropout_begin(m, p, Tt);
 
     /* the same embedding matrix as the encoder's (Sec. 3.4) */
     be->embed_forward(a->tgt_emb, a->tgt, m->w.embed, m->w_pe, B, Tt, D, V);
-    be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D, a->drop_key, a->drop_site++);
+    be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D,
+                        dropout_key_shift(a->drop_key, 0, a->drop_off), a->drop_site++);
 
     /* Masked self-attention: position i sees positions <= i only (Sec. 3.2.3:
      * "preserve the auto-regressive property"), and never a padding token. */

@@ -119,6 +119,9 @@ typedef struct {
     int max_B, max_Ts, max_Tt;  /* capacity of acts                            */
     int B, Ts, Tt;          /* sizes of the last forward pass                  */
     Rng dropout_rng;
+    /* data parallelism (dist.h): the row of the global batch where this
+     * forward's batch starts, so dropout draws that row's bits; 0 otherwise */
+    int drop_row0;
 } Model;
 
 /* Closed-form parameter count for c (what --summary and Table 3 print). */

@@ -179,12 +179,24 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
     /* A NaN here would flow through backward into every weight and Adam
      * moment: stop before anything changes, so the last checkpoint (and the
      * weights in memory) stay good. */
-    if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+    /* (Data parallel, the check waits for the reduce below: every rank must
+     * take part in it, and a NaN on one rank makes everyone's sum NaN.) */
+    if (!isfinite(loss) && !t->dp) return TRAIN_NONFINITE_LOSS;
 
     /* backward: d loss / d logits through the log-softmax, then the model */
     be->zero(t->dlogits, (size_t)N * V * sizeof(float));
     be->smoothed_xent_backward(t->dlogits, logp, t->d_tgt_out, N, V, t->hp.eps_ls, c->pad_id);
     model_backward(m, t->dlogits);
+
+    /* ---- data parallelism (dist.h, chapter 13): the one hook ----------------
+     * Sum every rank's gradient and loss, each weighted by its share of the
+     * global batch's tokens: from here on every rank holds what one process
+     * on the whole batch holds, and takes the same Adam step. */
+    if (t->dp) {
+        t->dp->reduce(t->dp, be, m->dw.mem, t->n, &loss, &n_tokens);
+        if (st) st->loss = loss, st->n_tokens = n_tokens;
+        if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+    }
 
     /* every gradient finite? (one NaN or inf makes the sum of squares NaN
      * or inf) and their norm, to watch training */
@@ -206,9 +218,51 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
     return TRAIN_OK;
 }
 
+void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows) {
+    assert(P >= 1 && r >= 0 && r < P && B >= P);
+    /* Rank k starts at the first row whose preceding rows hold at least
+     * k/P of the tokens, kept within [k, B-P+k] so no rank is left empty.
+     * Every rank of the copy task has the same tokens, so this is B/P rows
+     * each; with padded sentences (translation), rows of different
+     * lengths even out. */
+    long total = 0;
+    for (int i = 0; i < B * Tt; i++) total += tgt_out[i] != pad_id;
+    int bound[2];
+    for (int e = 0; e < 2; e++) {
+        int k = r + e;
+        if (k == 0) { bound[e] = 0; continue; }
+        if (k == P) { bound[e] = B; continue; }
+        long want = (total * k + P - 1) / P, acc = 0;
+        int b = 0;
+        while (b < B && acc < want) {
+            for (int j = 0; j < Tt; j++) acc += tgt_out[(size_t)b * Tt + j] != pad_id;
+            b++;
+        }
+        if (total == 0) b = (int)((long)B * k / P);
+        bound[e] = b < k ? k : b > B - P + k ? B - P + k : b;
+    }
+    *row0 = bound[0];
+    *rows = bound[1] - bound[0];
+}
+
+TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                              int B, int Ts, int Tt, StepStats *st) {
+    if (!t->dp) return train_step_batch(t, src, tgt_in, tgt_out, B, Ts, Tt, st);
+    int row0, rows;
+    train_slice(tgt_out, B, Tt, t->model->cfg.pad_id, t->dp->size, t->dp->rank, &row0, &rows);
+    t->model->drop_row0 = row0;
+    TrainStatus s = train_step_batch(t, src + (size_t)row0 * Ts, tgt_in + (size_t)row0 * Tt,
+                                     tgt_out + (size_t)row0 * Tt, rows, Ts, Tt, st);
+    t->model->drop_row0 = 0;
+    if (s == TRAIN_OK && t->dp->after_step) t->dp->after_step(t->dp, t->model, t->step);
+    return s;
+}
+
 TrainStatus train_step(Trainer *t, StepStats *st) {
+    /* the whole global batch on every rank, from the one data stream: the
+     * data do not depend on how many ranks share them */
     copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->model->cfg.vocab, &t->data_rng);
-    return train_step_batch(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
+    return train_step_global(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
 }
 
 void trainer_pull(Trainer *t) {

@@ -57,7 +57,26 @@ typedef struct {
 /* The paper's values: eps_ls 0.1, warmup 4000, factor 1, Adam (0.9, 0.98, 1e-9). */
 TrainHyper train_hyper_paper(void);
 
+/* Data parallelism (common/dist.h, chapter 13). A Trainer with dp == NULL
+ * is one process on the whole batch. With dp set (dist_attach), every rank
+ * holds the same weights and the same GLOBAL batch; train_step_global
+ * trains this rank on its token-balanced slice, and train_step_batch calls
+ * reduce right after backward. Function pointers, so that train.c needs no
+ * MPI: only the programs that call dist_attach link it. */
+typedef struct TrainDP TrainDP;
+struct TrainDP {
+    int rank, size;
+    /* After backward: grad (n floats, in be's memory) holds this rank's
+     * gradient of its loss, *loss the mean over its *n_tokens tokens. Leaves
+     * in all three the GLOBAL batch's values on every rank: the mean over
+     * every rank's tokens, as one process on the whole batch computes. */
+    void (*reduce)(TrainDP *dp, const Backend *be, float *grad, size_t n, float *loss, int *n_tokens);
+    /* After a step that updated the weights: the identical-weights check. */
+    void (*after_step)(TrainDP *dp, Model *m, uint64_t step);
+};
+
 typedef struct {
+    TrainDP *dp;           /* NULL: one process (see above); not owned        */
     Model *model;          /* trained in place, not owned                     */
     TrainHyper hp;
     size_t n;              /* parameters == model->params.n                   */
@@ -111,6 +130,23 @@ TrainStatus train_step(Trainer *t, StepStats *st);
  * state and step are exactly as before the call. st may be NULL. */
 TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
                              int B, int Ts, int Tt, StepStats *st);
+
+/* One step on a GLOBAL batch, the same on every rank. One process: the
+ * whole batch (train_step_batch). Data parallel (t->dp): this rank's slice
+ * (train_slice), its dropout bits those of the same rows in one process
+ * (Model.drop_row0), gradients and loss reduced to the global batch's, then
+ * t->dp->after_step. B >= t->dp->size. What chapter 08 (through train_step)
+ * and a translation trainer call instead of train_step_batch. */
+TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                              int B, int Ts, int Tt, StepStats *st);
+
+/* The token-balanced split of a batch of B rows over P ranks: rank r gets
+ * the contiguous rows [*row0, *row0 + *rows). With N non-padding targets in
+ * tgt_out (B,Tt) (pad_id -1: none), rank k starts at the first row boundary
+ * with at least k*N/P tokens before it (so a rank is off N/P by less than
+ * one row's tokens), and every rank has at least one row (B >= P).
+ * The same on every rank: each computes every rank's slice. */
+void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows);
 
 /* Saves the model with the TrainState (step, data and dropout RNG, Adam
  * m/v). Atomic: model_save writes a unique temporary and renames it; it

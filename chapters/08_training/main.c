@@ -36,6 +36,8 @@
  *   build/08_training --resume out/08_training/copy.ckpt --steps 1200
  *   build/08_training --attn-layer 1 --attn-head 2    the terminal draws layer 1, head 2
  *   build/08_training --device cuda          the same on the GPU
+ *   mpirun -np 2 build/08_training           data parallel (chapter 13): the same
+ *                     flags, the same run; rank 0 prints and saves
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +49,7 @@
 
 #include "cli.h"
 #include "device.h"
+#include "dist.h"
 #include "backend.h"
 #include "grad_dump.h"
 #include "model.h"
@@ -461,17 +464,18 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
             poison(tr);
         }
         TrainStatus ts = train_step(tr, &st);
-        if (ts != TRAIN_OK) {
+        if (ts != TRAIN_OK) {   /* (data parallel: the same status on every rank; rank 0 says it) */
             if (pg.tty) printf("\n");
             fflush(stdout);
-            fprintf(stderr, "%s: training stopped at step %llu: %s (loss %g).\n  Nothing was updated at this step. %s\n",
+            if (dist_rank() == 0) fprintf(stderr, "%s: training stopped at step %llu: %s (loss %g).\n  Nothing was updated at this step. %s\n",
                     PROG, (unsigned long long)tr->step + 1, train_status_str(ts), st.loss,
                     o->nan_at > 0 && tr->step + 1 == (uint64_t)o->nan_at
                         ? "The NaN was put there by --nan-at."
                         : "Usual cause: a learning rate too high for this model\n"
                           "  (try a smaller --factor or a longer --warmup).");
-            if (good) fprintf(stderr, "  The last good checkpoint, %s (step %llu), is intact; --resume it to go on.\n",
-                              good, (unsigned long long)good_step);
+            if (dist_rank() > 0) {
+            } else if (good) fprintf(stderr, "  The last good checkpoint, %s (step %llu), is intact; --resume it to go on.\n",
+                                     good, (unsigned long long)good_step);
             else fprintf(stderr, "  No checkpoint was written in this run (use --checkpoint-every K).\n");
             rc = 1;
             break;
@@ -484,8 +488,10 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
         if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
-            int save_rc = trainer_save(tr, o->ckpt_path, err, sizeof err);   /* 1: I/O, 2: not finite */
-            if (save_rc) {
+            /* rank 0 alone writes; every rank learns how it went and all stop together */
+            int save_rc = dist_rank() == 0 ? trainer_save(tr, o->ckpt_path, err, sizeof err) : 0;   /* 1: I/O, 2: not finite */
+            if (dist_max_int(save_rc) && !save_rc) snprintf(err, sizeof err, "rank 0 could not save %s", o->ckpt_path);
+            if ((save_rc = dist_max_int(save_rc))) {
                 fprintf(stderr, "%s: %s\n", PROG, err);
                 if (good) fprintf(stderr, "  The last good checkpoint, %s (step %llu), is intact.\n", good,
                                   (unsigned long long)good_step);
@@ -500,7 +506,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
     }
     double train_s = now_s() - pg.t0;
     double fl = smoothed_loss_floor(tr->model->cfg.vocab, eps_ls, tr->model->cfg.pad_id);
-    if (rc == 0 && done > 0) {
+    if (rc == 0 && done > 0 && dist_rank() == 0) {
         printf("trained %d steps in %.1f s: %.1f ms/step, %.0f target tokens/s; final loss %.4f (floor %.4f)\n",
                done, train_s, 1e3 * train_s / done, pg.tokens / train_s, st.loss, fl);
         for (int i = 0; i < done; i++) floor_line[i] = (float)fl;
@@ -698,15 +704,28 @@ int main(int argc, char **argv) {
     Run r;
     Model m;
     Trainer tr;
+    DistTrainer dt;
+    char err[512];
+    dist_init(&argc, &argv, PROG);   /* one rank unless started by mpirun (chapter 13) */
     parse_flags(&r, argc, argv);
     build(&r, &m, &tr);
     check_attn_view(&r.attn, &m, &tr);
+    if (dist_attach(&dt, &tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
+    dist_quiet_others();             /* rank 0 alone prints and writes */
     int user_src[COPY_LEN];
     if (r.decode) parse_decode(user_src, r.decode, COPY_LEN, &m.cfg);
-    if (plot_mkdir(r.out)) {
+    if (dist_max_int(dist_rank() == 0 && plot_mkdir(r.out))) {
         trainer_free(&tr), model_free(&m);
-        cli_fail(PROG, "cannot create the output folder --out %s", r.out);
+        dist_exit(2, "cannot create the output folder --out %s", r.out);
     }
+    if (dist_rank() > 0) {           /* the other ranks: the same steps, nothing else */
+        LoopOpts lo = {.steps = r.steps, .ckpt_every = r.ckpt_every, .nan_at = r.nan_at, .ckpt_path = r.ckpt_path};
+        int rc = dist_max_int(train_loop(&tr, &lo, r.eps_ls));   /* rank 0's answer at its end */
+        dist_detach(&dt), trainer_free(&tr), model_free(&m), dist_finalize();
+        return rc;
+    }
+    if (dist_size() > 1) printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13)\n",
+                                dist_size(), r.batch / dist_size(), r.batch);
 
     section_data(&tr);
     section_label_smoothing(r.out, r.eps_ls);
@@ -734,7 +753,10 @@ int main(int argc, char **argv) {
         section_after(&r, &m, ex_src, &ex_rng);
         rc = section_checkpoint(&r, &tr);
     }
+    dist_detach(&dt);
     trainer_free(&tr);
     model_free(&m);
+    rc = dist_max_int(rc);
+    dist_finalize();
     return rc;
 }

@@ -1,0 +1,306 @@
+/* dist.c - data parallelism over MPI (dist.h), with a one-rank fallback.
+ *
+ * Compiled with mpicc -DAIYN_MPI when the Makefile finds Open MPI; with gcc
+ * alone otherwise, and then every rank count below is 1. */
+#include "dist.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "fail.h"
+
+#ifdef AIYN_MPI
+#include <mpi.h>
+#endif
+
+static int g_on __attribute__((unused));   /* MPI initialised by dist_init */
+static int g_rank, g_size = 1;
+static const char *g_prog = "dist";
+
+int dist_rank(void) { return g_rank; }
+int dist_size(void) { return g_size; }
+
+#ifdef AIYN_MPI
+int dist_built_with_mpi(void) { return 1; }
+
+/* An MPI error on any call: say which, on which rank, and end the job.
+ * (The default, MPI_ERRORS_ARE_FATAL, also ends it, with less to go on.) */
+static void on_mpi_error(MPI_Comm *comm, int *code, ...) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(*code, msg, &len);
+    fprintf(stderr, "%s: rank %d of %d: MPI error: %s; ending the job\n", g_prog, g_rank, g_size, msg);
+    fflush(stderr);
+    MPI_Abort(*comm, 1);
+}
+
+/* mpirun ends the survivors with SIGTERM when a rank dies: say so (write(2)
+ * is safe in a signal handler; the line was made at init) and go. A
+ * checkpoint being written is a temporary until its rename (model_save), so
+ * the last complete one stays as it was. */
+static char g_term_msg[256];
+static void on_sigterm(int sig) {
+    (void)sig;
+    ssize_t w = write(2, g_term_msg, strlen(g_term_msg));
+    (void)w;
+    _exit(143);
+}
+#else
+int dist_built_with_mpi(void) { return 0; }
+#endif
+
+int dist_init(int *argc, char ***argv, const char *prog) {
+    g_prog = prog;
+#ifdef AIYN_MPI
+    /* started by a launcher? (a plain ./program stays one rank, no MPI) */
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) {
+        if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+            fprintf(stderr, "%s: MPI_Init failed\n", prog);
+            exit(1);
+        }
+        g_on = 1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+        MPI_Errhandler eh;
+        MPI_Comm_create_errhandler(on_mpi_error, &eh);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh);
+        snprintf(g_term_msg, sizeof g_term_msg,
+                 "%s: rank %d of %d: stopped by mpirun (another rank failed or the job was cancelled)\n",
+                 prog, g_rank, g_size);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigterm;
+        sigaction(SIGTERM, &sa, NULL);
+    }
+#else
+    (void)argc, (void)argv;
+    /* mpirun started several copies of a binary that cannot talk to the
+     * others: each would think it is the only one and write the same files */
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (n && strcmp(n, "1") != 0) {
+        fprintf(stderr, "%s: error: started by mpirun as one of %s ranks, but built without MPI.\n"
+                "  Install Open MPI and rebuild: apt-get install -y openmpi-bin libopenmpi-dev && make\n", prog, n);
+        exit(2);
+    }
+#endif
+    return g_size;
+}
+
+void dist_finalize(void) {
+#ifdef AIYN_MPI
+    if (g_on) MPI_Finalize();
+    g_on = 0;
+#endif
+}
+
+const char *dist_library(void) {
+#ifdef AIYN_MPI
+    static char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(v, &len);
+    char *nl = strpbrk(v, ",\n");   /* "Open MPI v4.1.4, package: ..." -> the name */
+    if (nl) *nl = 0;
+    return v;
+#else
+    return "none";
+#endif
+}
+
+void dist_quiet_others(void) {
+    if (g_rank > 0 && !freopen("/dev/null", "w", stdout)) fprintf(stderr, "%s: rank %d: cannot silence stdout\n", g_prog, g_rank);
+}
+
+double dist_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* MPI counts are int: big arrays go in chunks of 2^30 elements */
+void dist_sum_f32(float *x, size_t n) {
+#ifdef AIYN_MPI
+    if (!g_on || g_size == 1) return;
+    for (size_t i = 0; i < n; i += (size_t)1 << 30) {
+        size_t k = n - i < ((size_t)1 << 30) ? n - i : (size_t)1 << 30;
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+#else
+    (void)x, (void)n;
+#endif
+}
+
+void dist_sum_f64(double *x, int n) {
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+    (void)x, (void)n;
+#endif
+}
+
+int dist_max_int(int v) {
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#endif
+    return v;
+}
+
+void dist_gather_u64(const uint64_t *mine, int n, uint64_t *all) {
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) {
+        MPI_Allgather(mine, n, MPI_UINT64_T, all, n, MPI_UINT64_T, MPI_COMM_WORLD);
+        return;
+    }
+#endif
+    memcpy(all, mine, (size_t)n * sizeof *mine);
+}
+
+void dist_barrier(void) {
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+_Noreturn void dist_abort(int code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(msg, sizeof msg, "%s: rank %d of %d: ", g_prog, g_rank, g_size);
+    vsnprintf(msg + k, sizeof msg - k, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s\n", msg);   /* one write: ranks' lines do not interleave */
+    fflush(stderr);
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    exit(code);
+}
+
+_Noreturn void dist_exit(int code, const char *fmt, ...) {
+    if (g_rank == 0) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        fflush(stdout);
+        fprintf(stderr, "%s: error: %s\n", g_prog, msg);
+    }
+    dist_finalize();
+    exit(code);
+}
+
+/* ---- data-parallel training ------------------------------------------------ */
+
+/* TrainDP.reduce. One process on the whole batch computes
+ *   loss = (1/N) sum_i l_i,  grad = (1/N) sum_i d l_i / d w    (N tokens)
+ * Rank r computed the same over its own n_r tokens, (1/n_r) sum_{i in r}.
+ * So the global values are sum_r (n_r / N) * (rank r's): the loss and the
+ * token count first (two doubles, one small allreduce), then the gradients
+ * scaled by n_r / N and summed (the big allreduce, n floats). */
+static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, float *loss, int *n_tokens) {
+    DistTrainer *d = (DistTrainer *)dp;
+    double t0 = dist_time();
+    d->n_local = *n_tokens;
+    d->loss_local = *loss;
+    double s[2] = {(double)*loss * *n_tokens, (double)*n_tokens};
+    dist_sum_f64(s, 2);
+    float share = s[1] > 0 ? (float)(*n_tokens / s[1]) : 0.0f;
+    /* On the CPU the gradients are host memory; on a GPU they go through
+     * the host buffer (MPI over host memory: two copies per step). */
+    float *g = be == backend_cpu() ? grad : d->host;
+    if (g != grad) be->download(g, grad, n * sizeof(float));
+    double sq = 0;
+    for (size_t i = 0; i < n; i++) {
+        sq += (double)g[i] * g[i];   /* this rank's own gradient, for the chapter to show */
+        g[i] *= share;
+    }
+    d->local_sq = sq;
+    dist_sum_f32(g, n);
+    if (g != grad) be->upload(grad, g, n * sizeof(float));
+    *loss = s[1] > 0 ? (float)(s[0] / s[1]) : 0.0f;
+    *n_tokens = (int)s[1];
+    d->comm_s += dist_time() - t0;
+    d->reduces++;
+    d->bytes += 2 * sizeof(double) + (double)n * sizeof(float);
+}
+
+uint64_t dist_weights_hash(Model *m) {
+    model_pull(m);
+    const uint32_t *w = (const uint32_t *)m->params.mem;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < m->params.n; i++) {
+        for (int b = 0; b < 4; b++) {
+            h ^= (w[i] >> (8 * b)) & 0xff;
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
+uint64_t dist_check_weights(Model *m, uint64_t step) {
+    uint64_t h = dist_weights_hash(m);
+    uint64_t *all = malloc((size_t)g_size * sizeof *all);
+    if (!all) dist_abort(1, "out of memory for %d hashes", g_size);
+    dist_gather_u64(&h, 1, all);
+    int same = 1;
+    for (int r = 1; r < g_size; r++) same &= all[r] == all[0];
+    if (!same) {
+        if (g_rank == 0) {
+            fprintf(stderr, "%s: the weights differ across ranks after step %llu:\n", g_prog, (unsigned long long)step);
+            for (int r = 0; r < g_size; r++)
+                fprintf(stderr, "  rank %d: %016llx%s\n", r, (unsigned long long)all[r], all[r] == all[0] ? "" : "  <- differs from rank 0");
+        }
+        free(all);
+        dist_barrier();   /* rank 0's table first */
+        dist_abort(1, "weights not identical across ranks after step %llu: stopping (every rank must take the same "
+                   "Adam step on the same summed gradient)", (unsigned long long)step);
+    }
+    free(all);
+    return h;
+}
+
+/* TrainDP.after_step: the weights compared every check_every steps */
+static void dp_after_step(TrainDP *dp, Model *m, uint64_t step) {
+    DistTrainer *d = (DistTrainer *)dp;
+    if (d->check_every > 0 && step % (uint64_t)d->check_every == 0) {
+        d->hash = dist_check_weights(m, step);
+        d->checked_step = step;
+    }
+}
+
+int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    d->t = t;
+    d->check_every = check_every;
+    t->dp = NULL;
+    if (g_size == 1) return 0;   /* one process: nothing to share */
+    int bad = t->B < g_size;
+    if (dist_max_int(bad))
+        return fail(err, errlen, "a batch of %d sequences cannot be split over %d ranks (each needs at least one)",
+                    t->B, g_size);
+    if (t->be != backend_cpu() && !(d->host = malloc(t->n * sizeof(float)))) bad = 1;
+    if (dist_max_int(bad)) {
+        free(d->host);
+        d->host = NULL;
+        return fail(err, errlen, "out of memory for the host copy of %zu gradients", t->n);
+    }
+    d->dp = (TrainDP){.rank = g_rank, .size = g_size, .reduce = dp_reduce, .after_step = dp_after_step};
+    /* the same start on every rank, or the run is not one run */
+    d->hash = dist_check_weights(t->model, t->step);
+    d->checked_step = t->step;
+    t->dp = &d->dp;
+    return 0;
+}
+
+void dist_detach(DistTrainer *d) {
+    if (d->t) d->t->dp = NULL;
+    free(d->host);
+    memset(d, 0, sizeof *d);
+}
