@@ -334,12 +334,13 @@ static void section_rows(const Opts *o, TrTask *t, Results *res) {
     Job jobs[MAX_JOBS];
     int n = jobs_for(o, jobs), done = 0, todo = 0;
     for (int k = 0; k < n; k++) todo += !results_find(res, jobs[k].key);
-    printf("%d models for --rows %s: %d finished earlier, %d to train\n", n, o->rows, n - todo, todo);
+    printf("%d model%s for --rows %s: %d finished earlier, %d to train\n", n, n == 1 ? "" : "s", o->rows,
+           n - todo, todo);
     double spent = 0;
     for (int k = 0; k < n; k++) {
         const Result *r = results_find(res, jobs[k].key);
         if (r) {
-            printf("[%2d/%d] %-16s done earlier: dev PPL %.3f, BLEU %.2f (kept, not retrained)\n", k + 1, n,
+            printf("[%2d/%d] %-14s done earlier: dev PPL %.3f, BLEU %.2f (kept, not retrained)\n", k + 1, n,
                    jobs[k].key, r->ppl, r->bleu);
             continue;
         }
