@@ -2,7 +2,8 @@
  * a run stopped with Ctrl-C after its first row, run again, keeps that row
  * as it was (not retrained) and trains only the rest; --rows picks groups;
  * bad --rows and a damaged results file exit 2 with a message; every
- * output line fits 100 columns; the table's numbers are results.tsv's.
+ * output line fits 100 columns; the README's recorded table is what the
+ * program prints from chapters/12_variations/recorded.tsv.
  *
  * Runs $BUILD_DIR/12_variations (set by `make test`); skipped without it.
  */
@@ -171,6 +172,53 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strdup(buf);
+}
+
+/* The README's recorded table is what the program prints from the recorded
+ * results file: every line of the block after <!-- recorded-table --> is a
+ * line of its output. Printing it trains nothing and leaves the file as it
+ * was. */
+START_TEST(test_recorded_table_matches_readme) {
+    if (!setup_dir()) return;
+    const char *rec = "chapters/12_variations/recorded.tsv";
+    char *before = slurp(rec), *readme = slurp("chapters/12_variations/README.md");
+    ck_assert_msg(before && readme, "run from the repository root: %s or the README missing", rec);
+    char args[256];
+    snprintf(args, sizeof args, "--results %s", rec);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_msg(strstr(out, "0 to train") != NULL, "the recorded file is not complete:\n%.2000s", out);
+    char *after = slurp(rec);
+    ck_assert_str_eq(after, before);
+    const char *m = strstr(readme, "<!-- recorded-table -->");
+    ck_assert_ptr_nonnull(m);
+    const char *p = strstr(m, "```text\n");
+    ck_assert_ptr_nonnull(p);
+    p += 8;
+    int lines = 0;
+    while (strncmp(p, "```", 3)) {
+        size_t len = strcspn(p, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        ck_assert_msg(strstr(out, line) != NULL, "README line not in the output: '%s'", line);
+        lines++;
+        p += len + 1;
+    }
+    ck_assert_int_ge(lines, 10);
+    free(before);
+    free(after);
+    free(readme);
+    cleanup_dir();
+}
+END_TEST
+
 Suite *variations_suite(void) {
     Suite *s = suite_create("variations");
     TCase *tc = tcase_create("Chapter12");
@@ -178,6 +226,7 @@ Suite *variations_suite(void) {
     tcase_add_test(tc, test_interrupt_and_resume);
     tcase_add_test(tc, test_rows_subset_and_settings);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_recorded_table_matches_readme);
     suite_add_tcase(s, tc);
     return s;
 }

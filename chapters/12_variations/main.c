@@ -92,7 +92,7 @@ typedef struct {
     int layers, d_model, d_ff, heads;
     float factor, eps_ls, dropout;
     uint64_t seed;
-    const char *rows, *out;
+    const char *rows, *out, *results;
 } Opts;
 
 /* A finished row: what results.tsv holds. */
@@ -376,14 +376,15 @@ static void write_plot(const char *out) {
     FioWriter w;
     snprintf(path, sizeof path, "%s/variations.gp", out);
     if (fio_create(&w, path, err, sizeof err)) cli_fail(PROG, "%s", err);
-    fprintf(w.f, "set terminal pngcairo size 1100,760\nset output 'variations.png'\nset multiplot layout 2,1\n"
+    fprintf(w.f, "set terminal pngcairo size 1100,760 noenhanced\nset output 'variations.png'\nset multiplot layout 2,1\n"
                  "set style data linespoints\nset xtics rotate by -40\nset grid ytics\nset key outside right\n"
                  "set ytics nomirror\nset y2tics\n"
                  "set title 'Table 3 in miniature: dev BLEU per row (ours greedy; paper beam)'\n"
                  "set ylabel 'BLEU (ours)'\nset y2label 'BLEU (paper)'\n"
                  "plot 'variations.dat' using 0:3:xtic(1) title 'ours' pt 7, '' using 0:5 axes x1y2 title "
                  "'paper' pt 5 dt 2\n"
-                 "set title 'dev perplexity per subword (lower is better)'\n"
+                 "set title 'dev perplexity per subword (lower is better; ours on a log scale)'\n"
+                 "set logscale y\n"
                  "set ylabel 'PPL (ours)'\nset y2label 'PPL (paper)'\n"
                  "plot 'variations.dat' using 0:2:xtic(1) title 'ours' pt 7, '' using 0:4 axes x1y2 title "
                  "'paper' pt 5 dt 2\nunset multiplot\n");
@@ -425,7 +426,9 @@ static void section_table(const Opts *o, const Results *res) {
     fprintf(dw.f, "# row ours_ppl ours_bleu paper_ppl paper_bleu\n");
     printf("  %-12s %7s %6s %7s %5s | %-14s %4s %4s %3s | %-8s %-8s\n", "ours", "PPL", "BLEU", "params", "time",
            "paper", "PPL", "BLEU", "M", "PPL p/o", "BLEU p/o");
-    int n_cmp = 0, hold_p = 0, hold_b = 0;
+    int n_cmp = 0, hold_p = 0, hold_b = 0, n_far = 0;
+    char far[512] = "";
+    size_t far_line = 0;   /* where far's current output line starts */
     for (int i = 0; i < N_ROWS; i++) {
         const Row *rw = &ROWS[i];
         int base = rw->edit == E_BASE;
@@ -442,6 +445,13 @@ static void section_table(const Opts *o, const Results *res) {
             int pb = direction(rw->p_bleu - ROWS[0].p_bleu, PAPER_SAME_BLEU, 0);
             int op = direction(ppl - mp, bp, 1), ob = direction(bleu - mb, bb, 0);
             n_cmp++, hold_p += pp == op, hold_b += pb == ob;
+            if (ppl > 2 * mp) {   /* a row this far off is listed below */
+                size_t l = strlen(far);
+                int wrap = l - far_line + strlen(lab) > 90;   /* keep lines under 100 columns */
+                snprintf(far + l, sizeof far - l, "%s%s%s", n_far ? "," : "", wrap ? "\n  " : n_far ? " " : "", lab);
+                n_far++;
+                if (wrap) far_line = l + 2;
+            }
             snprintf(dp, sizeof dp, "%c %c %s", dir_ch(pp), dir_ch(op), pp == op ? "yes" : "no");
             snprintf(db, sizeof db, "%c %c %s", dir_ch(pb), dir_ch(ob), pb == ob ? "yes" : "no");
         }
@@ -457,6 +467,9 @@ static void section_table(const Opts *o, const Results *res) {
            nb == 1 ? "" : "s");
     printf("the paper's direction holds here in %d of %d rows for PPL, %d of %d for BLEU\n", hold_p, n_cmp, hold_b,
            n_cmp);
+    if (n_far)
+        printf("%d row%s ended with dev PPL over twice the base's %.3f:\n  %s\n(read their loss lines in "
+               "section 2 before reading their direction)\n", n_far, n_far == 1 ? "" : "s", mp, far);
     printf("table: %s\n", path);
     write_plot(o->out);
 }
@@ -483,6 +496,7 @@ int main(int argc, char **argv) {
         {"--threads", CLI_INT, &o.threads, "OpenMP threads (1: see chapter 11's set_threads)", 1, 256},
         {"--seed", CLI_U64, &o.seed, "corpus, batch order and first base seed", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder (results.tsv, table.md, plot)", 0, 0},
+        {"--results", CLI_STRING, &o.results, "results file (default: OUT/results.tsv)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "Table 3's variations in miniature on chapter 11's translation task", opts,
               CLI_COUNT(opts));
@@ -493,7 +507,8 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_sigint);
     TrTask t;
     Results res = {.n = 0};
-    snprintf(res.path, sizeof res.path, "%s/results.tsv", o.out);
+    if (o.results) snprintf(res.path, sizeof res.path, "%s", o.results);
+    else snprintf(res.path, sizeof res.path, "%s/results.tsv", o.out);
     section_task(&o, &t, &res);
     results_load(&res);
     section_rows(&o, &t, &res);
