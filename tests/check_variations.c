@@ -147,6 +147,11 @@ START_TEST(test_rows_subset_and_settings) {
     ck_assert_ptr_nonnull(strstr(out, "1 of other settings (kept in the file, not used)"));
     ck_assert_ptr_nonnull(strstr(out, "0 finished earlier, 1 to train"));
     ck_assert_int_eq(tsv_rows(NULL, 0), 2);
+    /* one base seed: the table says there is no spread to judge by */
+    ck_assert_int_eq(run("--rows base,E " TINY " --seeds 1"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "one base seed: no range"));
+    ck_assert_ptr_nonnull(strstr(out, "E learned PE"));
+    assert_narrow(out);
     cleanup_dir();
 }
 END_TEST

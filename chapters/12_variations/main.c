@@ -415,7 +415,7 @@ static void section_table(const Opts *o, const Results *res) {
            nb == 1 ? "" : "s", mp, lo_p, hi_p, mb, lo_b, hi_b);
     printf("direction against base: + better, - worse, = same (ours: within the seeds' range,\n"
            "PPL +-%.3f, BLEU +-%.2f; paper: PPL +-%.3f, BLEU +-%.2f)%s\n", bp, bb, PAPER_SAME_PPL,
-           PAPER_SAME_BLEU, nb < 2 ? "; one seed: no range, every difference counts" : "");
+           PAPER_SAME_BLEU, nb < 2 ? "\none base seed: no range, every difference counts" : "");
     char path[1100], dat[1100], err[512];
     FioWriter w, dw;
     snprintf(path, sizeof path, "%s/table.md", o->out);
