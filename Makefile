@@ -157,7 +157,8 @@ run: deps-run all
 	@for p in $(CHAPTERS); do \
 	  echo; echo "################ $$p ################"; \
 	  extra=""; if [ $$p = 12_variations ]; then extra="$(RUN_12_variations)"; \
-	    echo "(make run: a quick subset, $$extra; build/12_variations alone runs every row)"; fi; \
+	    echo "(make run: a quick subset, $$extra;"; \
+	    echo " build/12_variations alone trains every row of Table 3)"; fi; \
 	  ./$(BUILD)/$$p --out $(OUT)/$$p $$extra || exit 1; \
 	done
 	@echo; echo "All chapters ran. Plots and data are in $(OUT)/ (PNG files need gnuplot)."
