@@ -292,8 +292,10 @@ static void step_cached(Decoder *d, const int *tok) {
     int R = d->R, K = d->K, Ts = d->Ts, t = d->pos, D = c->d_model, V = c->vocab;
     int h = c->h, dk = c->d_k, dv = c->d_v, hk = h * dk, hv = h * dv;
     int pad = c->pad_id;
-    /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table */
-    embed_forward(d->x, tok, m->params.embed, m->pe + (size_t)t * D, R, 1, D, V);
+    /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table,
+     * the sinusoids or the learned pos_embed (Table 3 (E)) */
+    const float *pe = c->pos == POS_LEARNED ? m->params.pos_embed : m->pe;
+    embed_forward(d->x, tok, m->params.embed, pe + (size_t)t * D, R, 1, D, V);
     for (int l = 0; l < c->N; l++) {
         const DecoderLayer *w = &m->params.dec[l];
         /* -- masked self-attention: append this position's k, v, attend over 0..t.
