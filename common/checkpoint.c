@@ -224,7 +224,7 @@ int model_save(const Model *m, const char *path, const TrainState *ts, char *err
     w_bytes(&w, CKPT_MAGIC, 8);
     w_u32(&w, CKPT_VERSION);
     w_u64(&w, file_size(m, ts != NULL));
-    w_u32(&w, ts ? CKPT_FLAG_TRAIN : 0);
+    w_u32(&w, (ts ? CKPT_FLAG_TRAIN : 0) | (m->cfg.pos == POS_LEARNED ? CKPT_FLAG_LEARNED_PE : 0));
     w_bytes(&w, cfg, sizeof cfg);
     w_u32(&w, (uint32_t)m->params.n_tensors);
     if (ts) {
@@ -410,8 +410,11 @@ static int load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
     int with_ts = (flags & CKPT_FLAG_TRAIN) != 0;
     Config cfg;
     config_decode(&cfg, head + CKPT_OFF_CONFIG);
+    /* the config's 11 fields predate learned PE: a flags bit carries it, so
+     * every older file (bit clear) still loads, as sinusoids */
+    cfg.pos = (flags & CKPT_FLAG_LEARNED_PE) ? POS_LEARNED : POS_SINUSOID;
     char why[512];
-    if (flags & ~CKPT_FLAG_TRAIN) {
+    if (flags & ~(CKPT_FLAG_TRAIN | CKPT_FLAG_LEARNED_PE)) {
         fail(err, errlen, "'%s' has unknown flags 0x%x", path, flags);
         goto refused;
     }

@@ -8,7 +8,10 @@
  *   8       4      u32 version (1)
  *   12      8      u64 file size in bytes, CRC included (tells truncation apart
  *                  from corruption)
- *   20      4      u32 flags: bit 0 = a TrainState follows the config
+ *   20      4      u32 flags: bit 0 = a TrainState follows the config,
+ *                  bit 1 = learned positional embeddings (Config.pos, Table 3
+ *                  (E); a tensor "pos_embed" follows "embed"); older files
+ *                  never set it, so they load as sinusoids
  *   24      44     Config: i32 N, d_model, d_ff, h, d_k, d_v, vocab, max_len,
  *                  f32 dropout, i32 pre_ln, i32 pad_id
  *   68      4      u32 number of tensors
@@ -34,6 +37,7 @@
 #define CKPT_OFF_NTENSORS  68
 #define CKPT_HEADER_BYTES  72
 #define CKPT_FLAG_TRAIN    1u
+#define CKPT_FLAG_LEARNED_PE 2u   /* Config.pos == POS_LEARNED (Table 3 (E)); clear: sinusoids */
 
 /* What a loaded config may ask for beyond the numbers the file holds: the
  * positional-encoding table, max_len x d_model floats (2^22 floats = 16 MiB:

@@ -348,9 +348,11 @@ static void step_cached(Decoder *d, const int *tok) {
     int R = d->R, K = d->K, Ts = d->Ts, t = d->pos, D = c->d_model, V = c->vocab;
     int h = c->h, dk = c->d_k, dv = c->d_v, hk = h * dk, hv = h * dv;
     size_t T = d->max_T;
-    /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table */
+    /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table,
+     * the sinusoids or the learned pos_embed (Table 3 (E)) */
+    const float *pe = c->pos == POS_LEARNED ? m->w.pos_embed : m->w_pe;
     be->upload(d->dtok, tok, (size_t)R * sizeof(int));
-    be->embed_forward(d->x, d->dtok, m->w.embed, m->w_pe + (size_t)t * D, R, 1, D, V);
+    be->embed_forward(d->x, d->dtok, m->w.embed, pe + (size_t)t * D, R, 1, D, V);
     for (int l = 0; l < c->N; l++) {
         const DecoderLayer *w = &m->w.dec[l];
         /* -- masked self-attention: append this position's k, v, attend over 0..t.

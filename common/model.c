@@ -14,6 +14,7 @@
  *
  * The order of the parameter tensors (also the order in a checkpoint):
  *   embed                                              (vocab, d_model)
+ *   pos_embed                                          (max_len, d_model), POS_LEARNED only
  *   for i in 0..N-1:
  *     encoder.i.self_attn.{w_q,w_k,w_v,w_o}            (d_model,h*d_k) x2, (d_model,h*d_v), (h*d_v,d_model)
  *     encoder.i.ln1.{gamma,beta}                       (d_model)
@@ -80,7 +81,8 @@ size_t model_param_count(const Config *c) {
     size_t dec = 2 * mha_params(c) + ffn_params(c) + 3 * ln;     /* 3 sub-layers */
     size_t embed = (size_t)c->vocab * D;                         /* shared, once */
     size_t final_ln = c->pre_ln ? 2 * ln : 0;
-    return embed + (size_t)c->N * (enc + dec) + final_ln;
+    size_t pos = c->pos == POS_LEARNED ? (size_t)c->max_len * D : 0;  /* Table 3 (E) */
+    return embed + pos + (size_t)c->N * (enc + dec) + final_ln;
 }
 
 int config_validate(const Config *c, char *err, size_t errlen) {
@@ -97,6 +99,9 @@ int config_validate(const Config *c, char *err, size_t errlen) {
         return fail(err, errlen, "dropout is %g; it must be in [0, 1)", (double)c->dropout);
     if (c->pre_ln != 0 && c->pre_ln != 1)
         return fail(err, errlen, "pre_ln is %d; it must be 0 (post-LN, the paper) or 1 (pre-LN)", c->pre_ln);
+    if (c->pos != POS_SINUSOID && c->pos != POS_LEARNED)
+        return fail(err, errlen, "pos is %d; it must be 0 (sinusoids, the paper) or 1 (learned positional "
+                    "embeddings, Table 3 (E))", c->pos);
     if (c->pad_id < -1 || c->pad_id >= c->vocab)
         return fail(err, errlen, "pad_id is %d; it must be -1 (no padding) or a token id in 0..%d",
                     c->pad_id, c->vocab - 1);
@@ -125,7 +130,7 @@ const NamedTensor *params_find(const Params *p, const char *name) {
 static int tensors_per_model(const Config *c) {
     /* encoder layer: 4 attention + 2 LN + 4 FFN + 2 LN = 12;
      * decoder layer: 4 + 2 + 4 + 2 + 4 + 2 = 18; pre-LN: 2 final LNs of 2 */
-    return 1 + 12 * c->N + 18 * c->N + (c->pre_ln ? 4 : 0);
+    return 1 + (c->pos == POS_LEARNED) + 12 * c->N + 18 * c->N + (c->pre_ln ? 4 : 0);
 }
 
 /* Hands out consecutive slices of p->mem and records each as a NamedTensor. */
@@ -169,6 +174,7 @@ static int params_layout(Params *p, const Config *c) {
     Carver cv = {p, 0};
     char pre[40];
     p->embed = carve(&cv, c->vocab, D, "embed");
+    p->pos_embed = c->pos == POS_LEARNED ? carve(&cv, c->max_len, D, "pos_embed") : NULL;
     for (int i = 0; i < N; i++) {
         EncoderLayer *l = &p->enc[i];
         snprintf(pre, sizeof pre, "encoder.%d.self_attn", i);
@@ -332,6 +338,8 @@ struct ModelActs {
     float *d_hidden;            /* (B,T,d_ff)                                    */
     float *d_scratch;           /* mha_backward's work space                     */
     float *d_src_emb, *d_tgt_emb;  /* model_input_grad                           */
+    float *ones;                /* (B) all 1: sums the learned PE's gradient over the batch */
+    float *h_ones;              /* (max_B) host copy of it                       */
 };
 
 /* A bump allocator over one region. With base == NULL it only counts, which
@@ -427,6 +435,7 @@ static size_t layout_backward(ModelActs *a, const Config *c, float *base, int B,
                                  mha_scratch_size(B, Tt, Ts, c->h, c->d_k, c->d_v)));
     a->d_src_emb = take(&b, (size_t)B * Ts * D);
     a->d_tgt_emb = take(&b, (size_t)B * Tt * D);
+    a->ones = take(&b, (size_t)B);
     return b.used;
 }
 
@@ -519,8 +528,11 @@ int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
     a->h_enc_mask = malloc(masks), a->h_dec_mask = malloc(masks);
     a->h_cross_mask = malloc(masks), a->h_pad = malloc(masks);
     a->h_next = malloc((size_t)max_B * c->vocab * sizeof(float));
-    if (!a->h_src || !a->h_enc_mask || !a->h_dec_mask || !a->h_cross_mask || !a->h_pad || !a->h_next)
+    a->h_ones = malloc((size_t)max_B * sizeof(float));
+    if (!a->h_src || !a->h_enc_mask || !a->h_dec_mask || !a->h_cross_mask || !a->h_pad || !a->h_next ||
+        !a->h_ones)
         goto oom;
+    for (int i = 0; i < max_B; i++) a->h_ones[i] = 1.0f;
     m->pe = malloc((size_t)c->max_len * c->d_model * sizeof(float));
     if (!m->pe) goto oom;
     if (params_alloc(&m->params, c) || params_alloc(&m->grads, c)) goto oom;
@@ -547,6 +559,7 @@ void model_free(Model *m) {
         free(a->h_src);
         free(a->h_enc_mask), free(a->h_dec_mask), free(a->h_cross_mask), free(a->h_pad);
         free(a->h_next);
+        free(a->h_ones);
         free(a);
     }
     memset(m, 0, sizeof *m);
@@ -648,6 +661,24 @@ static void dropout_begin(Model *m, float p, int T) {
     }
 }
 
+/* The PE added to the embeddings (Sec. 3.5): the fixed sinusoids, or the
+ * learned table pos_embed of Table 3 (E); the same (max_len, d_model)
+ * layout, so embed_forward reads rows 0..T-1 of either. */
+static const float *pos_table(const Model *m) {
+    return m->cfg.pos == POS_LEARNED ? m->w.pos_embed : m->w_pe;
+}
+
+/* Backward of "+ PE[t]" for a learned table: every sequence of the batch
+ * added the same row t, so dPE[t] += sum over b of demb[b,t]. Viewing
+ * demb (B,T,D) as a (B, T*D) matrix that is one gemm with a row of ones:
+ * dPE (1, T*D) += ones (1,B) . demb (B, T*D). Padding rows of demb are 0. */
+static void pos_backward(Model *m, const float *demb, int B, int T) {
+    if (m->cfg.pos != POS_LEARNED) return;   /* sinusoids have no parameters */
+    const Backend *be = m->be;
+    int n = T * m->cfg.d_model;
+    be->gemm(0, 0, 1, n, B, 1.0f, m->acts->ones, B, demb, n, 1.0f, m->dw.pos_embed, n);
+}
+
 void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     const Config *c = &m->cfg;
     const Backend *be = m->be;
@@ -663,7 +694,7 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     dropout_begin(m, p, Ts);
 
     /* Sec. 3.4-3.5: E[src] * sqrt(d_model) + PE, then dropout (Sec. 5.4) */
-    be->embed_forward(a->src_emb, a->src, m->w.embed, m->w_pe, B, Ts, D, c->vocab);
+    be->embed_forward(a->src_emb, a->src, m->w.embed, pos_table(m), B, Ts, D, c->vocab);
     be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D,
                         dropout_key_shift(a->drop_key, 0, a->drop_off), a->drop_site++);
 
@@ -711,7 +742,7 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     dropout_begin(m, p, Tt);
 
     /* the same embedding matrix as the encoder's (Sec. 3.4) */
-    be->embed_forward(a->tgt_emb, a->tgt, m->w.embed, m->w_pe, B, Tt, D, V);
+    be->embed_forward(a->tgt_emb, a->tgt, m->w.embed, pos_table(m), B, Tt, D, V);
     be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D,
                         dropout_key_shift(a->drop_key, 0, a->drop_off), a->drop_site++);
 
@@ -826,6 +857,7 @@ void model_backward(Model *m, const float *dlogits) {
     const Backend *be = m->be;
     Params *P = &m->w, *G = &m->dw;
     layout_backward(a, c, a->mem + a->cap_enc + a->cap_dec, B, Ts, Tt);
+    if (c->pos == POS_LEARNED) be->upload(a->ones, a->h_ones, (size_t)B * sizeof(float));
     float *dy = a->d_y, *dx = a->d_x;
 
     /* forward: logits = dec_out @ E^T
@@ -886,6 +918,7 @@ void model_backward(Model *m, const float *dlogits) {
     be->zero(a->d_tgt_emb, nt * sizeof(float));
     be->dropout_backward(a->d_tgt_emb, dy, a->tgt_keep, nt);
     be->embed_backward(G->embed, a->d_tgt_emb, a->tgt, B, Tt, D, V);
+    pos_backward(m, a->d_tgt_emb, B, Tt);
 
     /* ---- encoder: its output's gradient is what the cross-attentions sent ---- */
     size_t ns = (size_t)rs * D;
@@ -928,6 +961,7 @@ void model_backward(Model *m, const float *dlogits) {
     be->zero(a->d_src_emb, ns * sizeof(float));
     be->dropout_backward(a->d_src_emb, dy, a->src_keep, ns);
     be->embed_backward(G->embed, a->d_src_emb, a->src, B, Ts, D, V);
+    pos_backward(m, a->d_src_emb, B, Ts);
     a->backward_done = 1;
 }
 

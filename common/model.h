@@ -48,7 +48,12 @@ typedef struct {
     float dropout;  /* P_drop (Sec. 5.4); used only when training         */
     int pre_ln;     /* 0: post-LN (paper), 1: pre-LN (for comparison)     */
     int pad_id;     /* padding token id, or -1 when there is none         */
+    int pos;        /* POS_SINUSOID (Sec. 3.5, the paper's base) or       */
+                    /* POS_LEARNED: a trained (max_len, d_model) table,   */
+                    /* "pos_embed" (Sec. 3.5's alternative, Table 3 (E))  */
 } Config;
+
+enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
 
 /* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
  * is a plain error instead of an attempt to allocate terabytes. */
@@ -96,6 +101,7 @@ typedef struct {
 
 typedef struct {
     float *embed;           /* (vocab, d_model), shared three ways (Sec. 3.4)   */
+    float *pos_embed;       /* (max_len, d_model) learned PE; NULL for sinusoids */
     EncoderLayer *enc;      /* [N]                                             */
     DecoderLayer *dec;      /* [N]                                             */
     float *enc_ln_g, *enc_ln_b, *dec_ln_g, *dec_ln_b; /* final LNs, pre-LN only (NULL in post-LN) */
@@ -111,7 +117,8 @@ typedef struct {
     Config cfg;
     Params params;          /* weights                                         */
     Params grads;           /* same layout; model_backward accumulates here    */
-    float *pe;              /* (max_len, d_model) positional encoding table    */
+    float *pe;              /* (max_len, d_model) sinusoid table (Sec. 3.5);   */
+                            /* with POS_LEARNED, params.pos_embed is used instead */
     ModelActs *acts;        /* saved activations for backward (in be's memory) */
     const Backend *be;      /* where forward and backward run (backend.h)      */
     Params w, dw;           /* params, grads as be sees them (see the top)     */

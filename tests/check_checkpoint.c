@@ -142,6 +142,41 @@ START_TEST(test_round_trip_weights) {
 }
 END_TEST
 
+/* Table 3 (E): the learned table travels in the file as "pos_embed", the
+ * option as flags bit 1 (the 44-byte config had no spare field); a file
+ * whose bit is cleared is then inconsistent, and refused as such. */
+START_TEST(test_round_trip_learned_pe) {
+    char err[256] = "";
+    Config c = small_config(0);
+    c.pos = POS_LEARNED;
+    Model a, b;
+    ck_assert_int_eq(model_build(&a, &c, 2, 5, 5, 7, err, sizeof err), 0);
+    Rng r;
+    rng_seed(&r, 7);
+    rng_fill_normal(&r, a.params.mem, a.params.n, 0.0f, 1.0f);
+    ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_load(&b, path, 2, 5, 5, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(b.cfg.pos, POS_LEARNED);
+    ck_assert_int_eq(memcmp(&a.cfg, &b.cfg, sizeof a.cfg), 0);
+    ck_assert_ptr_nonnull(b.params.pos_embed);
+    ck_assert_int_eq(memcmp(a.params.mem, b.params.mem, a.params.n * sizeof(float)), 0);
+    int src[5] = {1, 2, 3, 4, 5}, tgt[3] = {1, 6, 7};
+    float la[33];
+    memcpy(la, model_forward(&a, src, tgt, 1, 5, 3, 0), sizeof la);
+    ck_assert_close_arrays(model_forward(&b, src, tgt, 1, 5, 3, 0), la, 33, 0.0);
+    model_free(&b);
+    size_t n;
+    unsigned char *e = read_all(path, &n);
+    ck_assert_uint_eq(e[CKPT_OFF_FLAGS] & CKPT_FLAG_LEARNED_PE, CKPT_FLAG_LEARNED_PE);
+    e[CKPT_OFF_FLAGS] &= (unsigned char)~CKPT_FLAG_LEARNED_PE;
+    fix_crc(e, n);
+    write_all(path, e, n);
+    expect_reject("inconsistent", "learned-PE file with its flag cleared");
+    free(e);
+    model_free(&a);
+}
+END_TEST
+
 START_TEST(test_round_trip_train_state) {
     Model a, b;
     build_random(&a, 0, 7);
@@ -628,6 +663,7 @@ Suite *checkpoint_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_crc32_check_value);
     tcase_add_loop_test(tc, test_round_trip_weights, 0, 2);
+    tcase_add_test(tc, test_round_trip_learned_pe);
     tcase_add_test(tc, test_round_trip_train_state);
     suite_add_tcase(s, tc);
 

@@ -166,6 +166,7 @@ START_TEST(test_model_forward_backward) {
     if (!be) return;
     char err[512];
     Config c = tiny_config(_i & 1, 0.1f);
+    c.pos = (_i & 1) ? POS_LEARNED : POS_SINUSOID;   /* pre-LN runs with Table 3 (E)'s learned PE */
     Model m, g;   /* g: the same model on the other backend */
     ck_assert_msg(model_build(&m, &c, 3, 6, 5, 7, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(model_build(&g, &c, 3, 6, 5, 7, err, sizeof err) == 0, "%s", err);
@@ -412,7 +413,7 @@ Suite *cuda_suite(void) {
     suite_add_tcase(s, core);
     TCase *model = tcase_create("Model");
     tcase_set_timeout(model, 60);
-    tcase_add_loop_test(model, test_model_forward_backward, 0, 4);   /* {post,pre}-LN x {shim,GPU} */
+    tcase_add_loop_test(model, test_model_forward_backward, 0, 4);   /* {post-LN, pre-LN + learned PE} x {shim,GPU} */
     tcase_add_loop_test(model, test_model_train_steps, 0, 4);
     tcase_add_loop_test(model, test_model_decode, 0, 4);   /* {post,pre}-LN x {shim,GPU} */
     tcase_add_loop_test(model, test_model_train_nan, 0, 4);

@@ -35,14 +35,16 @@ static const int SRC[NB * TS] = {
     1, 4, 0, 0, 0, 0, 0, 0,
 };
 
-static void build(Model *m, int pre_ln, uint64_t seed) {
+static void build_pos(Model *m, int pre_ln, uint64_t seed, int pos) {
     Config c = config_base();
     c.N = 2, c.d_model = 16, c.d_ff = 32, c.h = 2, c.d_k = c.d_v = 8;
-    c.vocab = V, c.max_len = 24, c.dropout = 0, c.pre_ln = pre_ln, c.pad_id = PAD;
+    c.vocab = V, c.max_len = 24, c.dropout = 0, c.pre_ln = pre_ln, c.pad_id = PAD, c.pos = pos;
     char err[256];
     int rc = model_build(m, &c, NB * KMAX, TS, MAXOUT, seed, err, sizeof err);
     ck_assert_msg(rc == 0, "model_build: %s", err);
 }
+
+static void build(Model *m, int pre_ln, uint64_t seed) { build_pos(m, pre_ln, seed, POS_SINUSOID); }
 
 static void new_decoder(Decoder *d, Model *m) {
     char err[256];
@@ -136,10 +138,10 @@ START_TEST(test_rows_twins) {
 END_TEST
 
 /* ---- Cache ----------------------------------------------------------------- */
-static void cache_case(int pre_ln, int greedy) {
+static void cache_case_pos(int pre_ln, int greedy, int pos) {
     Model m;
     Decoder d;
-    build(&m, pre_ln, 7 + pre_ln);
+    build_pos(&m, pre_ln, 7 + pre_ln, pos);
     new_decoder(&d, &m);
     DecodeOpts o = decode_opts_paper(START, END);
     o.beam = 3, o.offset = 3;
@@ -159,6 +161,7 @@ static void cache_case(int pre_ln, int greedy) {
     decoder_free(&d);
     model_free(&m);
 }
+static void cache_case(int pre_ln, int greedy) { cache_case_pos(pre_ln, greedy, POS_SINUSOID); }
 START_TEST(test_greedy_post_ln) { cache_case(0, 1); }
 END_TEST
 START_TEST(test_greedy_pre_ln) { cache_case(1, 1); }
@@ -166,6 +169,9 @@ END_TEST
 START_TEST(test_beam_post_ln) { cache_case(0, 0); }
 END_TEST
 START_TEST(test_beam_pre_ln) { cache_case(1, 0); }
+END_TEST
+/* learned positional embeddings (Table 3 (E)): the cache reads the same table */
+START_TEST(test_beam_learned_pe) { cache_case_pos(0, 0, POS_LEARNED); }
 END_TEST
 
 /* ---- Search ---------------------------------------------------------------- */
@@ -443,6 +449,7 @@ Suite *decode_suite(void) {
     tcase_add_test(cache, test_greedy_pre_ln);
     tcase_add_test(cache, test_beam_post_ln);
     tcase_add_test(cache, test_beam_pre_ln);
+    tcase_add_test(cache, test_beam_learned_pe);
     tcase_add_test(cache, test_reorder);
     tcase_set_timeout(cache, 30);
     suite_add_tcase(s, cache);

@@ -8,7 +8,9 @@
  *           source padding changes nothing, padding positions get no gradient.
  * Sharing   one embedding matrix, fed gradient by all three of its uses.
  * Gradient  finite differences of model_backward for EVERY parameter tensor,
- *           post-LN and pre-LN, with and without dropout.
+ *           post-LN and pre-LN, with and without dropout, and with learned
+ *           positional embeddings (Table 3 (E)); a learned table holding the
+ *           sinusoids gives the sinusoid model's logits bit for bit.
  * Limits    config_validate / model_build / token and size checks refuse bad
  *           input with a message instead of crashing.
  */
@@ -71,11 +73,13 @@ END_TEST
 /* Loop test: for several configs, closed form == sum of named tensors ==
  * size of the one allocation, names unique, tensors tile mem exactly. */
 static const Config count_configs[] = {
-    {1, 4, 4, 1, 4, 4, 5, 3, 0.0f, 0, -1},
-    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0},
-    {3, 16, 8, 4, 5, 7, 9, 8, 0.2f, 1, 3},
-    {2, 32, 64, 4, 8, 8, 12, 32, 0.1f, 1, 0},
-    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 0, 99},
+    {1, 4, 4, 1, 4, 4, 5, 3, 0.0f, 0, -1, POS_SINUSOID},
+    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0, POS_SINUSOID},
+    {3, 16, 8, 4, 5, 7, 9, 8, 0.2f, 1, 3, POS_SINUSOID},
+    {2, 32, 64, 4, 8, 8, 12, 32, 0.1f, 1, 0, POS_SINUSOID},
+    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 0, 99, POS_SINUSOID},
+    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0, POS_LEARNED},   /* + pos_embed (16, 8) */
+    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 1, 99, POS_LEARNED},
 };
 
 START_TEST(test_param_count_matches_tensors) {
@@ -374,10 +378,11 @@ static double central_diff(Model *m, float *p, double h, const float *coef, int 
  * the first; those (at most 1 in 10) are skipped, and a point whose 2h
  * quotient agrees with backward passes. A real error, where both quotients
  * agree with each other and not with backward, fails. */
-static void gradient_check(int pre_ln, float dropout, uint64_t seed) {
+static void gradient_check_pos(int pre_ln, float dropout, uint64_t seed, int pos) {
     Config c = tiny_config();
     c.pre_ln = pre_ln;
     c.dropout = dropout;
+    c.pos = pos;
     int V = c.vocab, rows = GB * GTT, training = dropout > 0;
     Model m;
     build_or_fail(&m, &c, GB, GTS, GTT, seed);
@@ -409,6 +414,11 @@ static void gradient_check(int pre_ln, float dropout, uint64_t seed) {
             idx[k++] = (size_t)9 * c.d_model + 2;    /* token 9: source input + output projection  */
             idx[k++] = (size_t)0 * c.d_model + 3;    /* padding: output projection only            */
         }
+        if (!strcmp(t->name, "pos_embed")) {   /* rows by use (Sec. 3.5's learned alternative) */
+            idx[k++] = (size_t)0 * c.d_model + 1;    /* position 0: source and target            */
+            idx[k++] = (size_t)4 * c.d_model + 2;    /* position 4: source only (GTT = 4)        */
+            idx[k++] = (size_t)12 * c.d_model + 5;   /* position 12: never used, gradient 0      */
+        }
         for (int s = 0; s < k; s++) {
             float *p = &t->data[idx[s]];
             double an = ana[(t->data - m.params.mem) + idx[s]];
@@ -423,8 +433,9 @@ static void gradient_check(int pre_ln, float dropout, uint64_t seed) {
                 skipped++;
                 continue;
             }
-            ck_assert_msg(0, "%s%s: d/d %s[%zu]: backward %.6g, finite differences %.6g (h) and %.6g (2h)",
+            ck_assert_msg(0, "%s%s%s: d/d %s[%zu]: backward %.6g, finite differences %.6g (h) and %.6g (2h)",
                           pre_ln ? "pre-LN" : "post-LN", dropout > 0 ? " +dropout" : "",
+                          pos == POS_LEARNED ? " +learned PE" : "",
                           t->name, idx[s], an, num, num2);
         }
     }
@@ -436,11 +447,65 @@ static void gradient_check(int pre_ln, float dropout, uint64_t seed) {
     model_free(&m);
 }
 
+static void gradient_check(int pre_ln, float dropout, uint64_t seed) {
+    gradient_check_pos(pre_ln, dropout, seed, POS_SINUSOID);
+}
+
 START_TEST(test_gradient_post_ln) { gradient_check(0, 0.0f, 21); }
 END_TEST
 START_TEST(test_gradient_pre_ln) { gradient_check(1, 0.0f, 22); }
 END_TEST
 START_TEST(test_gradient_dropout) { gradient_check(_i, 0.3f, 23 + _i); }
+END_TEST
+/* Table 3 (E): _i = 0 post-LN, 1 pre-LN + dropout */
+START_TEST(test_gradient_learned_pe) { gradient_check_pos(_i, _i ? 0.3f : 0.0f, 27 + _i, POS_LEARNED); }
+END_TEST
+
+/* A learned table is used exactly where the sinusoids were: with the same
+ * weights and pos_embed = the sinusoid table, the logits are the same bits;
+ * positions past the sequence get exactly zero gradient. */
+START_TEST(test_learned_pe_replaces_sinusoids) {
+    Config c = tiny_config(), cl = c;
+    cl.pos = POS_LEARNED;
+    Model s, l;
+    build_or_fail(&s, &c, GB, GTS, GTT, 31);
+    build_or_fail(&l, &cl, GB, GTS, GTT, 32);
+    ck_assert_ptr_null(s.params.pos_embed);
+    ck_assert_ptr_null(params_find(&s.params, "pos_embed"));
+    const NamedTensor *pe = params_find(&l.params, "pos_embed");
+    ck_assert_ptr_nonnull(pe);
+    ck_assert_int_eq(pe->shape[0], c.max_len);
+    ck_assert_int_eq(pe->shape[1], c.d_model);
+    ck_assert_uint_eq(l.params.n, s.params.n + (size_t)c.max_len * c.d_model);
+    ck_assert_uint_eq(model_param_count(&cl), l.params.n);
+    for (int i = 0; i < s.params.n_tensors; i++) {
+        const NamedTensor *t = &s.params.tensors[i], *u = params_find(&l.params, t->name);
+        ck_assert_ptr_nonnull(u);
+        memcpy(u->data, t->data, named_tensor_numel(t) * sizeof(float));
+    }
+    memcpy(l.params.pos_embed, s.pe, (size_t)c.max_len * c.d_model * sizeof(float));
+    size_t n = (size_t)GB * GTT * c.vocab;
+    float *ls = malloc(n * sizeof(float));
+    memcpy(ls, model_forward(&s, g_src, g_tgt, GB, GTS, GTT, 0), n * sizeof(float));
+    ck_assert_int_eq(memcmp(model_forward(&l, g_src, g_tgt, GB, GTS, GTT, 0), ls, n * sizeof(float)), 0);
+    /* the loss -logp[target]: rows past position GTS-1 get no gradient */
+    float *dl = calloc(n, sizeof(float));
+    for (int i = 0; i < GB * GTT; i++) dl[(size_t)i * c.vocab + 3] = 1.0f;
+    model_zero_grad(&l);
+    model_backward(&l, dl);
+    double used = 0;
+    for (int t = 0; t < c.max_len; t++)
+        for (int j = 0; j < c.d_model; j++) {
+            float g = l.grads.pos_embed[t * c.d_model + j];
+            if (t >= GTS) ck_assert_msg(g == 0.0f, "pos_embed[%d][%d] gradient %g past the sequence", t, j, g);
+            else used += fabs(g);
+        }
+    ck_assert(used > 0);
+    free(ls);
+    free(dl);
+    model_free(&s);
+    model_free(&l);
+}
 END_TEST
 
 /* Padding tokens are blocked as keys and their target rows carry no loss,
@@ -565,6 +630,7 @@ static void e_dropnan(Config *c) { c->dropout = NAN; }
 static void e_pad(Config *c) { c->pad_id = c->vocab; }
 static void e_pad2(Config *c) { c->pad_id = -2; }
 static void e_preln(Config *c) { c->pre_ln = 2; }
+static void e_pos(Config *c) { c->pos = 2; }
 static void e_huge(Config *c) { c->N = 256, c->d_model = 65536, c->d_ff = 65536; }
 static void e_bigwidth(Config *c) { c->d_model = 1 << 20; }
 
@@ -574,7 +640,7 @@ static const BadConfig bad_configs[] = {
     {"vocab=1", e_vocab, "vocab"}, {"max_len=0", e_maxlen, "max_len"},
     {"dropout=1", e_drop1, "dropout"}, {"dropout<0", e_dropneg, "dropout"},
     {"dropout=nan", e_dropnan, "dropout"}, {"pad=vocab", e_pad, "pad_id"}, {"pad=-2", e_pad2, "pad_id"},
-    {"pre_ln=2", e_preln, "pre_ln"}, {"huge", e_huge, "billion parameters"},
+    {"pre_ln=2", e_preln, "pre_ln"}, {"pos=2", e_pos, "learned positional"}, {"huge", e_huge, "billion parameters"},
     {"d_model 2^20", e_bigwidth, "d_model"},
 };
 
@@ -676,6 +742,8 @@ Suite *model_suite(void) {
     tcase_add_test(tc, test_gradient_post_ln);
     tcase_add_test(tc, test_gradient_pre_ln);
     tcase_add_loop_test(tc, test_gradient_dropout, 0, 2);
+    tcase_add_loop_test(tc, test_gradient_learned_pe, 0, 2);
+    tcase_add_test(tc, test_learned_pe_replaces_sinusoids);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("Limits");

@@ -44,6 +44,7 @@
 #include "show.h"
 #include "tensor.h"
 #include "train.h"
+#include "translate.h"
 
 static const char *PROG = "11_translation";
 #define N_AVG_MAX 16
@@ -109,64 +110,11 @@ typedef struct {
     const char *corpus, *resume, *translate, *model, *out;
 } Opts;
 
-/* ---- a split, encoded: src = BPE ids + </s>; tgt = BPE ids (no <s>, </s>) ---- */
-typedef struct {
-    int n;
-    int **s, **t;         /* [n] ids                                          */
-    int *slen, *tlen;     /* [n] source tokens (with </s>), target tokens + 1 */
-    int max_s, max_t;
-} Encoded;
-
 typedef struct {
     Corpus train, dev, test;
     Bpe bpe;
     Encoded etrain, edev, etest;
 } Data;
-
-static void encode_split(Encoded *e, const Corpus *c, const Bpe *b) {
-    e->n = c->n;
-    e->s = xcalloc_or_die((size_t)c->n, sizeof(int *));
-    e->t = xcalloc_or_die((size_t)c->n, sizeof(int *));
-    e->slen = xcalloc_or_die((size_t)c->n, sizeof(int));
-    e->tlen = xcalloc_or_die((size_t)c->n, sizeof(int));
-    for (int i = 0; i < c->n; i++) {
-        int ns = bpe_encode(b, c->src[i], NULL, 0), nt = bpe_encode(b, c->tgt[i], NULL, 0);
-        e->s[i] = xcalloc_or_die((size_t)ns + 1, sizeof(int));
-        e->t[i] = xcalloc_or_die((size_t)nt + 1, sizeof(int));
-        bpe_encode(b, c->src[i], e->s[i], ns);
-        bpe_encode(b, c->tgt[i], e->t[i], nt);
-        e->s[i][ns] = BPE_EOS;
-        e->slen[i] = ns + 1;
-        e->tlen[i] = nt + 1;     /* tgt_in = <s> t, tgt_out = t </s> */
-        if (e->slen[i] > e->max_s) e->max_s = e->slen[i];
-        if (e->tlen[i] > e->max_t) e->max_t = e->tlen[i];
-    }
-}
-
-static void encoded_free(Encoded *e) {
-    for (int i = 0; i < e->n; i++) {
-        free(e->s[i]);
-        free(e->t[i]);
-    }
-    free(e->s);
-    free(e->t);
-    free(e->slen);
-    free(e->tlen);
-    memset(e, 0, sizeof *e);
-}
-
-/* Pads the pairs of batch b into src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt). */
-static void fill_batch(const Encoded *e, const Batch *b, int *src, int *tin, int *tout) {
-    for (int r = 0; r < b->n; r++) {
-        int p = b->idx[r];
-        for (int j = 0; j < b->Ts; j++) src[r * b->Ts + j] = j < e->slen[p] ? e->s[p][j] : BPE_PAD;
-        for (int j = 0; j < b->Tt; j++) {
-            int n = e->tlen[p] - 1;   /* BPE tokens of the target */
-            tin[r * b->Tt + j] = j == 0 ? BPE_BOS : j <= n ? e->t[p][j - 1] : BPE_PAD;
-            tout[r * b->Tt + j] = j < n ? e->t[p][j] : j == n ? BPE_EOS : BPE_PAD;
-        }
-    }
-}
 
 /* ---- section 1: the corpus ------------------------------------------------------- */
 static void count_words(const Corpus *c, int side, long *tokens, int *types) {
@@ -253,9 +201,12 @@ static void section_bpe(const Opts *o, Data *d) {
     printf("\nhow words segment (</w> marks the end of a word):\n");
     static const char *const words[] = {"the", "großen", "Bäumen", "Mädchen", "gesehen", "children", "weil"};
     for (int i = 0; i < (int)(sizeof words / sizeof words[0]); i++) print_segmentation(&d->bpe, words[i], words[i]);
-    encode_split(&d->etrain, &d->train, &d->bpe);
-    encode_split(&d->edev, &d->dev, &d->bpe);
-    encode_split(&d->etest, &d->test, &d->bpe);
+    if (encode_split(&d->etrain, &d->train, &d->bpe, err, sizeof err) ||
+        encode_split(&d->edev, &d->dev, &d->bpe, err, sizeof err) ||
+        encode_split(&d->etest, &d->test, &d->bpe, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        exit(1);
+    }
     long ns = 0, nt = 0;
     for (int i = 0; i < d->etrain.n; i++) ns += d->etrain.slen[i] - 1, nt += d->etrain.tlen[i] - 1;
     printf("train subwords per sentence: English %.2f, German %.2f; longest (with </s>): %d, %d\n",
@@ -400,22 +351,6 @@ static void remember_ckpt(Run *r, const char *path, int keep) {
         r->n_ckpt--;
     }
     snprintf(r->ckpt[r->n_ckpt++], sizeof r->ckpt[0], "%s", path);
-}
-
-/* The batch for a step: epoch e = step / batches, in an order drawn from
- * (seed, e) alone, so a resumed run draws exactly what an unbroken one does. */
-static const Batch *batch_for_step(const Batches *bs, uint64_t step, uint64_t seed, int *perm) {
-    uint64_t epoch = step / (uint64_t)bs->n;
-    int pos = (int)(step % (uint64_t)bs->n);
-    Rng r;
-    rng_seed(&r, seed ^ (0xE90C0000ull + epoch * 0x9E3779B97F4A7C15ull));
-    for (int i = 0; i < bs->n; i++) perm[i] = i;
-    for (int i = bs->n - 1; i > 0; i--) {
-        int j = rng_int(&r, i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    return &bs->b[perm[pos]];
 }
 
 static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r) {

@@ -46,6 +46,9 @@ def read_checkpoint(path):
         raise ValueError(f"{path}: version {version}, size {size} != {len(data)}")
     if zlib.crc32(data[:-4]) != struct.unpack_from("<I", data, len(data) - 4)[0]:
         raise ValueError(f"{path}: CRC-32 mismatch")
+    if flags & 2:
+        raise ValueError(f"{path}: learned positional embeddings (flags bit 1, Table 3 (E)); "
+                         "the parity model implements only the sinusoids")
     cfg = dict(zip(CONFIG_INTS, struct.unpack_from("<8i", data, 24)))
     cfg["dropout"], cfg["pre_ln"], cfg["pad_id"] = struct.unpack_from("<fii", data, 56)
     (n_tensors,) = struct.unpack_from("<I", data, 68)

@@ -1,0 +1,519 @@
+/* 12_variations - Table 3 ("Variations on the Transformer architecture",
+ * Sec. 6.2) rerun in miniature on chapter 11's English-German task.
+ *
+ * One base model scaled to the task, then one model per row of Table 3,
+ * each trained for the same number of steps on the same batches in the same
+ * order (the paper: 100K steps each), then dev perplexity per subword and
+ * dev BLEU (greedy decoding; the paper uses beam search), parameters, time:
+ *   (A) heads h = 1, 4, 16 with d_k = d_v = d_model / h (constant compute)
+ *   (B) d_k halved alone
+ *   (C) N, d_model, d_ff each halved and doubled
+ *   (D) P_drop 0 and 0.2, eps_ls 0 and 0.2
+ *   (E) learned positional embeddings instead of the sinusoids (Sec. 3.5)
+ * The base runs with 3 seeds: a row "differs" from base only when it lies
+ * outside the spread of those three.
+ *
+ *   build/12_variations                    every row (resumes a stopped run)
+ *   build/12_variations --rows A,E         some groups (base, A, B, C, D, E)
+ *   build/12_variations --steps 100        a shorter budget (a new results file key)
+ *
+ * Files in --out: results.tsv (one line per finished row, rewritten
+ * atomically after each: Ctrl-C loses at most the row in progress), table.md,
+ * variations.dat/.gp/.png (BLEU and PPL per row).
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cli.h"
+#include "fileio.h"
+#include "model.h"
+#include "show.h"
+#include "train.h"
+#include "translate.h"
+
+static const char *PROG = "12_variations";
+
+/* ---- the rows of Table 3, ours beside the paper's ------------------------------
+ * Ours are edits of the base made the way the paper makes them; each sits
+ * beside the paper row whose change points the same way. The paper's
+ * numbers: Table 3, newstest2013 (dev), PPL per wordpiece, BLEU, parameters
+ * x 10^6 (0 where the paper's cell is empty). */
+typedef enum { E_BASE, E_HEADS, E_DK_HALF, E_N, E_DMODEL, E_DFF, E_DROP, E_LS, E_POS } Edit;
+typedef struct {
+    const char *group, *label;  /* "A", "h=1"                                    */
+    Edit edit;
+    float arg;                  /* the new value; for N, d_model, d_ff a factor  */
+    const char *paper;          /* the paper's row it is set beside              */
+    double p_ppl, p_bleu;
+    int p_params;
+} Row;
+
+static const Row ROWS[] = {
+    {"base", "base", E_BASE, 0, "base", 4.92, 25.8, 65},
+    {"A", "h=1", E_HEADS, 1, "h=1 d_k=512", 5.29, 24.9, 0},
+    {"A", "h=4", E_HEADS, 4, "h=4 d_k=128", 5.00, 25.5, 0},
+    {"A", "h=16", E_HEADS, 16, "h=16 d_k=32", 4.91, 25.8, 0},
+    {"B", "d_k/2", E_DK_HALF, 0.5f, "d_k=32", 5.01, 25.4, 60},
+    {"C", "N/2", E_N, 0.5f, "N=4", 5.19, 25.3, 50},
+    {"C", "2N", E_N, 2, "N=8", 4.88, 25.5, 80},
+    {"C", "d_model/2", E_DMODEL, 0.5f, "d_model=256", 5.75, 24.5, 28},
+    {"C", "2d_model", E_DMODEL, 2, "d_model=1024", 4.66, 26.0, 168},
+    {"C", "d_ff/2", E_DFF, 0.5f, "d_ff=1024", 5.12, 25.4, 53},
+    {"C", "2d_ff", E_DFF, 2, "d_ff=4096", 4.75, 26.2, 90},
+    {"D", "P_drop=0", E_DROP, 0.0f, "P_drop=0.0", 5.77, 24.6, 0},
+    {"D", "P_drop=0.2", E_DROP, 0.2f, "P_drop=0.2", 4.95, 25.5, 0},
+    {"D", "eps_ls=0", E_LS, 0.0f, "eps_ls=0.0", 4.67, 25.3, 0},
+    {"D", "eps_ls=0.2", E_LS, 0.2f, "eps_ls=0.2", 5.47, 25.7, 0},
+    {"E", "learned PE", E_POS, 1, "pos. embedding", 4.92, 25.7, 0},
+};
+#define N_ROWS ((int)(sizeof ROWS / sizeof ROWS[0]))
+#define MAX_SEEDS 5
+#define MAX_JOBS (N_ROWS + MAX_SEEDS)
+
+/* The paper's direction of a row against its base, PPL and BLEU apart
+ * (label smoothing moves them opposite ways, Sec. 5.4): lower PPL / higher
+ * BLEU is better; a difference within these bands counts as "same" (the
+ * paper gives no spread; h=16's 4.91 vs 4.92 is the same model quality). */
+#define PAPER_SAME_PPL 0.025
+#define PAPER_SAME_BLEU 0.15
+
+typedef struct {
+    int n_train, n_dev, vocab, tokens, max_rows, steps, warmup, seeds, threads;
+    int layers, d_model, d_ff, heads;
+    float factor, eps_ls, dropout;
+    uint64_t seed;
+    const char *rows, *out, *results;
+} Opts;
+
+/* A finished row: what results.tsv holds. */
+typedef struct {
+    char key[32];         /* "base#1", "A:h=1"                               */
+    long tokens;          /* target tokens trained on                        */
+    size_t params;
+    double ppl, bleu, train_s, eval_s;
+} Result;
+
+typedef struct {
+    Result r[MAX_JOBS];
+    int n;
+    char budget[256];     /* the settings a result is only valid for        */
+    char path[1100];
+    char *other[64];      /* lines of other settings: kept, as they were     */
+    int n_other;
+} Results;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Ctrl-C: the results file holds every finished row (each save is a
+ * rename), so stopping is safe; say so and how to go on. */
+static void on_sigint(int sig) {
+    (void)sig;
+    static const char msg[] = "\n12_variations: interrupted; finished rows are in results.tsv: "
+                              "run the same command again to resume\n";
+    ssize_t rc = write(2, msg, sizeof msg - 1);
+    (void)rc;
+    _exit(130);
+}
+
+/* ---- section 1: the task and the base -------------------------------------------- */
+static Config base_config(const Opts *o, const TrTask *t) {
+    Config c = config_base();
+    c.N = o->layers, c.d_model = o->d_model, c.d_ff = o->d_ff, c.h = o->heads;
+    c.d_k = c.d_v = o->d_model / o->heads;
+    c.vocab = t->bpe.vocab, c.max_len = t->max_len, c.dropout = o->dropout, c.pad_id = BPE_PAD;
+    return c;
+}
+
+/* The row's config and eps_ls; 0, or 2 with why the row cannot be built. */
+static int row_config(const Opts *o, const TrTask *t, const Row *w, Config *c, float *eps, char *why, size_t n) {
+    *c = base_config(o, t);
+    *eps = o->eps_ls;
+    int k = (int)w->arg;
+    switch (w->edit) {
+    case E_BASE: break;
+    case E_HEADS:
+        if (c->d_model % k) return snprintf(why, n, "d_model %d is not divisible by h=%d", c->d_model, k), 2;
+        c->h = k, c->d_k = c->d_v = c->d_model / k;
+        break;
+    case E_DK_HALF: c->d_k = c->d_k / 2 > 0 ? c->d_k / 2 : 1; break;
+    case E_N: c->N = (int)(c->N * w->arg + 0.5f) > 0 ? (int)(c->N * w->arg + 0.5f) : 1; break;
+    case E_DMODEL:
+        c->d_model = (int)(c->d_model * w->arg + 0.5f);
+        if (c->d_model % c->h || c->d_model < c->h)
+            return snprintf(why, n, "d_model %d is not divisible by h=%d", c->d_model, c->h), 2;
+        c->d_k = c->d_v = c->d_model / c->h;
+        break;
+    case E_DFF: c->d_ff = (int)(c->d_ff * w->arg + 0.5f) > 0 ? (int)(c->d_ff * w->arg + 0.5f) : 1; break;
+    case E_DROP: c->dropout = w->arg; break;
+    case E_LS: *eps = w->arg; break;
+    case E_POS: c->pos = POS_LEARNED; break;
+    }
+    return config_validate(c, why, n);
+}
+
+static void section_task(const Opts *o, TrTask *t, Results *res) {
+    char err[512];
+    show_section("1. The task: chapter 11's English-German, one budget for all (Sec. 6.2)");
+    int rc = trtask_build(t, o->n_train, o->n_dev, o->vocab, o->tokens, o->max_rows, o->seed, err, sizeof err);
+    if (rc) cli_fail(PROG, "%s", err);
+    Config c = base_config(o, t);
+    if (o->d_model % o->heads) cli_fail(PROG, "--d-model %d is not divisible by --heads %d", o->d_model, o->heads);
+    printf("corpus: %d training pairs, %d dev pairs (generated, seed %llu); BPE vocabulary %d\n", t->train.n,
+           t->dev.n, (unsigned long long)o->seed, t->bpe.vocab);
+    printf("batches: %d of at most %d tokens a side (%d rows at most); largest src [batch=%d, seq=%d]\n",
+           t->train_b.n, o->tokens, o->max_rows, t->train_b.max_B, t->train_b.max_Ts);
+    printf("base (paper: N=6 d_model=512 d_ff=2048 h=8 d_k=d_v=64 P_drop=0.1 eps_ls=0.1, 100K steps):\n"
+           "  N=%d d_model=%d d_ff=%d h=%d d_k=d_v=%d P_drop=%.2f eps_ls=%.2f sinusoids, %zu parameters\n",
+           c.N, c.d_model, c.d_ff, c.h, c.d_k, (double)c.dropout, (double)o->eps_ls, model_param_count(&c));
+    long per_epoch = t->train_b.real / 2;
+    printf("budget, every row: %d steps (warmup %d, factor %g) = %.1f epochs, about %ld target tokens\n",
+           o->steps, o->warmup, (double)o->factor, (double)o->steps / t->train_b.n,
+           (long)((double)per_epoch * o->steps / t->train_b.n));
+    snprintf(res->budget, sizeof res->budget, "steps=%d,warmup=%d,factor=%g,tokens=%d,rows=%d,train=%d,dev=%d,"
+             "vocab=%d,N=%d,d=%d,ff=%d,h=%d,drop=%g,ls=%g,seed=%llu", o->steps, o->warmup, (double)o->factor,
+             o->tokens, o->max_rows, o->n_train, o->n_dev, o->vocab, o->layers, o->d_model, o->d_ff, o->heads,
+             (double)o->dropout, (double)o->eps_ls, (unsigned long long)o->seed);
+}
+
+/* ---- results.tsv: read what earlier runs finished, rewrite after each row ---- */
+#define TSV_HEAD "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\n"
+
+static void results_load(Results *res) {
+    long long size;
+    char err[512], line[1024];
+    if (access(res->path, F_OK) != 0) return;
+    FILE *f = fio_open_read(res->path, &size, err, sizeof err);
+    if (!f) cli_fail(PROG, "%s", err);
+    int other = 0, lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (lineno++ == 0) {
+            if (strcmp(line, TSV_HEAD)) cli_fail(PROG, "%s is not a results file of this program", res->path);
+            continue;
+        }
+        Result r = {0};
+        char budget[256];
+        if (sscanf(line, "%31[^\t]\t%ld\t%zu\t%lf\t%lf\t%lf\t%lf\t%255[^\n]", r.key, &r.tokens, &r.params, &r.ppl,
+                   &r.bleu, &r.train_s, &r.eval_s, budget) != 8 || !isfinite(r.ppl) || !isfinite(r.bleu))
+            cli_fail(PROG, "%s line %d is damaged: delete the file to start over", res->path, lineno);
+        if (strcmp(budget, res->budget)) {   /* other settings: not this run's row */
+            if (res->n_other < 64 && !(res->other[res->n_other] = strdup(line))) cli_fail(PROG, "out of memory");
+            res->n_other += res->n_other < 64;
+            other++;
+            continue;
+        }
+        if (res->n < MAX_JOBS) res->r[res->n++] = r;
+    }
+    fclose(f);
+    printf("results: %s holds %d finished row%s of this budget", res->path, res->n, res->n == 1 ? "" : "s");
+    printf(other ? "; %d of other settings (kept in the file, not used)\n" : "\n", other);
+}
+
+static void results_save(const Results *res) {
+    FioWriter w;
+    char err[512];
+    if (fio_create(&w, res->path, err, sizeof err)) cli_fail(PROG, "%s", err);
+    fputs(TSV_HEAD, w.f);
+    for (int i = 0; i < res->n_other; i++) fputs(res->other[i], w.f);
+    for (int i = 0; i < res->n; i++) {
+        const Result *r = &res->r[i];
+        fprintf(w.f, "%s\t%ld\t%zu\t%.4f\t%.2f\t%.1f\t%.1f\t%s\n", r->key, r->tokens, r->params, r->ppl, r->bleu,
+                r->train_s, r->eval_s, res->budget);
+    }
+    if (fio_commit(&w, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        exit(1);
+    }
+}
+
+static const Result *results_find(const Results *res, const char *key) {
+    for (int i = 0; i < res->n; i++)
+        if (!strcmp(res->r[i].key, key)) return &res->r[i];
+    return NULL;
+}
+
+/* ---- section 2: one model per row ---------------------------------------------------- */
+typedef struct {
+    const Row *row;
+    int seed_i;           /* base: 0..seeds-1; rows: 0                         */
+    char key[32];
+} Job;
+
+static int jobs_for(const Opts *o, Job *jobs) {
+    int n = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->rows);
+    int want[6] = {0};
+    static const char *const groups[6] = {"base", "A", "B", "C", "D", "E"};
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int g = -1;
+        for (int k = 0; k < 6; k++)
+            if (!strcasecmp(tok, groups[k])) g = k;
+        if (g < 0) cli_fail(PROG, "--rows: '%s' is not a group; use base, A, B, C, D, E (e.g. --rows A,E)", tok);
+        want[g] = 1;
+    }
+    for (int i = 0; i < N_ROWS; i++) {
+        int g = 0;
+        while (strcmp(ROWS[i].group, groups[g])) g++;
+        if (!want[g]) continue;
+        for (int s = 0; s < (ROWS[i].edit == E_BASE ? o->seeds : 1); s++, n++) {
+            jobs[n] = (Job){&ROWS[i], s, ""};
+            if (ROWS[i].edit == E_BASE) snprintf(jobs[n].key, sizeof jobs[n].key, "base#%d", s + 1);
+            else snprintf(jobs[n].key, sizeof jobs[n].key, "%s:%s", ROWS[i].group, ROWS[i].label);
+        }
+    }
+    return n;
+}
+
+/* mean_s: the mean time of the rows trained so far in this run (0: none
+ * yet, then this row's own projection stands for each of the rest) */
+static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, int rest_rows, double mean_s) {
+    char err[512];
+    Config c;
+    float eps;
+    if (row_config(o, t, j->row, &c, &eps, err, sizeof err)) cli_fail(PROG, "row %s: %s", j->key, err);
+    uint64_t seed = o->seed + 1000u * (uint64_t)j->seed_i;
+    Model m;
+    Trainer tr;
+    TrainHyper hp = train_hyper_paper();
+    hp.eps_ls = eps, hp.warmup = o->warmup, hp.factor = o->factor;
+    if (model_build(&m, &c, t->train_b.max_B > t->dev_b.max_B ? t->train_b.max_B : t->dev_b.max_B, t->max_len,
+                    t->max_len - 1, seed, err, sizeof err) ||
+        trainer_init(&tr, &m, &hp, m.max_B, t->max_len, seed ^ 0xDA7A5EEDull, err, sizeof err))
+        cli_fail(PROG, "row %s: %s", j->key, err);
+    Result r = {.params = model_param_count(&c)};
+    snprintf(r.key, sizeof r.key, "%s", j->key);
+    printf("[%2d/%d] %-14s N=%d d_model=%d d_ff=%d h=%d d_k=%d d_v=%d P_drop=%.1f eps_ls=%.1f %s\n", k + 1, n,
+           j->key, c.N, c.d_model, c.d_ff, c.h, c.d_k, c.d_v, (double)c.dropout, (double)eps,
+           c.pos == POS_LEARNED ? "learned" : "sinusoid");
+    printf("        %zu parameters\n", r.params);
+    double t0 = now_s();
+    StepStats st = {0};
+    int chunk = o->steps / 4 > 1 ? o->steps / 4 : 1;
+    for (int s = chunk; tr.step < (uint64_t)o->steps; s += chunk) {
+        uint64_t to = s < o->steps ? (uint64_t)s : (uint64_t)o->steps;
+        TrainStatus ts = trtask_train(&tr, t, to, o->seed, &r.tokens, &st);
+        if (ts != TRAIN_OK)
+            cli_fail(PROG, "row %s stopped at step %llu: %s; try a smaller --factor", j->key,
+                     (unsigned long long)tr.step, train_status_str(ts));
+        double el = now_s() - t0, row_eta = el / tr.step * (o->steps - tr.step);
+        double rest = rest_rows * (mean_s > 0 ? mean_s : el / tr.step * o->steps);
+        printf("        step %5llu/%d  loss %.3f  %5.1fs  ETA row %5.1fs, all %6.1fs\n", (unsigned long long)tr.step,
+               o->steps, st.loss, el, row_eta, row_eta + rest);
+        fflush(stdout);
+    }
+    r.train_s = now_s() - t0;
+    double t1 = now_s();
+    Bleu b;
+    r.ppl = trtask_perplexity(&m, t);
+    if (trtask_bleu_greedy(&m, t, &b)) cli_fail(PROG, "out of memory decoding the dev set");
+    r.bleu = b.score;
+    r.eval_s = now_s() - t1;
+    printf("        dev PPL %.3f  dev BLEU %.2f (greedy)  train %.1fs  eval %.1fs\n", r.ppl, r.bleu, r.train_s,
+           r.eval_s);
+    trainer_free(&tr);
+    model_free(&m);
+    return r;
+}
+
+static void section_rows(const Opts *o, TrTask *t, Results *res) {
+    show_section("2. One model per row of Table 3, one after another");
+    Job jobs[MAX_JOBS];
+    int n = jobs_for(o, jobs), done = 0, todo = 0;
+    for (int k = 0; k < n; k++) todo += !results_find(res, jobs[k].key);
+    printf("%d model%s for --rows %s: %d finished earlier, %d to train\n", n, n == 1 ? "" : "s", o->rows,
+           n - todo, todo);
+    double spent = 0;
+    for (int k = 0; k < n; k++) {
+        const Result *r = results_find(res, jobs[k].key);
+        if (r) {
+            printf("[%2d/%d] %-14s done earlier: dev PPL %.3f, BLEU %.2f (kept, not retrained)\n", k + 1, n,
+                   jobs[k].key, r->ppl, r->bleu);
+            continue;
+        }
+        /* ETA of the rows after this one: the mean of the rows trained so
+         * far in this run (rows differ in cost: 2d_model is the slowest) */
+        Result nr = train_row(o, t, &jobs[k], k, n, todo - done - 1, done ? spent / done : 0);
+        spent += nr.train_s + nr.eval_s;
+        done++;
+        res->r[res->n++] = nr;
+        results_save(res);
+    }
+}
+
+/* ---- section 3: the table ---------------------------------------------------------------- */
+/* +1 better, -1 worse, 0 same: d is (row - base), lower is better when
+ * lower_better; within band is the same */
+static int direction(double d, double band, int lower_better) {
+    if (fabs(d) <= band) return 0;
+    return (d < 0) == lower_better ? 1 : -1;
+}
+static char dir_ch(int d) { return d > 0 ? '+' : d < 0 ? '-' : '='; }
+
+static void write_or_die(FioWriter *w) {
+    char err[512];
+    if (fio_commit(w, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err);
+        exit(1);
+    }
+}
+
+static void write_plot(const char *out) {
+    char path[1100], err[512];
+    FioWriter w;
+    snprintf(path, sizeof path, "%s/variations.gp", out);
+    if (fio_create(&w, path, err, sizeof err)) cli_fail(PROG, "%s", err);
+    fprintf(w.f, "set terminal pngcairo size 1100,760 noenhanced\nset output 'variations.png'\nset multiplot layout 2,1\n"
+                 "set style data linespoints\nset xtics rotate by -40\nset grid ytics\nset key outside right\n"
+                 "set ytics nomirror\nset y2tics\n"
+                 "set title 'Table 3 in miniature: dev BLEU per row (ours greedy; paper beam)'\n"
+                 "set ylabel 'BLEU (ours)'\nset y2label 'BLEU (paper)'\n"
+                 "plot 'variations.dat' using 0:3:xtic(1) title 'ours' pt 7, '' using 0:5 axes x1y2 title "
+                 "'paper' pt 5 dt 2\n"
+                 "set title 'dev perplexity per subword (lower is better; ours on a log scale)'\n"
+                 "set logscale y\n"
+                 "set ylabel 'PPL (ours)'\nset y2label 'PPL (paper)'\n"
+                 "plot 'variations.dat' using 0:2:xtic(1) title 'ours' pt 7, '' using 0:4 axes x1y2 title "
+                 "'paper' pt 5 dt 2\nunset multiplot\n");
+    write_or_die(&w);
+    if (plot_render(out, "variations")) printf("  [plot] %s/variations.png (+ .dat, .gp)\n", out);
+}
+
+static void section_table(const Opts *o, const Results *res) {
+    show_section("3. Ours beside the paper's Table 3");
+    double lo_p = 1e30, hi_p = -1e30, lo_b = 1e30, hi_b = -1e30, sum_p = 0, sum_b = 0;
+    int nb = 0;
+    for (int s = 0; s < MAX_SEEDS; s++) {
+        char key[32];
+        snprintf(key, sizeof key, "base#%d", s + 1);
+        const Result *r = results_find(res, key);
+        if (!r) continue;
+        nb++, sum_p += r->ppl, sum_b += r->bleu;
+        lo_p = fmin(lo_p, r->ppl), hi_p = fmax(hi_p, r->ppl), lo_b = fmin(lo_b, r->bleu), hi_b = fmax(hi_b, r->bleu);
+    }
+    if (!nb) {
+        printf("no base row finished with this budget yet: run --rows base for the comparison\n");
+        return;
+    }
+    double mp = sum_p / nb, mb = sum_b / nb;
+    /* ours: a row differs only outside the seeds' range around their mean */
+    double bp = nb > 1 ? fmax(mp - lo_p, hi_p - mp) : 0, bb = nb > 1 ? fmax(mb - lo_b, hi_b - mb) : 0;
+    printf("base, %d seed%s: dev PPL %.3f (range %.3f..%.3f), dev BLEU %.2f (range %.2f..%.2f)\n", nb,
+           nb == 1 ? "" : "s", mp, lo_p, hi_p, mb, lo_b, hi_b);
+    printf("direction against base: + better, - worse, = same (ours: within the seeds' range,\n"
+           "PPL +-%.3f, BLEU +-%.2f; paper: PPL +-%.3f, BLEU +-%.2f)%s\n", bp, bb, PAPER_SAME_PPL,
+           PAPER_SAME_BLEU, nb < 2 ? "\none base seed: no range, every difference counts" : "");
+    char path[1100], dat[1100], err[512];
+    FioWriter w, dw;
+    snprintf(path, sizeof path, "%s/table.md", o->out);
+    snprintf(dat, sizeof dat, "%s/variations.dat", o->out);
+    if (fio_create(&w, path, err, sizeof err) || fio_create(&dw, dat, err, sizeof err)) cli_fail(PROG, "%s", err);
+    fprintf(w.f, "| row | PPL | BLEU | params | time | paper row | PPL | BLEU | params (M) | PPL dir. paper / ours "
+                 "| BLEU dir. paper / ours |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    fprintf(dw.f, "# row ours_ppl ours_bleu paper_ppl paper_bleu\n");
+    printf("  %-12s %7s %6s %7s %5s | %-14s %4s %4s %3s | %-8s %-8s\n", "ours", "PPL", "BLEU", "params", "time",
+           "paper", "PPL", "BLEU", "M", "PPL p/o", "BLEU p/o");
+    int n_cmp = 0, hold_p = 0, hold_b = 0, n_far = 0;
+    char far[512] = "";
+    size_t far_line = 0;   /* where far's current output line starts */
+    for (int i = 0; i < N_ROWS; i++) {
+        const Row *rw = &ROWS[i];
+        int base = rw->edit == E_BASE;
+        char key[32], pm[16] = "-", lab[40], dp[16] = "", db[16] = "";
+        if (base) snprintf(key, sizeof key, "base#1");
+        else snprintf(key, sizeof key, "%s:%s", rw->group, rw->label);
+        const Result *r = results_find(res, key);
+        if (!r) continue;
+        double ppl = base ? mp : r->ppl, bleu = base ? mb : r->bleu;
+        if (rw->p_params) snprintf(pm, sizeof pm, "%d", rw->p_params);
+        snprintf(lab, sizeof lab, "%s%s%s", base ? "" : rw->group, base ? "" : " ", rw->label);
+        if (!base) {
+            int pp = direction(rw->p_ppl - ROWS[0].p_ppl, PAPER_SAME_PPL, 1);
+            int pb = direction(rw->p_bleu - ROWS[0].p_bleu, PAPER_SAME_BLEU, 0);
+            int op = direction(ppl - mp, bp, 1), ob = direction(bleu - mb, bb, 0);
+            n_cmp++, hold_p += pp == op, hold_b += pb == ob;
+            if (ppl > 2 * mp) {   /* a row this far off is listed below */
+                size_t l = strlen(far);
+                int wrap = l - far_line + strlen(lab) > 90;   /* keep lines under 100 columns */
+                snprintf(far + l, sizeof far - l, "%s%s%s", n_far ? "," : "", wrap ? "\n  " : n_far ? " " : "", lab);
+                n_far++;
+                if (wrap) far_line = l + 2;
+            }
+            snprintf(dp, sizeof dp, "%c %c %s", dir_ch(pp), dir_ch(op), pp == op ? "yes" : "no");
+            snprintf(db, sizeof db, "%c %c %s", dir_ch(pb), dir_ch(ob), pb == ob ? "yes" : "no");
+        }
+        printf("  %-12s %7.3f %6.2f %7zu %4.0fs | %-14s %4.2f %4.1f %3s | %-8s %-8s\n", lab, ppl, bleu, r->params,
+               r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm, dp, db);
+        fprintf(w.f, "| %s | %.3f | %.2f | %zu | %.0f s | %s | %.2f | %.1f | %s | %s | %s |\n", lab, ppl, bleu,
+                r->params, r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm, dp, db);
+        fprintf(dw.f, "\"%s\" %.4f %.2f %.2f %.1f\n", lab, ppl, bleu, rw->p_ppl, rw->p_bleu);
+    }
+    write_or_die(&w);
+    write_or_die(&dw);
+    printf("(base: mean of %d seed%s; p/o = paper's direction, ours, and whether they agree)\n", nb,
+           nb == 1 ? "" : "s");
+    printf("the paper's direction holds here in %d of %d rows for PPL, %d of %d for BLEU\n", hold_p, n_cmp, hold_b,
+           n_cmp);
+    if (n_far)
+        printf("%d row%s ended with dev PPL over twice the base's %.3f:\n  %s\n(read their loss lines in "
+               "section 2 before reading their direction)\n", n_far, n_far == 1 ? "" : "s", mp, far);
+    printf("table: %s\n", path);
+    write_plot(o->out);
+}
+
+int main(int argc, char **argv) {
+    Opts o = {.n_train = 6000, .n_dev = 300, .vocab = 800, .tokens = 1000, .max_rows = 96, .steps = 600,
+              .warmup = 200, .seeds = 3, .threads = 1, .layers = 2, .d_model = 64, .d_ff = 256, .heads = 8,
+              .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42, .rows = "base,A,B,C,D,E",
+              .out = "out/12_variations"};
+    CliOption opts[] = {
+        {"--rows", CLI_STRING, &o.rows, "groups of Table 3 to run: base,A,B,C,D,E", 0, 0},
+        {"--steps", CLI_INT, &o.steps, "training steps, every row (paper: 100000)", 1, 10000000},
+        {"--seeds", CLI_INT, &o.seeds, "seeds of the base row (its spread)", 1, MAX_SEEDS},
+        {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 10, 1000000},
+        {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (PPL and BLEU)", 1, 100000},
+        {"--vocab", CLI_INT, &o.vocab, "BPE symbols (shared vocabulary)", 8, 1 << 20},
+        {"--tokens", CLI_INT, &o.tokens, "tokens a side per batch (paper: 25000)", 1, 1 << 24},
+        {"--layers", CLI_INT, &o.layers, "base N", 1, MODEL_MAX_N},
+        {"--d-model", CLI_INT, &o.d_model, "base d_model", 2, MODEL_MAX_WIDTH},
+        {"--d-ff", CLI_INT, &o.d_ff, "base d_ff", 2, MODEL_MAX_WIDTH},
+        {"--heads", CLI_INT, &o.heads, "base h (d_k = d_v = d_model / h)", 1, MODEL_MAX_HEADS},
+        {"--warmup", CLI_INT, &o.warmup, "warmup steps (Sec. 5.3)", 1, 10000000},
+        {"--factor", CLI_FLOAT, &o.factor, "multiplies the Sec. 5.3 learning rate", 1e-6, 100},
+        {"--threads", CLI_INT, &o.threads, "OpenMP threads (1: see chapter 11's set_threads)", 1, 256},
+        {"--seed", CLI_U64, &o.seed, "corpus, batch order and first base seed", 0, 0},
+        {"--out", CLI_STRING, &o.out, "output folder (results.tsv, table.md, plot)", 0, 0},
+        {"--results", CLI_STRING, &o.results, "results file (default: OUT/results.tsv)", 0, 0},
+    };
+    cli_parse(argc, argv, PROG, "Table 3's variations in miniature on chapter 11's translation task", opts,
+              CLI_COUNT(opts));
+#ifdef _OPENMP
+    omp_set_num_threads(o.threads);
+#endif
+    if (plot_mkdir(o.out)) return 1;
+    signal(SIGINT, on_sigint);
+    TrTask t;
+    Results res = {.n = 0};
+    if (o.results) snprintf(res.path, sizeof res.path, "%s", o.results);
+    else snprintf(res.path, sizeof res.path, "%s/results.tsv", o.out);
+    section_task(&o, &t, &res);
+    results_load(&res);
+    section_rows(&o, &t, &res);
+    section_table(&o, &res);
+    trtask_free(&t);
+    for (int i = 0; i < res.n_other; i++) free(res.other[i]);
+    return 0;
+}

@@ -1,0 +1,242 @@
+/* check_variations.c - chapter 12 (Table 3's variations) on a tiny budget:
+ * a run stopped with Ctrl-C after its first row, run again, keeps that row
+ * as it was (not retrained) and trains only the rest; --rows picks groups;
+ * bad --rows and a damaged results file exit 2 with a message; every
+ * output line fits 100 columns; the README's recorded table is what the
+ * program prints from chapters/12_variations/recorded.tsv.
+ *
+ * Runs $BUILD_DIR/12_variations (set by `make test`); skipped without it.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[64], bin[512], tsv[160];
+static char out[1 << 16];
+
+#define TINY "--train-size 300 --dev-size 20 --steps 6 --layers 2 --d-model 16 --heads 2 --d-ff 32 " \
+             "--vocab 200 --tokens 300 --seeds 2"
+
+static int setup_dir(void) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) {
+        fprintf(stderr, "check_variations: BUILD_DIR not set, chapter 12 runs skipped\n");
+        return 0;
+    }
+    snprintf(bin, sizeof bin, "%s/12_variations", build);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "check_variations: no %s, chapter 12 runs skipped\n", bin);
+        return 0;
+    }
+    snprintf(dir, sizeof dir, "/tmp/check_variations_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(tsv, sizeof tsv, "%s/results.tsv", dir);
+    return 1;
+}
+
+static void cleanup_dir(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs the chapter with args, stdout+stderr into out; returns the exit status. */
+static int run(const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s --no-color --out %s %s 2>&1", bin, dir, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* data lines of results.tsv (the header not counted); first gets line 1 */
+static int tsv_rows(char *first, size_t cap) {
+    FILE *f = fopen(tsv, "r");
+    if (!f) return 0;
+    char line[1024];
+    int n = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (n == 0 && first) snprintf(first, cap, "%s", line);
+        n++;
+    }
+    fclose(f);
+    return n < 0 ? 0 : n;
+}
+
+static void assert_narrow(const char *s) {
+    int line = 1;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, "\n");
+        int col = 0;
+        for (size_t i = 0; i < len; i++) col += ((unsigned char)p[i] & 0xC0) != 0x80;
+        const char *d = strstr(p, dir);
+        int has_path = d && d < p + len;   /* a path: its width is the user's folder's */
+        ck_assert_msg(col <= 100 || has_path, "output line %d is %d columns: %.*s", line, col, (int)len, p);
+        p += len + (p[len] == '\n');
+        line++;
+    }
+}
+
+/* Interrupt after the first finished row (SIGINT, as Ctrl-C), run again:
+ * the finished rows are kept byte for byte (their timings too: not
+ * retrained), only the rest is trained, and the table comes out. */
+START_TEST(test_interrupt_and_resume) {
+    if (!setup_dir()) return;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout)) _exit(99);
+        execl(bin, bin, "--no-color", "--out", dir, "--rows", "base,A", "--train-size", "300", "--dev-size", "20",
+              "--steps", "6", "--layers", "2", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--vocab", "200",
+              "--tokens", "300", "--seeds", "2", (char *)NULL);
+        _exit(98);
+    }
+    int rows = 0, st;
+    for (int i = 0; i < 6000 && rows < 1; i++) {   /* up to 60 s */
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        rows = tsv_rows(NULL, 0);
+        if (waitpid(pid, &st, WNOHANG) == pid) ck_abort_msg("the run ended before it was interrupted");
+    }
+    ck_assert_int_ge(rows, 1);
+    kill(pid, SIGINT);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "interrupted run: status %d", st);
+    char first[1024] = "", again[1024] = "";
+    int kept = tsv_rows(first, sizeof first);
+    ck_assert_msg(kept >= 1 && kept < 5, "%d rows finished before the interrupt (of 5)", kept);
+    ck_assert_ptr_nonnull(strstr(first, "base#1\t"));
+
+    ck_assert_int_eq(run("--rows base,A " TINY), 0);   /* same settings */
+    char want[64];
+    snprintf(want, sizeof want, "%-14s done earlier", "base#1");
+    ck_assert_msg(strstr(out, want) != NULL, "first row not kept:\n%.2000s", out);
+    snprintf(want, sizeof want, "%d finished earlier, %d to train", kept, 5 - kept);
+    ck_assert_msg(strstr(out, want) != NULL, "expected '%s' in:\n%.2000s", want, out);
+    ck_assert_int_eq(tsv_rows(again, sizeof again), 5);
+    ck_assert_str_eq(again, first);   /* the very line: timings and all */
+    ck_assert_ptr_nonnull(strstr(out, "3. Ours beside the paper's Table 3"));
+    ck_assert_ptr_nonnull(strstr(out, "A h=16"));
+    assert_narrow(out);
+
+    /* a third run trains nothing */
+    ck_assert_int_eq(run("--rows base,A " TINY), 0);
+    ck_assert_ptr_nonnull(strstr(out, "5 finished earlier, 0 to train"));
+    cleanup_dir();
+}
+END_TEST
+
+/* --rows E alone: one model, learned positional embeddings, and a table
+ * that says there is no base to compare with. Other settings (--steps 4)
+ * are another experiment: the earlier row is kept in the file, not used. */
+START_TEST(test_rows_subset_and_settings) {
+    if (!setup_dir()) return;
+    ck_assert_int_eq(run("--rows E " TINY), 0);
+    ck_assert_ptr_nonnull(strstr(out, "1 model for --rows E"));
+    ck_assert_ptr_nonnull(strstr(out, "learned"));
+    ck_assert_ptr_nonnull(strstr(out, "no base row finished"));
+    ck_assert_int_eq(run("--rows E " TINY " --steps 4"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "1 of other settings (kept in the file, not used)"));
+    ck_assert_ptr_nonnull(strstr(out, "0 finished earlier, 1 to train"));
+    ck_assert_int_eq(tsv_rows(NULL, 0), 2);
+    /* one base seed: the table says there is no spread to judge by */
+    ck_assert_int_eq(run("--rows base,E " TINY " --seeds 1"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "one base seed: no range"));
+    ck_assert_ptr_nonnull(strstr(out, "E learned PE"));
+    assert_narrow(out);
+    cleanup_dir();
+}
+END_TEST
+
+START_TEST(test_bad_input) {
+    if (!setup_dir()) return;
+    ck_assert_int_eq(run("--rows A,F " TINY), 2);
+    ck_assert_ptr_nonnull(strstr(out, "'F' is not a group"));
+    ck_assert_int_eq(run(TINY " --heads 3"), 2);   /* 16 is not divisible by 3 */
+    ck_assert_ptr_nonnull(strstr(out, "not divisible"));
+    FILE *f = fopen(tsv, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\nbase#1\tgarbage\n", f);
+    fclose(f);
+    ck_assert_int_eq(run("--rows E " TINY), 2);
+    ck_assert_ptr_nonnull(strstr(out, "line 2 is damaged"));
+    f = fopen(tsv, "w");
+    fputs("something else\n", f);
+    fclose(f);
+    ck_assert_int_eq(run("--rows E " TINY), 2);
+    ck_assert_ptr_nonnull(strstr(out, "not a results file"));
+    cleanup_dir();
+}
+END_TEST
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strdup(buf);
+}
+
+/* The README's recorded tables are what the program prints from the
+ * recorded results file: each block after <!-- recorded-table: ARGS --> is
+ * made of lines of `12_variations ARGS --results recorded.tsv`. Printing
+ * them trains nothing and leaves the file as it was. */
+START_TEST(test_recorded_table_matches_readme) {
+    if (!setup_dir()) return;
+    const char *rec = "chapters/12_variations/recorded.tsv";
+    char *before = slurp(rec), *readme = slurp("chapters/12_variations/README.md");
+    ck_assert_msg(before && readme, "run from the repository root: %s or the README missing", rec);
+    int blocks = 0;
+    for (const char *m = strstr(readme, "<!-- recorded-table:"); m; m = strstr(m + 1, "<!-- recorded-table:")) {
+        const char *a = m + strlen("<!-- recorded-table:"), *e = strstr(a, "-->");
+        ck_assert_ptr_nonnull(e);
+        char args[512];
+        snprintf(args, sizeof args, "--results %s %.*s", rec, (int)(e - a), a);
+        ck_assert_int_eq(run(args), 0);
+        ck_assert_msg(strstr(out, " 0 to train") != NULL, "'%s': the recorded file lacks rows:\n%.2000s", args, out);
+        const char *p = strstr(e, "```text\n");
+        ck_assert_ptr_nonnull(p);
+        p += 8;
+        int lines = 0;
+        while (strncmp(p, "```", 3)) {
+            size_t len = strcspn(p, "\n");
+            char line[512];
+            snprintf(line, sizeof line, "%.*s", (int)len, p);
+            ck_assert_msg(strstr(out, line) != NULL, "README line not in the output of '%s': '%s'", args, line);
+            lines++;
+            p += len + 1;
+        }
+        ck_assert_int_ge(lines, 8);
+        blocks++;
+    }
+    ck_assert_int_eq(blocks, 2);
+    char *after = slurp(rec);
+    ck_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    free(readme);
+    cleanup_dir();
+}
+END_TEST
+
+Suite *variations_suite(void) {
+    Suite *s = suite_create("variations");
+    TCase *tc = tcase_create("Chapter12");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_interrupt_and_resume);
+    tcase_add_test(tc, test_rows_subset_and_settings);
+    tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_recorded_table_matches_readme);
+    suite_add_tcase(s, tc);
+    return s;
+}
