@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define BACKEND_ABI 1   /* bumped when this table changes: a stale .so is refused */
+#define BACKEND_ABI 2   /* bumped when this table changes: a stale .so is refused */
 
 typedef struct Backend {
     int abi;                 /* BACKEND_ABI of the code that filled the table   */
@@ -94,6 +94,12 @@ typedef struct Backend {
     /* sum of x[i]^2 in double, in a fixed order; NaN or inf if any x[i] is
      * (the gradient norm and the finite check in one pass) */
     double (*sum_squares)(const float *x, size_t n);
+    /* optim.h's adam_step: the sum of squares of grad (every gradient
+     * finite? and the global norm), then, only when it is finite, Adam over
+     * all n parameters; param, m, v untouched otherwise. One op, so a
+     * backend can do it in one pass over the gradients. */
+    double (*adam_step)(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                        float beta1, float beta2, float eps, int step);
 } Backend;
 
 /* The CPU backend: always there. */

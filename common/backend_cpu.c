@@ -61,6 +61,7 @@ static const Backend cpu = {
     .smoothed_xent_backward = smoothed_xent_backward,
     .adam_update = adam_update,
     .sum_squares = cpu_sum_squares,
+    .adam_step = adam_step,
 };
 
 const Backend *backend_cpu(void) { return &cpu; }

@@ -29,12 +29,19 @@
 #include <string.h>
 
 
-/* Below this many floats of work a loop runs on one thread. Starting a team
- * of threads costs a few microseconds on an idle machine, and on a busy one
- * the second thread may wait a whole scheduler time slice (milliseconds) for
- * a core; one layer norm over chapter 08's 1280 x 64 activations takes
- * about 30 microseconds. Only rows of a large model pass this. */
-#define NN_PARALLEL_MIN (1L << 20)
+/* Row-wise loops hand out chunks of about this many floats (parallel_run):
+ * one layer norm over chapter 08's 1280 x 64 activations takes about 30
+ * microseconds, so it is cut in 3 chunks of ~10 microseconds, each far more
+ * than the well-under-a-microsecond it costs to hand one to a spinning
+ * worker. Smaller loops stay on the calling thread. */
+#define NN_PARALLEL_MIN (1L << 15)
+
+/* rows per chunk of a row-wise loop: about NN_PARALLEL_MIN floats each, so a
+ * chunk is worth handing to another thread (parallel_run) */
+static long rows_per_chunk(int C) {
+    long r = NN_PARALLEL_MIN / (C > 0 ? C : 1);
+    return r > 0 ? r : 1;
+}
 
 /* ========================================================================== */
 /* linear                                                                      */
@@ -42,17 +49,27 @@
 
 /* out (N,OUT) = inp (N,IN) @ W (IN,OUT) + bias (OUT): the x W_1 + b_1 of Eq. 2.
  * The matrix multiply is gemm() (the fast kernel); only the bias is a loop. */
+typedef struct {
+    float *out;
+    const float *bias;
+    int OUT;
+} BiasJob;
+
+static void bias_rows(void *ctx, long lo, long hi) {
+    const BiasJob *j = ctx;
+    for (long n = lo; n < hi; n++) {
+        float *o = j->out + n * j->OUT;
+        SIMD
+        for (int c = 0; c < j->OUT; c++) o[c] += j->bias[c];
+    }
+}
+
 void linear_forward(float *out, const float *inp, const float *W, const float *bias,
                     int N, int IN, int OUT) {
     assert(N >= 0 && IN > 0 && OUT > 0);
     gemm(0, 0, N, OUT, IN, 1.0f, inp, IN, W, OUT, 0.0f, out, OUT);
     if (!bias) return;
-    PARALLEL_FOR_IF((long)N * OUT >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
-        float *o = out + (long)n * OUT;
-        SIMD
-        for (int j = 0; j < OUT; j++) o[j] += bias[j];
-    }
+    parallel_run(N, rows_per_chunk(OUT), bias_rows, &(BiasJob){out, bias, OUT});
 }
 
 /* forward: out = inp @ W + bias
@@ -218,11 +235,18 @@ static double row_sqdev(const float *x, double m, int C) {
 /* layernorm_forward_ref with the row sums of row_sum / row_sqdev (8 running
  * sums) and rows shared among threads when the work is large. Same math in
  * a different order of additions: the two agree to float rounding. */
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                       const float *gamma, const float *beta, int N, int C) {
-    assert(N >= 0 && C > 0);
-    PARALLEL_FOR_IF((long)N * C >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
+typedef struct {
+    float *out, *mean, *rstd;
+    const float *inp, *gamma, *beta;
+    int C;
+} LnJob;
+
+static void ln_forward_rows(void *ctx, long lo, long hi) {
+    const LnJob *j = ctx;
+    float *out = j->out, *mean = j->mean, *rstd = j->rstd;
+    const float *inp = j->inp, *gamma = j->gamma, *beta = j->beta;
+    int C = j->C;
+    for (long n = lo; n < hi; n++) {
         const float *x = inp + (long)n * C;
         float *y = out + (long)n * C;
         double m = row_sum(x, C) / C;
@@ -236,51 +260,70 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     }
 }
 
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *gamma, const float *beta, int N, int C) {
+    assert(N >= 0 && C > 0);
+    parallel_run(N, rows_per_chunk(C), ln_forward_rows, &(LnJob){out, mean, rstd, inp, gamma, beta, C});
+}
+
 /* layernorm_backward_ref with the two row means kept as 16 running sums (one
  * AVX-512 vector) in float, and rows shared among threads. */
+typedef struct {
+    float *dinp;
+    const float *dout, *inp, *mean, *rstd, *gamma;
+    int C;
+} LnBackJob;
+
+static void ln_backward_rows(void *ctx, long lo, long hi) {
+    const LnBackJob *j = ctx;
+    float *dinp = j->dinp;
+    const float *dout = j->dout, *inp = j->inp, *mean = j->mean, *rstd = j->rstd, *gamma = j->gamma;
+    int C = j->C;
+    for (long n = lo; n < hi; n++) {
+        const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
+        float *dx = dinp + (long)n * C;
+        float m = mean[n], s = rstd[n];
+        /* the two row means, each kept as 16 running sums (one vector)
+         * added up in a fixed order at the end */
+        float a[16] = {0}, b[16] = {0};
+        int c = 0;
+        for (; c + 16 <= C; c += 16) {
+            SIMD
+            for (int l = 0; l < 16; l++) {
+                float norm = (x[c + l] - m) * s;
+                float dnorm = gamma[c + l] * dy[c + l];
+                a[l] += dnorm;
+                b[l] += dnorm * norm;
+            }
+        }
+        for (int l = 0; c < C; c++, l++) {
+            float norm = (x[c] - m) * s;
+            float dnorm = gamma[c] * dy[c];
+            a[l] += dnorm;
+            b[l] += dnorm * norm;
+        }
+        for (int w = 8; w >= 1; w /= 2)
+            for (int l = 0; l < w; l++) {
+                a[l] += a[l + w];
+                b[l] += b[l + w];
+            }
+        float dnorm_mean = a[0] / C, dnorm_norm_mean = b[0] / C;
+        SIMD
+        for (c = 0; c < C; c++) {
+            float norm = (x[c] - m) * s;
+            float dnorm = gamma[c] * dy[c];
+            dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+        }
+    }
+}
+
 void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
                         const float *inp, const float *mean, const float *rstd,
                         const float *gamma, int N, int C) {
     assert(N >= 0 && C > 0);
-    if (dinp) {
-        PARALLEL_FOR_IF((long)N * C >= NN_PARALLEL_MIN)
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
-            float *dx = dinp + (long)n * C;
-            float m = mean[n], s = rstd[n];
-            /* the two row means, each kept as 16 running sums (one vector)
-             * added up in a fixed order at the end */
-            float a[16] = {0}, b[16] = {0};
-            int c = 0;
-            for (; c + 16 <= C; c += 16) {
-                SIMD
-                for (int l = 0; l < 16; l++) {
-                    float norm = (x[c + l] - m) * s;
-                    float dnorm = gamma[c + l] * dy[c + l];
-                    a[l] += dnorm;
-                    b[l] += dnorm * norm;
-                }
-            }
-            for (int l = 0; c < C; c++, l++) {
-                float norm = (x[c] - m) * s;
-                float dnorm = gamma[c] * dy[c];
-                a[l] += dnorm;
-                b[l] += dnorm * norm;
-            }
-            for (int w = 8; w >= 1; w /= 2)
-                for (int l = 0; l < w; l++) {
-                    a[l] += a[l + w];
-                    b[l] += b[l + w];
-                }
-            float dnorm_mean = a[0] / C, dnorm_norm_mean = b[0] / C;
-            SIMD
-            for (c = 0; c < C; c++) {
-                float norm = (x[c] - m) * s;
-                float dnorm = gamma[c] * dy[c];
-                dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
-            }
-        }
-    }
+    if (dinp)
+        parallel_run(N, rows_per_chunk(C), ln_backward_rows,
+                     &(LnBackJob){dinp, dout, inp, mean, rstd, gamma, C});
     /* Sums over rows: one thread, rows in order, so the same bits for any
      * thread count. */
     for (int n = 0; n < N; n++) {
@@ -412,10 +455,18 @@ void posenc_fill(float *pe, int max_len, int d_model) {
  *                  = (x_v - max) - log sum_u exp(x_u - max)
  * The second form never overflows (every exponent <= 0) and never takes the
  * log of 0 (the max term contributes exp(0) = 1). Logits must be finite. */
-void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
-    assert(N >= 0 && V > 0);
-    PARALLEL_FOR_IF((long)N * V >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
+typedef struct {
+    float *logp;
+    const float *logits;
+    int V;
+} LsmJob;
+
+static void logsoftmax_rows(void *ctx, long lo, long hi) {
+    const LsmJob *j = ctx;
+    float *logp = j->logp;
+    const float *logits = j->logits;
+    int V = j->V;
+    for (long n = lo; n < hi; n++) {
         const float *x = logits + (long)n * V;
         float *y = logp + (long)n * V;
         float max = x[0];
@@ -425,6 +476,11 @@ void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
         float lse = (float)log(sum);
         for (int v = 0; v < V; v++) y[v] = (x[v] - max) - lse;
     }
+}
+
+void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
+    assert(N >= 0 && V > 0);
+    parallel_run(N, rows_per_chunk(V), logsoftmax_rows, &(LsmJob){logp, logits, V});
 }
 
 /* Sec. 5.4, "label smoothing of value eps_ls = 0.1": the target keeps 1-eps_ls
@@ -484,6 +540,33 @@ float smoothed_xent_forward(const float *logp, const int *targets, int N, int V,
  * d(-sum_v dist_v logp_v)/d logits_u = softmax_u * sum_v dist_v - dist_u
  *                                    = softmax_u - dist_u   (dist sums to 1)
  * and softmax = exp(logp). Padding rows get nothing. */
+typedef struct {
+    float *dlogits;
+    const float *logp;
+    const int *targets;
+    int V, pad_id;
+    float on, share, inv;
+} XentBackJob;
+
+static void xent_backward_rows(void *ctx, long lo, long hi) {
+    const XentBackJob *j = ctx;
+    float *dlogits = j->dlogits;
+    const float *logp = j->logp;
+    const int *targets = j->targets;
+    int V = j->V, pad_id = j->pad_id;
+    float on = j->on, share = j->share, inv = j->inv;
+    for (long n = lo; n < hi; n++) {
+        int t = targets[n];
+        if (t == pad_id) continue;
+        const float *lp = logp + (long)n * V;
+        float *d = dlogits + (long)n * V;
+        for (int v = 0; v < V; v++) {
+            float dist = v == t ? on : v == pad_id ? 0.0f : share;
+            d[v] += (expf(lp[v]) - dist) * inv;
+        }
+    }
+}
+
 void smoothed_xent_backward(float *dlogits, const float *logp, const int *targets,
                             int N, int V, float eps_ls, int pad_id) {
     assert(N >= 0 && V > 0 && pad_id < V);
@@ -497,15 +580,6 @@ void smoothed_xent_backward(float *dlogits, const float *logp, const int *target
     int others = V - 1 - (pad_id >= 0 ? 1 : 0);
     float share = others > 0 ? eps_ls / others : 0.0f;
     float on = others > 0 ? 1.0f - eps_ls : 1.0f;
-    PARALLEL_FOR_IF((long)N * V >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
-        int t = targets[n];
-        if (t == pad_id) continue;
-        const float *lp = logp + (long)n * V;
-        float *d = dlogits + (long)n * V;
-        for (int v = 0; v < V; v++) {
-            float dist = v == t ? on : v == pad_id ? 0.0f : share;
-            d[v] += (expf(lp[v]) - dist) * inv;
-        }
-    }
+    parallel_run(N, rows_per_chunk(V), xent_backward_rows,
+                 &(XentBackJob){dlogits, logp, targets, V, pad_id, on, share, inv});
 }

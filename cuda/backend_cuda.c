@@ -132,6 +132,15 @@ static void gpu_ffn_backward(float *dx, float *dW1, float *db1, float *dW2, floa
     cuda_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, F);
 }
 
+/* optim.h's adam_step from two kernels: the sum of squares (its one double
+ * comes back to the host), then Adam only when it is finite */
+static double gpu_adam_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                            float beta1, float beta2, float eps, int step) {
+    double sq = cuda_sum_squares(grad, n);
+    if (sq - sq == 0.0) cuda_adam_update(param, grad, m, v, n, lr, beta1, beta2, eps, step);
+    return sq;
+}
+
 static const Backend cuda_table = {
     .abi = BACKEND_ABI,
     .name = "cuda",
@@ -161,6 +170,7 @@ static const Backend cuda_table = {
     .smoothed_xent_backward = cuda_smoothed_xent_backward,
     .adam_update = cuda_adam_update,
     .sum_squares = cuda_sum_squares,
+    .adam_step = gpu_adam_step,
 };
 
 /* The .so's one entry point (common/backend.c looks it up with dlsym). */
