@@ -368,7 +368,7 @@ void residual_backward(float *da, float *db, const float *dout, size_t n) {
  * the layer is the identity. Element i's fate is dropout_keep(key, tensor, i)
  * (dropout_mask.h): a hash of its coordinates, not a draw from a stream, so
  * the GPU computes the very same mask and the same key gives the same mask. */
-void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+void dropout_forward_ref(float *out, float *keep, const float *inp, float p, size_t n,
                      uint64_t key, uint32_t tensor) {
     assert(p >= 0.0f && p < 1.0f);
     if (p == 0.0f) {
@@ -381,6 +381,45 @@ void dropout_forward(float *out, float *keep, const float *inp, float p, size_t 
         keep[i] = dropout_keep(key, tensor, i, p);
         out[i] = inp[i] * keep[i];
     }
+}
+
+/* dropout_forward_ref's mask, 16 elements at a time and in chunks over the
+ * threads. The element's number is the counter, so any cut of [0, n) draws
+ * the same mask: the same bits as the plain loop. The tensor's half of the
+ * hash, mix64(key ^ tensor * c), is the same for every element: computed
+ * once here (dropout_uniform recomputes it per call). */
+typedef struct {
+    float *out, *keep;
+    const float *inp;
+    float p, scale;
+    uint64_t base;
+} DropJob;
+
+static void dropout_chunk(void *ctx, long lo, long hi) {
+    const DropJob *j = ctx;
+    float *out = j->out, *keep = j->keep;    /* out may be inp (in place) */
+    const float *inp = j->inp;
+    const float p = j->p, scale = j->scale;
+    const uint64_t base = j->base;
+    SIMD
+    for (long i = lo; i < hi; i++) {
+        uint64_t z = dropout_mix64(base + (uint64_t)i);
+        float u = (float)(z >> 40) * (1.0f / 16777216.0f);   /* dropout_uniform */
+        keep[i] = u >= p ? scale : 0.0f;                      /* dropout_keep    */
+        out[i] = inp[i] * keep[i];
+    }
+}
+
+void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+                     uint64_t key, uint32_t tensor) {
+    assert(p >= 0.0f && p < 1.0f);
+    if (p == 0.0f) {
+        dropout_forward_ref(out, keep, inp, p, n, key, tensor);
+        return;
+    }
+    DropJob j = {out, keep, inp, p, 1.0f / (1.0f - p),
+                 dropout_mix64(key ^ ((uint64_t)tensor * 0xD1B54A32D192ED03ull))};
+    parallel_run((long)n, NN_PARALLEL_MIN, dropout_chunk, &j);
 }
 
 /* forward: out = inp * keep, with the very mask the forward pass drew */

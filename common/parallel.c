@@ -51,7 +51,8 @@ int parallel_cap_threads(const char *prog) {
                                 * sleeps: the gaps between a step's jobs are shorter */
 #define POOL_WAIT_NS 200000L   /* the caller waited longer than this for a worker's
                                 * chunk: that core is busy elsewhere (see below)   */
-#define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone     */
+#define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone,     */
+#define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
 
 /* The job is one 64-bit word, so that taking a chunk is one compare-and-swap
  * on it: generation (24 bits) | chunks (20 bits) | next chunk (20 bits).
@@ -72,6 +73,7 @@ static struct {
     long n, grain;
     int started;                /* workers running                          */
     long solo_until;            /* now_ns() before which jobs run in the caller */
+    long solo_ns;               /* the length of the last solo period         */
     long win_all, win_mine;     /* chunks of recent jobs: all, and the caller's */
     pthread_mutex_t lock;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -82,7 +84,10 @@ static long now_ns(void) {
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-static _Thread_local int in_job;   /* this thread is running a chunk */
+static _Thread_local int in_job;
+#include <stdlib.h>
+static long st_jobs, st_solo, st_waits, st_waitns, st_chunks, st_mine;
+static void st_print(void) { fprintf(stderr, "POOL jobs %ld solo %ld waits %ld wait_ms %.2f chunks %ld mine %ld\n", st_jobs, st_solo, st_waits, st_waitns/1e6, st_chunks, st_mine); }   /* this thread is running a chunk */
 
 /* Takes the next chunk of generation gen: 1 and its index, or 0 if none is left. */
 static int pool_claim(uint32_t gen, uint32_t *chunk) {
@@ -140,6 +145,18 @@ static void *pool_worker(void *arg) {
 
 int parallel_threads(void) { return in_job ? 1 : omp_get_max_threads(); }
 
+/* Work alone for a while. Held up again soon after the last solo period
+ * ended (the other program is still there): twice as long as last time, so
+ * under lasting contention the trials cost less and less; otherwise
+ * POOL_SOLO_NS again. */
+static void go_solo(void) {
+    long now = now_ns();
+    int again = pool.solo_until && now - pool.solo_until < 2 * pool.solo_ns;
+    pool.solo_ns = again ? (2 * pool.solo_ns < POOL_SOLO_MAX_NS ? 2 * pool.solo_ns : POOL_SOLO_MAX_NS)
+                         : POOL_SOLO_NS;
+    pool.solo_until = now + pool.solo_ns;
+}
+
 void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -162,7 +179,9 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
      * (a time slice, milliseconds). When that happened recently, the
      * caller does the jobs alone for a while (the worker goes to sleep
      * and leaves its core to the other program), then tries again. */
+    if (!st_jobs++ && getenv("POOL_STATS")) atexit(st_print);
     if (pool.solo_until && now_ns() < pool.solo_until) {
+        st_solo++;
         pthread_mutex_unlock(&pool.lock);
         fn(ctx, 0, n);
         return;
@@ -199,19 +218,21 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
             else sched_yield();
         }
         waited = now_ns() - t0;
-        if (waited > POOL_WAIT_NS) pool.solo_until = now_ns() + POOL_SOLO_NS;
+        st_waits++; st_waitns += waited;
+        if (waited > POOL_WAIT_NS) go_solo();
     }
     /* The other sign of busy cores: the workers, spinning and ready, should
      * take their share of the chunks; when over the last jobs they took
      * less than a third of it, they are not getting a core (and their
      * spinning may take time from this thread: Linux shares a core among
      * a session's threads), so work alone for a while. */
+    st_chunks += nch; st_mine += mine;
     pool.win_all += nch;
     pool.win_mine += mine;
     if (pool.win_all >= 256) {
         double theirs = (double)(pool.win_all - pool.win_mine) / pool.win_all;
         double fair = (double)(threads - 1) / threads;
-        if (theirs < fair / 3) pool.solo_until = now_ns() + POOL_SOLO_NS;
+        if (theirs < fair / 3) go_solo();
         pool.win_all = pool.win_mine = 0;
     }
     pthread_mutex_unlock(&pool.lock);
