@@ -84,10 +84,7 @@ static long now_ns(void) {
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-static _Thread_local int in_job;
-#include <stdlib.h>
-static long st_jobs, st_solo, st_waits, st_waitns, st_chunks, st_mine;
-static void st_print(void) { fprintf(stderr, "POOL jobs %ld solo %ld waits %ld wait_ms %.2f chunks %ld mine %ld\n", st_jobs, st_solo, st_waits, st_waitns/1e6, st_chunks, st_mine); }   /* this thread is running a chunk */
+static _Thread_local int in_job;   /* this thread is running a chunk */
 
 /* Takes the next chunk of generation gen: 1 and its index, or 0 if none is left. */
 static int pool_claim(uint32_t gen, uint32_t *chunk) {
@@ -179,9 +176,7 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
      * (a time slice, milliseconds). When that happened recently, the
      * caller does the jobs alone for a while (the worker goes to sleep
      * and leaves its core to the other program), then tries again. */
-    if (!st_jobs++ && getenv("POOL_STATS")) atexit(st_print);
     if (pool.solo_until && now_ns() < pool.solo_until) {
-        st_solo++;
         pthread_mutex_unlock(&pool.lock);
         fn(ctx, 0, n);
         return;
@@ -218,7 +213,6 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
             else sched_yield();
         }
         waited = now_ns() - t0;
-        st_waits++; st_waitns += waited;
         if (waited > POOL_WAIT_NS) go_solo();
     }
     /* The other sign of busy cores: the workers, spinning and ready, should
@@ -226,7 +220,6 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
      * less than a third of it, they are not getting a core (and their
      * spinning may take time from this thread: Linux shares a core among
      * a session's threads), so work alone for a while. */
-    st_chunks += nch; st_mine += mine;
     pool.win_all += nch;
     pool.win_mine += mine;
     if (pool.win_all >= 256) {
