@@ -43,6 +43,93 @@ static long rows_per_chunk(int C) {
     return r > 0 ? r : 1;
 }
 
+/* ---- element-wise loops over the threads -----------------------------------
+ * Each element is its own output, so any cut of [0, n) gives the same bits.
+ * One small job type for the few element-wise loops of a step. */
+typedef enum { EW_ADD, EW_ADD2, EW_MUL_ACC, EW_RELU, EW_RELU_ACC, EW_RELU_MASK } EwOp;
+
+typedef struct {
+    EwOp op;
+    float *y, *y2;
+    const float *a, *b;
+} EwJob;
+
+static void ew_chunk(void *ctx, long lo, long hi) {
+    const EwJob *j = ctx;
+    float *y = j->y, *y2 = j->y2;
+    const float *a = j->a, *b = j->b;
+    switch (j->op) {
+    case EW_ADD:       /* y = a + b */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] = a[i] + b[i];
+        break;
+    case EW_ADD2:      /* y += a, y2 += a */
+        SIMD
+        for (long i = lo; i < hi; i++) {
+            y[i] += a[i];
+            y2[i] += a[i];
+        }
+        break;
+    case EW_MUL_ACC:   /* y += a * b */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] += a[i] * b[i];
+        break;
+    case EW_RELU:      /* y = max(0, a) */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case EW_RELU_ACC:  /* y += b > 0 ? a : 0 */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] += b[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case EW_RELU_MASK: /* y = b > 0 ? y : 0 */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] = b[i] > 0.0f ? y[i] : 0.0f;
+        break;
+    }
+}
+
+static void ew_run(EwOp op, float *y, float *y2, const float *a, const float *b, size_t n) {
+    parallel_run((long)n, NN_PARALLEL_MIN, ew_chunk, &(EwJob){op, y, y2, a, b});
+}
+
+/* ---- sums over rows, over the threads by columns ----------------------------
+ * acc[c] += sum_n w(n, c) for c in [0, C): each thread takes whole 16-column
+ * blocks and runs down every row in order, so each column is summed in the
+ * same order as on one thread: the same bits. Used for the bias and
+ * LayerNorm gradients (the sums over positions of Sec. 3.1 / Eq. 2). */
+typedef struct {
+    float *dgamma, *dbeta;
+    const float *dy, *x, *mean, *rstd;
+    int N, C;
+} ColSumJob;
+
+static void colsum_chunk(void *ctx, long b0, long b1) {
+    const ColSumJob *j = ctx;
+    int c0 = (int)b0 * 16, c1 = (int)b1 * 16 < j->C ? (int)b1 * 16 : j->C;
+    for (int n = 0; n < j->N; n++) {
+        const float *dy = j->dy + (long)n * j->C;
+        if (j->dgamma) {   /* LayerNorm: dgamma += dy * norm (x given) */
+            const float *x = j->x + (long)n * j->C;
+            float m = j->mean[n], s = j->rstd[n];
+            SIMD
+            for (int c = c0; c < c1; c++) j->dgamma[c] += dy[c] * ((x[c] - m) * s);
+        }
+        if (j->dbeta) {    /* bias / beta: += dy */
+            SIMD
+            for (int c = c0; c < c1; c++) j->dbeta[c] += dy[c];
+        }
+    }
+}
+
+/* 16-column blocks per chunk so a chunk has about NN_PARALLEL_MIN floats */
+static void colsum_run(float *dgamma, float *dbeta, const float *dy, const float *x,
+                       const float *mean, const float *rstd, int N, int C) {
+    long blocks = (C + 15) / 16, per = NN_PARALLEL_MIN / (16L * (N > 0 ? N : 1));
+    parallel_run(blocks, per > 0 ? per : 1, colsum_chunk,
+                 &(ColSumJob){dgamma, dbeta, dy, x, mean, rstd, N, C});
+}
+
 /* ========================================================================== */
 /* linear                                                                      */
 /* ========================================================================== */
@@ -81,13 +168,7 @@ void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
     assert(N >= 0 && IN > 0 && OUT > 0);
     if (dinp) gemm(0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN);
     if (dW) gemm(1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT);
-    if (dbias) {
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (long)n * OUT;
-            SIMD
-            for (int j = 0; j < OUT; j++) dbias[j] += d[j];
-        }
-    }
+    if (dbias) colsum_run(NULL, dbias, dout, NULL, NULL, NULL, N, OUT);   /* rows in order */
 }
 
 /* ========================================================================== */
@@ -95,15 +176,13 @@ void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
 /* ========================================================================== */
 
 void relu_forward(float *out, const float *inp, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    ew_run(EW_RELU, out, NULL, inp, NULL, n);   /* out = inp > 0 ? inp : 0 */
 }
 
 /* forward: out = max(0, inp). The slope is 1 where out > 0 and 0 elsewhere
  * (at exactly 0 we pick 0, the usual subgradient). */
 void relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) dinp[i] += out[i] > 0.0f ? dout[i] : 0.0f;
+    ew_run(EW_RELU_ACC, dinp, NULL, dout, out, n);   /* dinp += out > 0 ? dout : 0 */
 }
 
 /* ========================================================================== */
@@ -132,8 +211,7 @@ void ffn_backward(float *dx, float *dW1, float *db1, float *dW2, float *db2,
     /* forward: hidden = max(0, pre). Zero the gradient where ReLU was off;
      * done in place, so dhidden now holds d(pre). A select, not a branch:
      * whether a unit is on is a coin flip the branch predictor cannot learn. */
-    SIMD
-    for (size_t i = 0; i < nh; i++) dhidden[i] = hidden[i] > 0.0f ? dhidden[i] : 0.0f;
+    ew_run(EW_RELU_MASK, dhidden, NULL, NULL, hidden, nh);   /* hidden > 0 ? dhidden : 0 */
     /* forward: pre = x W1 + b1 */
     linear_backward(dx, dW1, db1, dhidden, x, W1, N, d_model, d_ff);
 }
@@ -324,20 +402,9 @@ void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *d
     if (dinp)
         parallel_run(N, rows_per_chunk(C), ln_backward_rows,
                      &(LnBackJob){dinp, dout, inp, mean, rstd, gamma, C});
-    /* Sums over rows: one thread, rows in order, so the same bits for any
-     * thread count. */
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
-        float m = mean[n], s = rstd[n];
-        if (dgamma) {
-            SIMD
-            for (int c = 0; c < C; c++) dgamma[c] += dy[c] * ((x[c] - m) * s);
-        }
-        if (dbeta) {
-            SIMD
-            for (int c = 0; c < C; c++) dbeta[c] += dy[c];
-        }
-    }
+    /* Sums over rows, rows in order for every column, so the same bits for
+     * any thread count. */
+    if (dgamma || dbeta) colsum_run(dgamma, dbeta, dout, inp, mean, rstd, N, C);
 }
 
 /* ========================================================================== */
@@ -345,18 +412,13 @@ void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *d
 /* ========================================================================== */
 
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    ew_run(EW_ADD, out, NULL, a, b, n);   /* out = a + b */
 }
 
 /* forward: out = a + b, so both inputs receive dout unchanged: this is why a
  * residual path carries gradient straight through a deep stack. */
 void residual_backward(float *da, float *db, const float *dout, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) {
-        da[i] += dout[i];
-        db[i] += dout[i];
-    }
+    ew_run(EW_ADD2, da, db, dout, NULL, n);   /* da += dout, db += dout */
 }
 
 /* ========================================================================== */
@@ -424,8 +486,7 @@ void dropout_forward(float *out, float *keep, const float *inp, float p, size_t 
 
 /* forward: out = inp * keep, with the very mask the forward pass drew */
 void dropout_backward(float *dinp, const float *dout, const float *keep, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * keep[i];
+    ew_run(EW_MUL_ACC, dinp, NULL, dout, keep, n);   /* dinp += dout * keep */
 }
 
 /* ========================================================================== */
