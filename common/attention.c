@@ -523,9 +523,13 @@ void mha_forward(float *out, MhaActs *a, const MhaParams *p,
      * p->w_q (d_model,h*d_k), w_k (d_model,h*d_k), w_v (d_model,h*d_v), w_o (h*d_v,d_model) */
     /* project: Q W_i^Q for all heads at once (the h matrices W_i^Q sit side
      * by side as the column blocks of W_Q) */
-    matmul_forward(a->q, x_q, p->w_q, B * Tq, d_model, h * d_k);    /* q (B,Tq,h*d_k) */
-    matmul_forward(a->k, x_kv, p->w_k, B * Tk, d_model, h * d_k);   /* k (B,Tk,h*d_k) */
-    matmul_forward(a->v, x_kv, p->w_v, B * Tk, d_model, h * d_v);   /* v (B,Tk,h*d_v) */
+    /* (the three products in one job, gemm_many: each as matmul_forward) */
+    int D = d_model, nk = h * d_k, nv = h * d_v;
+    gemm_many(3, (GemmArgs[3]){
+        {0, 0, B * Tq, nk, D, 1.0f, x_q, D, p->w_q, nk, 0.0f, a->q, nk},    /* q (B,Tq,h*d_k) */
+        {0, 0, B * Tk, nk, D, 1.0f, x_kv, D, p->w_k, nk, 0.0f, a->k, nk},   /* k (B,Tk,h*d_k) */
+        {0, 0, B * Tk, nv, D, 1.0f, x_kv, D, p->w_v, nv, 0.0f, a->v, nv},   /* v (B,Tk,h*d_v) */
+    });
     /* head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), every head in one call.
      * Head hh is columns hh*d .. hh*d+d-1 of q, k and v, and its output
      * goes to the same columns of concat: that IS Concat(head_1, ..., head_h),
@@ -557,8 +561,11 @@ void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
     /* forward: out = concat W_O
      *   dconcat = dout W_O^T (written, beta = 0: no need to zero it first),
      *   dW_O += concat^T dout */
-    gemm(0, 1, B * Tq, h * d_v, d_model, 1.0f, dout, d_model, p->w_o, d_model, 0.0f, dconcat, h * d_v);
-    gemm(1, 0, h * d_v, d_model, B * Tq, 1.0f, a->concat, h * d_v, dout, d_model, 1.0f, g->w_o, d_model);
+    int D = d_model, wk = h * d_k, wv = h * d_v;   /* widths of q|k and v */
+    gemm_many(2, (GemmArgs[2]){
+        {0, 1, B * Tq, wv, D, 1.0f, dout, D, p->w_o, D, 0.0f, dconcat, wv},
+        {1, 0, wv, D, B * Tq, 1.0f, a->concat, wv, dout, D, 1.0f, g->w_o, D},
+    });
     /* forward: concat = the heads of sdpa(q, k, v), each read and written
      * where it lies in the (B,T,h*d) arrays. The backward does the same:
      * dq, dk, dv are written in that layout too, no copies. Every element of dq, dk, dv belongs to exactly one head, which
@@ -569,7 +576,18 @@ void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
                        a->q, lq, a->k, lk, a->v, lv, B, h, Tq, Tk, d_k, d_v, 0);
     /* forward: q = x_q W_Q, k = x_kv W_K, v = x_kv W_V. For self-attention
      * dx_q == dx_kv and all three contributions add up in one buffer. */
-    matmul_backward(dx_q, g->w_q, dq, x_q, p->w_q, B * Tq, d_model, h * d_k);
-    matmul_backward(dx_kv, g->w_k, dk, x_kv, p->w_k, B * Tk, d_model, h * d_k);
-    matmul_backward(dx_kv, g->w_v, dv, x_kv, p->w_v, B * Tk, d_model, h * d_v);
+    /* The three weight gradients dW = x^T d(q|k|v) are independent: one
+     * job. The input gradients dx += d(q|k|v) W^T add into the same buffer
+     * for self-attention, so they stay one after the other, in the order
+     * q, k, v (as matmul_backward did them: the same bits). */
+    gemm_many(3, (GemmArgs[3]){
+        {1, 0, D, wk, B * Tq, 1.0f, x_q, D, dq, wk, 1.0f, g->w_q, wk},
+        {1, 0, D, wk, B * Tk, 1.0f, x_kv, D, dk, wk, 1.0f, g->w_k, wk},
+        {1, 0, D, wv, B * Tk, 1.0f, x_kv, D, dv, wv, 1.0f, g->w_v, wv},
+    });
+    if (dx_q) gemm(0, 1, B * Tq, D, wk, 1.0f, dq, wk, p->w_q, wk, 1.0f, dx_q, D);
+    if (dx_kv) {
+        gemm(0, 1, B * Tk, D, wk, 1.0f, dk, wk, p->w_k, wk, 1.0f, dx_kv, D);
+        gemm(0, 1, B * Tk, D, wv, 1.0f, dv, wv, p->w_v, wv, 1.0f, dx_kv, D);
+    }
 }

@@ -55,6 +55,7 @@
 #include "gemm.h"
 #include "parallel.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -582,3 +583,60 @@ void gemm(int transA, int transB, int M, int N, int K,
     parallel_run(units, per, gemm_chunk, &job);
 #endif
 }
+
+#ifdef USE_OPENBLAS
+void gemm_many(int count, const GemmArgs *g) {
+    for (int i = 0; i < count; i++)
+        gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, g[i].alpha, g[i].A, g[i].lda, g[i].B,
+             g[i].ldb, g[i].beta, g[i].C, g[i].ldc);
+}
+#else
+/* The products' chunks numbered one after the other: chunk c belongs to
+ * product i when first[i] <= c < first[i + 1]. */
+typedef struct {
+    int count;
+    GemmJob job[GEMM_MANY_MAX];
+    long per[GEMM_MANY_MAX], units[GEMM_MANY_MAX], first[GEMM_MANY_MAX + 1];
+} GemmMany;
+
+static void gemm_many_chunk(void *ctx, long c0, long c1) {
+    const GemmMany *g = ctx;
+    for (long c = c0; c < c1; c++) {
+        int i = 0;
+        while (c >= g->first[i + 1]) i++;
+        long u0 = (c - g->first[i]) * g->per[i], u1 = u0 + g->per[i] < g->units[i] ? u0 + g->per[i] : g->units[i];
+        gemm_chunk((void *)&g->job[i], u0, u1);
+    }
+}
+
+void gemm_many(int count, const GemmArgs *a) {
+    assert(count >= 0 && count <= GEMM_MANY_MAX);
+    int threads = parallel_threads();
+    GemmMany g = {0};
+    long total = 0;
+    for (int i = 0; i < count; i++) {
+        const GemmArgs *x = &a[i];
+        /* the edge cases, and everything on one thread: gemm() itself */
+        if (threads <= 1 || x->M <= 0 || x->N <= 0 || x->K <= 0 || x->alpha == 0.0f) {
+            gemm(x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B, x->ldb, x->beta, x->C,
+                 x->ldc);
+            continue;
+        }
+        int split_n = x->N >= x->M, unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
+        long units = (n + unit - 1) / unit;
+        /* a small product is one chunk; a large one is cut as gemm() cuts it */
+        long per = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL
+                       ? units
+                       : (units + (long)threads * GEMM_CHUNKS_PER_THREAD - 1) / ((long)threads * GEMM_CHUNKS_PER_THREAD);
+        int k = g.count++;
+        g.job[k] = (GemmJob){x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B, x->ldb,
+                             x->beta, x->C, x->ldc, split_n, unit};
+        g.units[k] = units;
+        g.per[k] = per;
+        g.first[k] = total;
+        total += (units + per - 1) / per;
+        g.first[k + 1] = total;
+    }
+    if (g.count) parallel_run(total, 1, gemm_many_chunk, &g);
+}
+#endif
