@@ -166,8 +166,12 @@ void linear_forward(float *out, const float *inp, const float *W, const float *b
 void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
                      const float *inp, const float *W, int N, int IN, int OUT) {
     assert(N >= 0 && IN > 0 && OUT > 0);
-    if (dinp) gemm(0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN);
-    if (dW) gemm(1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT);
+    /* the two products are independent: one job (gemm_many), each with gemm()'s bits */
+    GemmArgs g[2];
+    int n = 0;
+    if (dinp) g[n++] = (GemmArgs){0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN};
+    if (dW) g[n++] = (GemmArgs){1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT};
+    gemm_many(n, g);
     if (dbias) colsum_run(NULL, dbias, dout, NULL, NULL, NULL, N, OUT);   /* rows in order */
 }
 
