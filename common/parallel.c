@@ -142,6 +142,19 @@ static void *pool_worker(void *arg) {
 
 int parallel_threads(void) { return in_job ? 1 : omp_get_max_threads(); }
 
+/* A child of fork() has only the thread that forked: no workers. It starts
+ * its own the first time it needs them (Check runs every test in a forked
+ * child; fork is called outside parallel_run, so the lock is free). */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_after_fork(void) {
+    pool.started = 0;
+    atomic_store(&pool.sleepers, 0);
+    pthread_mutex_init(&pool.lock, NULL);
+}
+
+static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
+
 /* Work alone for a while. Held up again soon after the last solo period
  * ended (the other program is still there): twice as long as last time, so
  * under lasting contention the trials cost less and less; otherwise
@@ -170,6 +183,7 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
     }
     /* one caller at a time (two threads of a program calling at once
      * take turns; the pool is not reentrant) */
+    pthread_once(&pool_once, pool_register_fork);
     pthread_mutex_lock(&pool.lock);
     /* Straggler guard: a worker that took a chunk and then lost its core
      * to another program holds the caller up until it is scheduled again
