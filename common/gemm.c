@@ -126,7 +126,10 @@ typedef struct Workspace {
     struct Workspace *next;    /* every workspace, for freeing at exit      */
 } Workspace;
 
-static _Thread_local Workspace *tls_ws;   /* this thread's, or NULL    */
+/* initial-exec: a fixed offset from the thread pointer, also in the CUDA
+ * shim (a dlopen()ed copy of the library), whose dynamic TLS blocks
+ * LeakSanitizer fails to scan in the pool's worker threads */
+static _Thread_local Workspace *tls_ws __attribute__((tls_model("initial-exec")));   /* this thread's, or NULL */
 static Workspace *all_ws;                 /* owner of every workspace  */
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t ws_once = PTHREAD_ONCE_INIT;

@@ -84,7 +84,8 @@ static long now_ns(void) {
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-static _Thread_local int in_job;   /* this thread is running a chunk */
+/* this thread is running a chunk (initial-exec TLS: see tls_ws in gemm.c) */
+static _Thread_local int in_job __attribute__((tls_model("initial-exec")));
 
 /* Takes the next chunk of generation gen: 1 and its index, or 0 if none is left. */
 static int pool_claim(uint32_t gen, uint32_t *chunk) {
