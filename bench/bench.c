@@ -566,7 +566,7 @@ typedef struct {
 
 static void verdict(const char *what, double got, const char *op, double goal) {
     int met = strcmp(op, "<=") == 0 ? got <= goal : got >= goal;
-    printf("  %-58s %7.2f  goal %s %.2f: %s", what, got, op, goal, met ? "met" : "MISSED");
+    printf("  %-66s %7.2f  goal %s %.2f: %s", what, got, op, goal, met ? "met" : "MISSED");
     if (!met) printf(" (by %.0f%%)", 100.0 * (strcmp(op, "<=") == 0 ? got / goal - 1 : 1 - got / goal));
     printf("\n");
 }
@@ -672,7 +672,7 @@ static void model_section(int threads, int no_torch, const char *script, const B
         snprintf(what, sizeof what, "%s: step / GEMM floor", name[i]);
         verdict(what, f->step2 / f->floor_ms, "<=", i == 0 ? 2.5 : 1.25);
         if (f->torch_tuned) {
-            snprintf(what, sizeof what, "%s: step / tuned PyTorch step", name[i]);
+            snprintf(what, sizeof what, "%s: step / tuned PyTorch step (faster of [B], [C])", name[i]);
             verdict(what, f->step2 / f->torch_tuned, "<=", i == 0 ? 0.2 : 0.6);
         }
         if (f->step1 && i == 0) {
