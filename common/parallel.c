@@ -49,8 +49,8 @@ int parallel_cap_threads(const char *prog) {
 #define POOL_MAX 64            /* workers at most (threads - 1)                 */
 #define POOL_SPIN_NS 200000L   /* a worker spins this long for the next job, then
                                 * sleeps: the gaps between a step's jobs are shorter */
-#define POOL_WAIT_NS 200000L   /* the caller waited this much longer than two of its
-                                * own chunks take for a worker's chunk: that core
+#define POOL_WAIT_NS 200000L   /* the caller waited this much longer than one of its
+                                * own chunks takes for a worker's chunk: that core
                                 * is busy elsewhere (see below)                    */
 #define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone,     */
 #define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
@@ -231,9 +231,10 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
             else sched_yield();
         }
         waited = now_ns() - t0;
-        /* A worker that runs takes at most about one chunk's time after
-         * this thread ran out of chunks; much longer means it lost its core */
-        if (waited > POOL_WAIT_NS + 2 * per_chunk) go_solo();
+        /* A worker that runs finishes its last chunk at most about one
+         * chunk's time after this thread ran out of chunks; longer means it
+         * lost its core (or shares it: then it is slower than this thread) */
+        if (waited > POOL_WAIT_NS + per_chunk) go_solo();
     }
     /* The other sign of busy cores: the workers, spinning and ready, should
      * take their share of the chunks; when over the last jobs they took
