@@ -15,7 +15,11 @@ arithmetic:
   - Adam beta = (0.9, 0.98), eps 1e-9, the warmup schedule (Sec. 5.3).
 Data: the copy task of common/train.h (vocab 11, pad 0, start 1).
 
-Prints one line for the bench to parse:
+The step also takes the global gradient norm and skips Adam unless it is
+finite, as the C step (train_step_batch) does.
+
+Prints two lines for the bench to parse:
+  TORCH_CORE <the core OpenBLAS picked, from openblas_get_corename()>
   TORCH fwd_ms=<median inference forward> step_ms=<median training step> rss_kb=<peak RSS>
 `--check` prints the torch version and exits 0 (the bench uses it to find an
 interpreter that has torch). Without torch it says how to install it and
@@ -150,6 +154,23 @@ def smoothed_xent(logp, targets, V, eps, pad):
     return -(dist * logp).sum(dim=1)[keep].sum() / keep.sum().clamp(min=1)
 
 
+def openblas_core():
+    """The core type the OpenBLAS that torch loaded picked, asked of the
+    library itself (openblas_get_corename), not guessed from the environment."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({l.split()[-1] for l in f if "openblas" in l.lower() and ".so" in l})
+        for path in libs:
+            lib = ctypes.CDLL(path)
+            if hasattr(lib, "openblas_get_corename"):
+                lib.openblas_get_corename.restype = ctypes.c_char_p
+                return lib.openblas_get_corename().decode()
+    except OSError:
+        pass
+    return "none-loaded"
+
+
 def peak_rss_kb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
 
@@ -188,7 +209,10 @@ def main():
         logp = model(src, tgt_in).reshape(-1, a.vocab)
         loss = smoothed_xent(logp, tgt_out, a.vocab, 0.1, 0)
         loss.backward()
-        opt.step()
+        # as the C step: the global gradient norm, and no update unless it is finite
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        if torch.isfinite(norm):
+            opt.step()
         sched.step()
         t2 = time.perf_counter()
         if r >= 0:
@@ -197,6 +221,7 @@ def main():
     fwd.sort()
     step.sort()
     med = lambda x: x[len(x) // 2] if len(x) % 2 else 0.5 * (x[len(x) // 2 - 1] + x[len(x) // 2])
+    print(f"TORCH_CORE {openblas_core()}")
     print(f"TORCH fwd_ms={1e3 * med(fwd):.4f} step_ms={1e3 * med(step):.4f} rss_kb={peak_rss_kb()} "
           f"loss={loss.item():.4f}")
     return 0

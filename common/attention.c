@@ -183,10 +183,12 @@ void sdpa_backward_ref(float *dQ, float *dK, float *dV, float *scratch,
  * without copying them into per-head blocks and back. */
 
 
-/* Below this many multiply-adds (about half a millisecond of one core) the
- * heads run on one thread: waking a second thread costs microseconds on an
- * idle machine and up to a scheduler time slice on a busy one. */
-#define ATTN_PARALLEL_MIN (1L << 22)
+/* The heads are handed out in chunks of about this many multiply-adds
+ * (~10-20 microseconds of one core): chapter 08's 512 (sequence, head)
+ * pairs of 10 x 10 scores make ~10 chunks, so both cores share attention at
+ * every size (parallel_run: a chunk costs well under a microsecond to hand
+ * over; fewer pairs than one chunk stay on the calling thread). */
+#define ATTN_CHUNK_WORK (1L << 17)
 
 typedef struct {
     size_t bs, hs, rs;   /* strides of sequence, head and row, in floats */
@@ -335,6 +337,79 @@ static void head_backward(float *dq, size_t rdq, float *dk, size_t rdk, float *d
         for (int j = 0; j < Tk; j++) mix_rows(dv + j * rdv, w + j, (size_t)Tk, dO, rdo, Tq, d_v, accumulate);
 }
 
+/* The (sequence, head) pairs are independent: each writes its own rows of
+ * out / weights (forward) or of dQ, dK, dV and its scratch (backward), so
+ * they are shared among the threads in chunks of whole pairs. */
+typedef struct {
+    float *out;
+    HeadLayout lo;
+    float *weights;
+    const float *Q;
+    HeadLayout lq;
+    const float *K;
+    HeadLayout lk;
+    const float *V;
+    HeadLayout lv;
+    const uint8_t *mask;
+    int h, Tq, Tk, d_k, d_v;
+    float scale;
+} SdpaJob;
+
+static void sdpa_forward_heads(void *ctx, long bh0, long bh1) {
+    const SdpaJob *j = ctx;
+    int h = j->h, Tq = j->Tq, Tk = j->Tk;
+    for (long bh = bh0; bh < bh1; bh++) {
+        int b = (int)(bh / h), hh = (int)(bh % h);
+        const uint8_t *m = j->mask ? j->mask + (size_t)b * Tq * Tk : NULL;   /* m (Tq,Tk) */
+        head_forward(j->out + head_at(j->lo, b, hh), j->lo.rs, j->weights + (size_t)bh * Tq * Tk,
+                     j->Q + head_at(j->lq, b, hh), j->lq.rs, j->K + head_at(j->lk, b, hh), j->lk.rs,
+                     j->V + head_at(j->lv, b, hh), j->lv.rs, m, Tq, Tk, j->d_k, j->d_v, j->scale);
+    }
+}
+
+typedef struct {
+    float *dQ;
+    HeadLayout ldq;
+    float *dK;
+    HeadLayout ldk;
+    float *dV;
+    HeadLayout ldv;
+    float *scratch;
+    const float *dout;
+    HeadLayout ldo;
+    const float *weights, *Q;
+    HeadLayout lq;
+    const float *K;
+    HeadLayout lk;
+    const float *V;
+    HeadLayout lv;
+    int h, Tq, Tk, d_k, d_v;
+    float scale;
+    int accumulate;
+} SdpaBackJob;
+
+static void sdpa_backward_heads(void *ctx, long bh0, long bh1) {
+    const SdpaBackJob *j = ctx;
+    int h = j->h, Tq = j->Tq, Tk = j->Tk;
+    for (long bh = bh0; bh < bh1; bh++) {
+        int b = (int)(bh / h), hh = (int)(bh % h);
+        size_t wo = (size_t)bh * Tq * Tk;
+        head_backward(j->dQ ? j->dQ + head_at(j->ldq, b, hh) : NULL, j->ldq.rs,
+                      j->dK ? j->dK + head_at(j->ldk, b, hh) : NULL, j->ldk.rs,
+                      j->dV ? j->dV + head_at(j->ldv, b, hh) : NULL, j->ldv.rs,
+                      j->scratch + wo, j->dout + head_at(j->ldo, b, hh), j->ldo.rs, j->weights + wo,
+                      j->Q + head_at(j->lq, b, hh), j->lq.rs, j->K + head_at(j->lk, b, hh), j->lk.rs,
+                      j->V + head_at(j->lv, b, hh), j->lv.rs, Tq, Tk, j->d_k, j->d_v, j->scale,
+                      j->accumulate);
+    }
+}
+
+/* (sequence, head) pairs per chunk: about ATTN_CHUNK_WORK multiply-adds */
+static long heads_per_chunk(long per_head) {
+    long n = ATTN_CHUNK_WORK / (per_head > 0 ? per_head : 1);
+    return n > 0 ? n : 1;
+}
+
 /* Every (sequence, head) pair through head_forward; each layout says where
  * the heads of one tensor lie. */
 static void sdpa_forward_laid(float *out, HeadLayout lo, float *weights,
@@ -346,15 +421,9 @@ static void sdpa_forward_laid(float *out, HeadLayout lo, float *weights,
      * variance d_k; large scores push softmax into a corner where its
      * gradient vanishes. Dividing by sqrt(d_k) brings the variance back to 1. */
     const float scale = 1.0f / sqrtf((float)d_k);
-    long work = (long)B * h * Tq * Tk * (d_k + d_v);
-    PARALLEL_FOR_IF(work >= ATTN_PARALLEL_MIN)
-    for (int bh = 0; bh < B * h; bh++) {
-        int b = bh / h, hh = bh % h;
-        const uint8_t *m = mask ? mask + (size_t)b * Tq * Tk : NULL;   /* m (Tq,Tk) */
-        head_forward(out + head_at(lo, b, hh), lo.rs, weights + (size_t)bh * Tq * Tk,
-                     Q + head_at(lq, b, hh), lq.rs, K + head_at(lk, b, hh), lk.rs,
-                     V + head_at(lv, b, hh), lv.rs, m, Tq, Tk, d_k, d_v, scale);
-    }
+    long per_head = (long)Tq * Tk * (d_k + d_v);
+    SdpaJob j = {out, lo, weights, Q, lq, K, lk, V, lv, mask, h, Tq, Tk, d_k, d_v, scale};
+    parallel_run((long)B * h, heads_per_chunk(per_head), sdpa_forward_heads, &j);
 }
 
 static void sdpa_backward_laid(float *dQ, HeadLayout ldq, float *dK, HeadLayout ldk,
@@ -364,18 +433,10 @@ static void sdpa_backward_laid(float *dQ, HeadLayout ldq, float *dK, HeadLayout 
                                const float *V, HeadLayout lv,
                                int B, int h, int Tq, int Tk, int d_k, int d_v, int accumulate) {
     const float scale = 1.0f / sqrtf((float)d_k);
-    long work = 2L * B * h * Tq * Tk * (d_k + d_v);
-    PARALLEL_FOR_IF(work >= ATTN_PARALLEL_MIN)
-    for (int bh = 0; bh < B * h; bh++) {
-        int b = bh / h, hh = bh % h;
-        size_t wo = (size_t)bh * Tq * Tk;
-        head_backward(dQ ? dQ + head_at(ldq, b, hh) : NULL, ldq.rs,
-                      dK ? dK + head_at(ldk, b, hh) : NULL, ldk.rs,
-                      dV ? dV + head_at(ldv, b, hh) : NULL, ldv.rs,
-                      scratch + wo, dout + head_at(ldo, b, hh), ldo.rs, weights + wo,
-                      Q + head_at(lq, b, hh), lq.rs, K + head_at(lk, b, hh), lk.rs,
-                      V + head_at(lv, b, hh), lv.rs, Tq, Tk, d_k, d_v, scale, accumulate);
-    }
+    long per_head = 2L * Tq * Tk * (d_k + d_v);
+    SdpaBackJob j = {dQ, ldq, dK, ldk, dV, ldv, scratch, dout, ldo, weights, Q, lq, K, lk, V, lv,
+                     h, Tq, Tk, d_k, d_v, scale, accumulate};
+    parallel_run((long)B * h, heads_per_chunk(per_head), sdpa_backward_heads, &j);
 }
 
 void sdpa_forward(float *out, float *weights,
@@ -462,9 +523,13 @@ void mha_forward(float *out, MhaActs *a, const MhaParams *p,
      * p->w_q (d_model,h*d_k), w_k (d_model,h*d_k), w_v (d_model,h*d_v), w_o (h*d_v,d_model) */
     /* project: Q W_i^Q for all heads at once (the h matrices W_i^Q sit side
      * by side as the column blocks of W_Q) */
-    matmul_forward(a->q, x_q, p->w_q, B * Tq, d_model, h * d_k);    /* q (B,Tq,h*d_k) */
-    matmul_forward(a->k, x_kv, p->w_k, B * Tk, d_model, h * d_k);   /* k (B,Tk,h*d_k) */
-    matmul_forward(a->v, x_kv, p->w_v, B * Tk, d_model, h * d_v);   /* v (B,Tk,h*d_v) */
+    /* (the three products in one job, gemm_many: each as matmul_forward) */
+    int D = d_model, nk = h * d_k, nv = h * d_v;
+    gemm_many(3, (GemmArgs[3]){
+        {0, 0, B * Tq, nk, D, 1.0f, x_q, D, p->w_q, nk, 0.0f, a->q, nk},    /* q (B,Tq,h*d_k) */
+        {0, 0, B * Tk, nk, D, 1.0f, x_kv, D, p->w_k, nk, 0.0f, a->k, nk},   /* k (B,Tk,h*d_k) */
+        {0, 0, B * Tk, nv, D, 1.0f, x_kv, D, p->w_v, nv, 0.0f, a->v, nv},   /* v (B,Tk,h*d_v) */
+    });
     /* head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), every head in one call.
      * Head hh is columns hh*d .. hh*d+d-1 of q, k and v, and its output
      * goes to the same columns of concat: that IS Concat(head_1, ..., head_h),
@@ -496,8 +561,11 @@ void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
     /* forward: out = concat W_O
      *   dconcat = dout W_O^T (written, beta = 0: no need to zero it first),
      *   dW_O += concat^T dout */
-    gemm(0, 1, B * Tq, h * d_v, d_model, 1.0f, dout, d_model, p->w_o, d_model, 0.0f, dconcat, h * d_v);
-    gemm(1, 0, h * d_v, d_model, B * Tq, 1.0f, a->concat, h * d_v, dout, d_model, 1.0f, g->w_o, d_model);
+    int D = d_model, wk = h * d_k, wv = h * d_v;   /* widths of q|k and v */
+    gemm_many(2, (GemmArgs[2]){
+        {0, 1, B * Tq, wv, D, 1.0f, dout, D, p->w_o, D, 0.0f, dconcat, wv},
+        {1, 0, wv, D, B * Tq, 1.0f, a->concat, wv, dout, D, 1.0f, g->w_o, D},
+    });
     /* forward: concat = the heads of sdpa(q, k, v), each read and written
      * where it lies in the (B,T,h*d) arrays. The backward does the same:
      * dq, dk, dv are written in that layout too, no copies. Every element of dq, dk, dv belongs to exactly one head, which
@@ -508,7 +576,18 @@ void mha_backward(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
                        a->q, lq, a->k, lk, a->v, lv, B, h, Tq, Tk, d_k, d_v, 0);
     /* forward: q = x_q W_Q, k = x_kv W_K, v = x_kv W_V. For self-attention
      * dx_q == dx_kv and all three contributions add up in one buffer. */
-    matmul_backward(dx_q, g->w_q, dq, x_q, p->w_q, B * Tq, d_model, h * d_k);
-    matmul_backward(dx_kv, g->w_k, dk, x_kv, p->w_k, B * Tk, d_model, h * d_k);
-    matmul_backward(dx_kv, g->w_v, dv, x_kv, p->w_v, B * Tk, d_model, h * d_v);
+    /* The three weight gradients dW = x^T d(q|k|v) are independent: one
+     * job. The input gradients dx += d(q|k|v) W^T add into the same buffer
+     * for self-attention, so they stay one after the other, in the order
+     * q, k, v (as matmul_backward did them: the same bits). */
+    gemm_many(3, (GemmArgs[3]){
+        {1, 0, D, wk, B * Tq, 1.0f, x_q, D, dq, wk, 1.0f, g->w_q, wk},
+        {1, 0, D, wk, B * Tk, 1.0f, x_kv, D, dk, wk, 1.0f, g->w_k, wk},
+        {1, 0, D, wv, B * Tk, 1.0f, x_kv, D, dv, wv, 1.0f, g->w_v, wv},
+    });
+    if (dx_q) gemm(0, 1, B * Tq, D, wk, 1.0f, dq, wk, p->w_q, wk, 1.0f, dx_q, D);
+    if (dx_kv) {
+        gemm(0, 1, B * Tk, D, wk, 1.0f, dk, wk, p->w_k, wk, 1.0f, dx_kv, D);
+        gemm(0, 1, B * Tk, D, wv, 1.0f, dv, wv, p->w_v, wv, 1.0f, dx_kv, D);
+    }
 }

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define BACKEND_ABI 2   /* bumped when this table changes: a stale .so is refused */
+#define BACKEND_ABI 3   /* bumped when this table changes: a stale .so is refused */
 
 typedef struct Backend {
     int abi;                 /* BACKEND_ABI of the code that filled the table   */
@@ -110,6 +110,12 @@ typedef struct Backend {
     /* rows copy: dst + j*dst_pitch <- src + idx[j]*src_pitch, width floats; idx host (NULL: j) */
     void (*gather_rows)(float *dst, size_t dst_pitch, const float *src, size_t src_pitch,
                         const int *idx, int n, size_t width);
+    /* optim.h's adam_step: the sum of squares of grad (every gradient
+     * finite? and the global norm), then, only when it is finite, Adam over
+     * all n parameters; param, m, v untouched otherwise. One op, so a
+     * backend can do it in one pass over the gradients. */
+    double (*adam_step)(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                        float beta1, float beta2, float eps, int step);
 } Backend;
 
 /* The CPU backend: always there. */

@@ -68,6 +68,7 @@ static const Backend cpu = {
     .relu_forward = relu_forward,
     .attend_rows_forward = attend_rows_forward,
     .gather_rows = gather_rows,
+    .adam_step = adam_step,
 };
 
 const Backend *backend_cpu(void) { return &cpu; }

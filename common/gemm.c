@@ -36,8 +36,9 @@
  *       MC x KC  A block        stays in L2 (168*256*4 = 168 KiB of 2 MiB)
  *       KC x NC  B panel        stays in L2 (256*1024*4 = 1 MiB of 2 MiB)
  *     so every float brought from memory is used many times before it leaves.
- *  4. Threads. The C matrix is split into one slab of columns (or rows) per
- *     thread; each thread runs 1-3 on its slab with its own packing buffers.
+ *  4. Threads. The C matrix is cut into chunks of whole tiles along its
+ *     columns (or rows), about 3 per thread; the threads take chunks in
+ *     turn (parallel_run) and run 1-3 on each with their own packing buffers.
  *
  * Determinism: every C element is summed in the same order - k blocks of KC
  * in increasing order, k increasing inside a block, one FMA per k - whatever
@@ -52,7 +53,9 @@
  * memory is bounded by (threads that ever ran gemm) x 1.2 MiB.
  */
 #include "gemm.h"
+#include "parallel.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -100,12 +103,15 @@
 #define NC 1024
 #endif
 
-/* Below this many multiply-adds (about 0.1 ms of one core's work) one
- * thread does the whole product. Waking a second thread costs microseconds
- * on a quiet machine, but on a busy one it may wait a whole scheduler time
- * slice (milliseconds) for its core; the per-head attention products and
- * the small model's layers are far below this. */
-#define GEMM_MIN_PARALLEL (1L << 23)
+/* Below this many multiply-adds (about 5 microseconds of one core's work)
+ * one thread does the whole product. Handing chunks to the pool's spinning
+ * worker costs well under a microsecond; on a busy machine a worker that
+ * is not running takes no chunk and costs nothing (parallel_run), so this
+ * can be low enough that chapter 08's d_model = 64 layers are shared. */
+#define GEMM_MIN_PARALLEL (1L << 19)
+
+/* chunks per thread when a product is shared (see gemm) */
+#define GEMM_CHUNKS_PER_THREAD 3
 
 /* Up to this many columns of C, full tiles read A in place instead of
  * packing it (see gemm_blocked). */
@@ -120,7 +126,10 @@ typedef struct Workspace {
     struct Workspace *next;    /* every workspace, for freeing at exit      */
 } Workspace;
 
-static _Thread_local Workspace *tls_ws;   /* this thread's, or NULL    */
+/* initial-exec: a fixed offset from the thread pointer, also in the CUDA
+ * shim (a dlopen()ed copy of the library), whose dynamic TLS blocks
+ * LeakSanitizer fails to scan in the pool's worker threads */
+static _Thread_local Workspace *tls_ws __attribute__((tls_model("initial-exec")));   /* this thread's, or NULL */
 static Workspace *all_ws;                 /* owner of every workspace  */
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
@@ -515,14 +524,34 @@ static void scale_c(float *C, int ldc, int M, int N, float beta) {
     }
 }
 
-/* Splits n into parts slabs of multiples of `unit`; slab t is [lo, hi). */
-static void slab(int n, int unit, int parts, int t, int *lo, int *hi) {
-    int units = (n + unit - 1) / unit;
-    int per = units / parts, extra = units % parts;
-    int u0 = t * per + (t < extra ? t : extra);
-    int u1 = u0 + per + (t < extra ? 1 : 0);
-    *lo = u0 * unit < n ? u0 * unit : n;
-    *hi = u1 * unit < n ? u1 * unit : n;
+
+/* One product, cut into chunks of whole tiles along N (split_n) or M. */
+typedef struct {
+    int transA, transB, M, N, K;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc, split_n, unit;
+} GemmJob;
+
+/* tiles [u0, u1) of the split side: a smaller product on this thread's
+ * workspace. Every element of C is still summed in the same order (the k
+ * loop does not depend on the cut), so any cut gives the same bits. */
+static void gemm_chunk(void *ctx, long u0, long u1) {
+    const GemmJob *j = ctx;
+    int n = j->split_n ? j->N : j->M;
+    int lo = (int)(u0 * j->unit), hi = (int)(u1 * j->unit) < n ? (int)(u1 * j->unit) : n;
+    if (j->split_n)
+        gemm_part(ws_get(), j->transA, j->transB, j->M, hi - lo, j->K, j->alpha, j->A, j->lda,
+                  j->transB ? j->B + (size_t)lo * j->ldb : j->B + lo, j->ldb, j->beta, j->C + lo, j->ldc);
+    else
+        gemm_part(ws_get(), j->transA, j->transB, hi - lo, j->N, j->K, j->alpha,
+                  j->transA ? j->A + lo : j->A + (size_t)lo * j->lda, j->lda, j->B, j->ldb, j->beta,
+                  j->C + (size_t)lo * j->ldc, j->ldc);
 }
 
 #endif /* !USE_OPENBLAS */
@@ -539,40 +568,78 @@ void gemm(int transA, int transB, int M, int N, int K,
         scale_c(C, ldc, M, N, beta);
         return;
     }
-    int threads = 1;
-#ifdef _OPENMP
-    if ((long)M * N * K >= GEMM_MIN_PARALLEL && !omp_in_parallel()) threads = omp_get_max_threads();
-#endif
-    /* Split the wider side of C, in whole tiles, so every thread gets a
-     * slab big enough to keep its micro-kernel busy. */
+    int threads = (long)M * N * K >= GEMM_MIN_PARALLEL ? parallel_threads() : 1;
+    /* Split the wider side of C, in whole tiles, so every chunk is big
+     * enough to keep a micro-kernel busy. */
     int split_n = N >= M;
-    int units = split_n ? (N + NR - 1) / NR : (M + MR - 1) / MR;
-    if (threads > units) threads = units;
-    if (threads <= 1) {
+    int unit = split_n ? NR : MR, n = split_n ? N : M;
+    long units = (n + unit - 1) / unit;
+    if (threads <= 1 || units < 2) {
         gemm_part(ws_get(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
-#endif
-    {
-        int t = 0, lo, hi;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        Workspace *ws = ws_get();
-        if (split_n) {
-            slab(N, NR, threads, t, &lo, &hi);
-            if (hi > lo)
-                gemm_part(ws, transA, transB, M, hi - lo, K, alpha, A, lda,
-                             transB ? B + (size_t)lo * ldb : B + lo, ldb, beta, C + lo, ldc);
-        } else {
-            slab(M, MR, threads, t, &lo, &hi);
-            if (hi > lo)
-                gemm_part(ws, transA, transB, hi - lo, N, K, alpha,
-                             transA ? A + lo : A + (size_t)lo * lda, lda, B, ldb,
-                             beta, C + (size_t)lo * ldc, ldc);
-        }
-    }
+    /* About GEMM_CHUNKS_PER_THREAD chunks per thread, taken in turn (see
+     * parallel_run): a core slowed by another program does fewer of them
+     * instead of holding the others up. Each chunk packs its own share. */
+    long per = (units + (long)threads * GEMM_CHUNKS_PER_THREAD - 1) / ((long)threads * GEMM_CHUNKS_PER_THREAD);
+    GemmJob job = {transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, split_n, unit};
+    parallel_run(units, per, gemm_chunk, &job);
 #endif
 }
+
+#ifdef USE_OPENBLAS
+void gemm_many(int count, const GemmArgs *g) {
+    for (int i = 0; i < count; i++)
+        gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, g[i].alpha, g[i].A, g[i].lda, g[i].B,
+             g[i].ldb, g[i].beta, g[i].C, g[i].ldc);
+}
+#else
+/* The products' chunks numbered one after the other: chunk c belongs to
+ * product i when first[i] <= c < first[i + 1]. */
+typedef struct {
+    int count;
+    GemmJob job[GEMM_MANY_MAX];
+    long per[GEMM_MANY_MAX], units[GEMM_MANY_MAX], first[GEMM_MANY_MAX + 1];
+} GemmMany;
+
+static void gemm_many_chunk(void *ctx, long c0, long c1) {
+    const GemmMany *g = ctx;
+    for (long c = c0; c < c1; c++) {
+        int i = 0;
+        while (c >= g->first[i + 1]) i++;
+        long u0 = (c - g->first[i]) * g->per[i], u1 = u0 + g->per[i] < g->units[i] ? u0 + g->per[i] : g->units[i];
+        gemm_chunk((void *)&g->job[i], u0, u1);
+    }
+}
+
+void gemm_many(int count, const GemmArgs *a) {
+    assert(count >= 0 && count <= GEMM_MANY_MAX);
+    int threads = parallel_threads();
+    GemmMany g = {0};
+    long total = 0;
+    for (int i = 0; i < count; i++) {
+        const GemmArgs *x = &a[i];
+        /* the edge cases, and everything on one thread: gemm() itself */
+        if (threads <= 1 || x->M <= 0 || x->N <= 0 || x->K <= 0 || x->alpha == 0.0f) {
+            gemm(x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B, x->ldb, x->beta, x->C,
+                 x->ldc);
+            continue;
+        }
+        int split_n = x->N >= x->M, unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
+        long units = (n + unit - 1) / unit;
+        /* a small product is one chunk; a large one is cut as gemm() cuts it */
+        long per = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL
+                       ? units
+                       : (units + (long)threads * GEMM_CHUNKS_PER_THREAD - 1) / ((long)threads * GEMM_CHUNKS_PER_THREAD);
+        int k = g.count++;
+        g.job[k] = (GemmJob){x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B, x->ldb,
+                             x->beta, x->C, x->ldc, split_n, unit};
+        g.units[k] = units;
+        g.per[k] = per;
+        g.first[k] = total;
+        total += (units + per - 1) / per;
+        g.first[k + 1] = total;
+    }
+    if (g.count) parallel_run(total, 1, gemm_many_chunk, &g);
+}
+#endif

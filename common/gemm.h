@@ -20,4 +20,25 @@ void gemm_ref(int transA, int transB, int M, int N, int K,
               float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc);
 
+/* Several independent products as one job: the three projections of
+ * multi-head attention (x W_Q, x W_K, x W_V) or the weight gradients of a
+ * layer. Each is gemm() with these arguments and gets gemm()'s bits; the
+ * threads take chunks of all of them from one queue, so there is one wait
+ * at the end instead of one per product, and small products that would
+ * each run on one thread are shared out. No product's C may overlap
+ * another's A, B or C. At most GEMM_MANY_MAX. */
+#define GEMM_MANY_MAX 4
+typedef struct {
+    int transA, transB, M, N, K;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+} GemmArgs;
+void gemm_many(int count, const GemmArgs *g);
+
 #endif

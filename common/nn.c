@@ -29,12 +29,106 @@
 #include <string.h>
 
 
-/* Below this many floats of work a loop runs on one thread. Starting a team
- * of threads costs a few microseconds on an idle machine, and on a busy one
- * the second thread may wait a whole scheduler time slice (milliseconds) for
- * a core; one layer norm over chapter 08's 1280 x 64 activations takes
- * about 30 microseconds. Only rows of a large model pass this. */
-#define NN_PARALLEL_MIN (1L << 20)
+/* Row-wise loops hand out chunks of about this many floats (parallel_run):
+ * one layer norm over chapter 08's 1280 x 64 activations takes about 30
+ * microseconds, so it is cut in 3 chunks of ~10 microseconds, each far more
+ * than the well-under-a-microsecond it costs to hand one to a spinning
+ * worker. Smaller loops stay on the calling thread. */
+#define NN_PARALLEL_MIN (1L << 15)
+
+/* rows per chunk of a row-wise loop: about NN_PARALLEL_MIN floats each, so a
+ * chunk is worth handing to another thread (parallel_run) */
+static long rows_per_chunk(int C) {
+    long r = NN_PARALLEL_MIN / (C > 0 ? C : 1);
+    return r > 0 ? r : 1;
+}
+
+/* ---- element-wise loops over the threads -----------------------------------
+ * Each element is its own output, so any cut of [0, n) gives the same bits.
+ * One small job type for the few element-wise loops of a step. */
+typedef enum { EW_ADD, EW_ADD2, EW_MUL_ACC, EW_RELU, EW_RELU_ACC, EW_RELU_MASK } EwOp;
+
+typedef struct {
+    EwOp op;
+    float *y, *y2;
+    const float *a, *b;
+} EwJob;
+
+static void ew_chunk(void *ctx, long lo, long hi) {
+    const EwJob *j = ctx;
+    float *y = j->y, *y2 = j->y2;
+    const float *a = j->a, *b = j->b;
+    switch (j->op) {
+    case EW_ADD:       /* y = a + b */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] = a[i] + b[i];
+        break;
+    case EW_ADD2:      /* y += a, y2 += a */
+        SIMD
+        for (long i = lo; i < hi; i++) {
+            y[i] += a[i];
+            y2[i] += a[i];
+        }
+        break;
+    case EW_MUL_ACC:   /* y += a * b */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] += a[i] * b[i];
+        break;
+    case EW_RELU:      /* y = max(0, a) */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case EW_RELU_ACC:  /* y += b > 0 ? a : 0 */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] += b[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case EW_RELU_MASK: /* y = b > 0 ? y : 0 */
+        SIMD
+        for (long i = lo; i < hi; i++) y[i] = b[i] > 0.0f ? y[i] : 0.0f;
+        break;
+    }
+}
+
+static void ew_run(EwOp op, float *y, float *y2, const float *a, const float *b, size_t n) {
+    parallel_run((long)n, NN_PARALLEL_MIN, ew_chunk, &(EwJob){op, y, y2, a, b});
+}
+
+/* ---- sums over rows, over the threads by columns ----------------------------
+ * acc[c] += sum_n w(n, c) for c in [0, C): each thread takes whole 16-column
+ * blocks and runs down every row in order, so each column is summed in the
+ * same order as on one thread: the same bits. Used for the bias and
+ * LayerNorm gradients (the sums over positions of Sec. 3.1 / Eq. 2). */
+typedef struct {
+    float *dgamma, *dbeta;
+    const float *dy, *x, *mean, *rstd;
+    int N, C;
+} ColSumJob;
+
+static void colsum_chunk(void *ctx, long b0, long b1) {
+    const ColSumJob *j = ctx;
+    int c0 = (int)b0 * 16, c1 = (int)b1 * 16 < j->C ? (int)b1 * 16 : j->C;
+    for (int n = 0; n < j->N; n++) {
+        const float *dy = j->dy + (long)n * j->C;
+        if (j->dgamma) {   /* LayerNorm: dgamma += dy * norm (x given) */
+            const float *x = j->x + (long)n * j->C;
+            float m = j->mean[n], s = j->rstd[n];
+            SIMD
+            for (int c = c0; c < c1; c++) j->dgamma[c] += dy[c] * ((x[c] - m) * s);
+        }
+        if (j->dbeta) {    /* bias / beta: += dy */
+            SIMD
+            for (int c = c0; c < c1; c++) j->dbeta[c] += dy[c];
+        }
+    }
+}
+
+/* 16-column blocks per chunk so a chunk has about NN_PARALLEL_MIN floats */
+static void colsum_run(float *dgamma, float *dbeta, const float *dy, const float *x,
+                       const float *mean, const float *rstd, int N, int C) {
+    long blocks = (C + 15) / 16, per = NN_PARALLEL_MIN / (16L * (N > 0 ? N : 1));
+    parallel_run(blocks, per > 0 ? per : 1, colsum_chunk,
+                 &(ColSumJob){dgamma, dbeta, dy, x, mean, rstd, N, C});
+}
 
 /* ========================================================================== */
 /* linear                                                                      */
@@ -42,17 +136,27 @@
 
 /* out (N,OUT) = inp (N,IN) @ W (IN,OUT) + bias (OUT): the x W_1 + b_1 of Eq. 2.
  * The matrix multiply is gemm() (the fast kernel); only the bias is a loop. */
+typedef struct {
+    float *out;
+    const float *bias;
+    int OUT;
+} BiasJob;
+
+static void bias_rows(void *ctx, long lo, long hi) {
+    const BiasJob *j = ctx;
+    for (long n = lo; n < hi; n++) {
+        float *o = j->out + n * j->OUT;
+        SIMD
+        for (int c = 0; c < j->OUT; c++) o[c] += j->bias[c];
+    }
+}
+
 void linear_forward(float *out, const float *inp, const float *W, const float *bias,
                     int N, int IN, int OUT) {
     assert(N >= 0 && IN > 0 && OUT > 0);
     gemm(0, 0, N, OUT, IN, 1.0f, inp, IN, W, OUT, 0.0f, out, OUT);
     if (!bias) return;
-    PARALLEL_FOR_IF((long)N * OUT >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
-        float *o = out + (long)n * OUT;
-        SIMD
-        for (int j = 0; j < OUT; j++) o[j] += bias[j];
-    }
+    parallel_run(N, rows_per_chunk(OUT), bias_rows, &(BiasJob){out, bias, OUT});
 }
 
 /* forward: out = inp @ W + bias
@@ -62,15 +166,13 @@ void linear_forward(float *out, const float *inp, const float *W, const float *b
 void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
                      const float *inp, const float *W, int N, int IN, int OUT) {
     assert(N >= 0 && IN > 0 && OUT > 0);
-    if (dinp) gemm(0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN);
-    if (dW) gemm(1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT);
-    if (dbias) {
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (long)n * OUT;
-            SIMD
-            for (int j = 0; j < OUT; j++) dbias[j] += d[j];
-        }
-    }
+    /* the two products are independent: one job (gemm_many), each with gemm()'s bits */
+    GemmArgs g[2];
+    int n = 0;
+    if (dinp) g[n++] = (GemmArgs){0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN};
+    if (dW) g[n++] = (GemmArgs){1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT};
+    gemm_many(n, g);
+    if (dbias) colsum_run(NULL, dbias, dout, NULL, NULL, NULL, N, OUT);   /* rows in order */
 }
 
 /* ========================================================================== */
@@ -78,15 +180,13 @@ void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
 /* ========================================================================== */
 
 void relu_forward(float *out, const float *inp, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    ew_run(EW_RELU, out, NULL, inp, NULL, n);   /* out = inp > 0 ? inp : 0 */
 }
 
 /* forward: out = max(0, inp). The slope is 1 where out > 0 and 0 elsewhere
  * (at exactly 0 we pick 0, the usual subgradient). */
 void relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) dinp[i] += out[i] > 0.0f ? dout[i] : 0.0f;
+    ew_run(EW_RELU_ACC, dinp, NULL, dout, out, n);   /* dinp += out > 0 ? dout : 0 */
 }
 
 /* ========================================================================== */
@@ -115,8 +215,7 @@ void ffn_backward(float *dx, float *dW1, float *db1, float *dW2, float *db2,
     /* forward: hidden = max(0, pre). Zero the gradient where ReLU was off;
      * done in place, so dhidden now holds d(pre). A select, not a branch:
      * whether a unit is on is a coin flip the branch predictor cannot learn. */
-    SIMD
-    for (size_t i = 0; i < nh; i++) dhidden[i] = hidden[i] > 0.0f ? dhidden[i] : 0.0f;
+    ew_run(EW_RELU_MASK, dhidden, NULL, NULL, hidden, nh);   /* hidden > 0 ? dhidden : 0 */
     /* forward: pre = x W1 + b1 */
     linear_backward(dx, dW1, db1, dhidden, x, W1, N, d_model, d_ff);
 }
@@ -218,11 +317,18 @@ static double row_sqdev(const float *x, double m, int C) {
 /* layernorm_forward_ref with the row sums of row_sum / row_sqdev (8 running
  * sums) and rows shared among threads when the work is large. Same math in
  * a different order of additions: the two agree to float rounding. */
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                       const float *gamma, const float *beta, int N, int C) {
-    assert(N >= 0 && C > 0);
-    PARALLEL_FOR_IF((long)N * C >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
+typedef struct {
+    float *out, *mean, *rstd;
+    const float *inp, *gamma, *beta;
+    int C;
+} LnJob;
+
+static void ln_forward_rows(void *ctx, long lo, long hi) {
+    const LnJob *j = ctx;
+    float *out = j->out, *mean = j->mean, *rstd = j->rstd;
+    const float *inp = j->inp, *gamma = j->gamma, *beta = j->beta;
+    int C = j->C;
+    for (long n = lo; n < hi; n++) {
         const float *x = inp + (long)n * C;
         float *y = out + (long)n * C;
         double m = row_sum(x, C) / C;
@@ -236,65 +342,73 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     }
 }
 
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *gamma, const float *beta, int N, int C) {
+    assert(N >= 0 && C > 0);
+    parallel_run(N, rows_per_chunk(C), ln_forward_rows, &(LnJob){out, mean, rstd, inp, gamma, beta, C});
+}
+
 /* layernorm_backward_ref with the two row means kept as 16 running sums (one
  * AVX-512 vector) in float, and rows shared among threads. */
+typedef struct {
+    float *dinp;
+    const float *dout, *inp, *mean, *rstd, *gamma;
+    int C;
+} LnBackJob;
+
+static void ln_backward_rows(void *ctx, long lo, long hi) {
+    const LnBackJob *j = ctx;
+    float *dinp = j->dinp;
+    const float *dout = j->dout, *inp = j->inp, *mean = j->mean, *rstd = j->rstd, *gamma = j->gamma;
+    int C = j->C;
+    for (long n = lo; n < hi; n++) {
+        const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
+        float *dx = dinp + (long)n * C;
+        float m = mean[n], s = rstd[n];
+        /* the two row means, each kept as 16 running sums (one vector)
+         * added up in a fixed order at the end */
+        float a[16] = {0}, b[16] = {0};
+        int c = 0;
+        for (; c + 16 <= C; c += 16) {
+            SIMD
+            for (int l = 0; l < 16; l++) {
+                float norm = (x[c + l] - m) * s;
+                float dnorm = gamma[c + l] * dy[c + l];
+                a[l] += dnorm;
+                b[l] += dnorm * norm;
+            }
+        }
+        for (int l = 0; c < C; c++, l++) {
+            float norm = (x[c] - m) * s;
+            float dnorm = gamma[c] * dy[c];
+            a[l] += dnorm;
+            b[l] += dnorm * norm;
+        }
+        for (int w = 8; w >= 1; w /= 2)
+            for (int l = 0; l < w; l++) {
+                a[l] += a[l + w];
+                b[l] += b[l + w];
+            }
+        float dnorm_mean = a[0] / C, dnorm_norm_mean = b[0] / C;
+        SIMD
+        for (c = 0; c < C; c++) {
+            float norm = (x[c] - m) * s;
+            float dnorm = gamma[c] * dy[c];
+            dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+        }
+    }
+}
+
 void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
                         const float *inp, const float *mean, const float *rstd,
                         const float *gamma, int N, int C) {
     assert(N >= 0 && C > 0);
-    if (dinp) {
-        PARALLEL_FOR_IF((long)N * C >= NN_PARALLEL_MIN)
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
-            float *dx = dinp + (long)n * C;
-            float m = mean[n], s = rstd[n];
-            /* the two row means, each kept as 16 running sums (one vector)
-             * added up in a fixed order at the end */
-            float a[16] = {0}, b[16] = {0};
-            int c = 0;
-            for (; c + 16 <= C; c += 16) {
-                SIMD
-                for (int l = 0; l < 16; l++) {
-                    float norm = (x[c + l] - m) * s;
-                    float dnorm = gamma[c + l] * dy[c + l];
-                    a[l] += dnorm;
-                    b[l] += dnorm * norm;
-                }
-            }
-            for (int l = 0; c < C; c++, l++) {
-                float norm = (x[c] - m) * s;
-                float dnorm = gamma[c] * dy[c];
-                a[l] += dnorm;
-                b[l] += dnorm * norm;
-            }
-            for (int w = 8; w >= 1; w /= 2)
-                for (int l = 0; l < w; l++) {
-                    a[l] += a[l + w];
-                    b[l] += b[l + w];
-                }
-            float dnorm_mean = a[0] / C, dnorm_norm_mean = b[0] / C;
-            SIMD
-            for (c = 0; c < C; c++) {
-                float norm = (x[c] - m) * s;
-                float dnorm = gamma[c] * dy[c];
-                dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
-            }
-        }
-    }
-    /* Sums over rows: one thread, rows in order, so the same bits for any
-     * thread count. */
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (long)n * C, *dy = dout + (long)n * C;
-        float m = mean[n], s = rstd[n];
-        if (dgamma) {
-            SIMD
-            for (int c = 0; c < C; c++) dgamma[c] += dy[c] * ((x[c] - m) * s);
-        }
-        if (dbeta) {
-            SIMD
-            for (int c = 0; c < C; c++) dbeta[c] += dy[c];
-        }
-    }
+    if (dinp)
+        parallel_run(N, rows_per_chunk(C), ln_backward_rows,
+                     &(LnBackJob){dinp, dout, inp, mean, rstd, gamma, C});
+    /* Sums over rows, rows in order for every column, so the same bits for
+     * any thread count. */
+    if (dgamma || dbeta) colsum_run(dgamma, dbeta, dout, inp, mean, rstd, N, C);
 }
 
 /* ========================================================================== */
@@ -302,18 +416,13 @@ void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *d
 /* ========================================================================== */
 
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    ew_run(EW_ADD, out, NULL, a, b, n);   /* out = a + b */
 }
 
 /* forward: out = a + b, so both inputs receive dout unchanged: this is why a
  * residual path carries gradient straight through a deep stack. */
 void residual_backward(float *da, float *db, const float *dout, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) {
-        da[i] += dout[i];
-        db[i] += dout[i];
-    }
+    ew_run(EW_ADD2, da, db, dout, NULL, n);   /* da += dout, db += dout */
 }
 
 /* ========================================================================== */
@@ -325,7 +434,7 @@ void residual_backward(float *da, float *db, const float *dout, size_t n) {
  * the layer is the identity. Element i's fate is dropout_keep(key, tensor, i)
  * (dropout_mask.h): a hash of its coordinates, not a draw from a stream, so
  * the GPU computes the very same mask and the same key gives the same mask. */
-void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+void dropout_forward_ref(float *out, float *keep, const float *inp, float p, size_t n,
                      uint64_t key, uint32_t tensor) {
     assert(p >= 0.0f && p < 1.0f);
     if (p == 0.0f) {
@@ -340,10 +449,48 @@ void dropout_forward(float *out, float *keep, const float *inp, float p, size_t 
     }
 }
 
+/* dropout_forward_ref's mask, 16 elements at a time and in chunks over the
+ * threads. The element's number is the counter, so any cut of [0, n) draws
+ * the same mask: the same bits as the plain loop. The tensor's half of the
+ * hash, mix64(key ^ tensor * c), is the same for every element: computed
+ * once here (dropout_uniform recomputes it per call). */
+typedef struct {
+    float *out, *keep;
+    const float *inp;
+    float p, scale;
+    uint64_t base;
+} DropJob;
+
+static void dropout_chunk(void *ctx, long lo, long hi) {
+    const DropJob *j = ctx;
+    float *out = j->out, *keep = j->keep;    /* out may be inp (in place) */
+    const float *inp = j->inp;
+    const float p = j->p, scale = j->scale;
+    const uint64_t base = j->base;
+    SIMD
+    for (long i = lo; i < hi; i++) {
+        uint64_t z = dropout_mix64(base + (uint64_t)i);
+        float u = (float)(z >> 40) * (1.0f / 16777216.0f);   /* dropout_uniform */
+        keep[i] = u >= p ? scale : 0.0f;                      /* dropout_keep    */
+        out[i] = inp[i] * keep[i];
+    }
+}
+
+void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
+                     uint64_t key, uint32_t tensor) {
+    assert(p >= 0.0f && p < 1.0f);
+    if (p == 0.0f) {
+        dropout_forward_ref(out, keep, inp, p, n, key, tensor);
+        return;
+    }
+    DropJob j = {out, keep, inp, p, 1.0f / (1.0f - p),
+                 dropout_mix64(key ^ ((uint64_t)tensor * 0xD1B54A32D192ED03ull))};
+    parallel_run((long)n, NN_PARALLEL_MIN, dropout_chunk, &j);
+}
+
 /* forward: out = inp * keep, with the very mask the forward pass drew */
 void dropout_backward(float *dinp, const float *dout, const float *keep, size_t n) {
-    SIMD
-    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * keep[i];
+    ew_run(EW_MUL_ACC, dinp, NULL, dout, keep, n);   /* dinp += dout * keep */
 }
 
 /* ========================================================================== */
@@ -412,10 +559,18 @@ void posenc_fill(float *pe, int max_len, int d_model) {
  *                  = (x_v - max) - log sum_u exp(x_u - max)
  * The second form never overflows (every exponent <= 0) and never takes the
  * log of 0 (the max term contributes exp(0) = 1). Logits must be finite. */
-void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
-    assert(N >= 0 && V > 0);
-    PARALLEL_FOR_IF((long)N * V >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
+typedef struct {
+    float *logp;
+    const float *logits;
+    int V;
+} LsmJob;
+
+static void logsoftmax_rows(void *ctx, long lo, long hi) {
+    const LsmJob *j = ctx;
+    float *logp = j->logp;
+    const float *logits = j->logits;
+    int V = j->V;
+    for (long n = lo; n < hi; n++) {
         const float *x = logits + (long)n * V;
         float *y = logp + (long)n * V;
         float max = x[0];
@@ -425,6 +580,11 @@ void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
         float lse = (float)log(sum);
         for (int v = 0; v < V; v++) y[v] = (x[v] - max) - lse;
     }
+}
+
+void logsoftmax_forward(float *logp, const float *logits, int N, int V) {
+    assert(N >= 0 && V > 0);
+    parallel_run(N, rows_per_chunk(V), logsoftmax_rows, &(LsmJob){logp, logits, V});
 }
 
 /* Sec. 5.4, "label smoothing of value eps_ls = 0.1": the target keeps 1-eps_ls
@@ -484,6 +644,33 @@ float smoothed_xent_forward(const float *logp, const int *targets, int N, int V,
  * d(-sum_v dist_v logp_v)/d logits_u = softmax_u * sum_v dist_v - dist_u
  *                                    = softmax_u - dist_u   (dist sums to 1)
  * and softmax = exp(logp). Padding rows get nothing. */
+typedef struct {
+    float *dlogits;
+    const float *logp;
+    const int *targets;
+    int V, pad_id;
+    float on, share, inv;
+} XentBackJob;
+
+static void xent_backward_rows(void *ctx, long lo, long hi) {
+    const XentBackJob *j = ctx;
+    float *dlogits = j->dlogits;
+    const float *logp = j->logp;
+    const int *targets = j->targets;
+    int V = j->V, pad_id = j->pad_id;
+    float on = j->on, share = j->share, inv = j->inv;
+    for (long n = lo; n < hi; n++) {
+        int t = targets[n];
+        if (t == pad_id) continue;
+        const float *lp = logp + (long)n * V;
+        float *d = dlogits + (long)n * V;
+        for (int v = 0; v < V; v++) {
+            float dist = v == t ? on : v == pad_id ? 0.0f : share;
+            d[v] += (expf(lp[v]) - dist) * inv;
+        }
+    }
+}
+
 void smoothed_xent_backward(float *dlogits, const float *logp, const int *targets,
                             int N, int V, float eps_ls, int pad_id) {
     assert(N >= 0 && V > 0 && pad_id < V);
@@ -497,15 +684,6 @@ void smoothed_xent_backward(float *dlogits, const float *logp, const int *target
     int others = V - 1 - (pad_id >= 0 ? 1 : 0);
     float share = others > 0 ? eps_ls / others : 0.0f;
     float on = others > 0 ? 1.0f - eps_ls : 1.0f;
-    PARALLEL_FOR_IF((long)N * V >= NN_PARALLEL_MIN)
-    for (int n = 0; n < N; n++) {
-        int t = targets[n];
-        if (t == pad_id) continue;
-        const float *lp = logp + (long)n * V;
-        float *d = dlogits + (long)n * V;
-        for (int v = 0; v < V; v++) {
-            float dist = v == t ? on : v == pad_id ? 0.0f : share;
-            d[v] += (expf(lp[v]) - dist) * inv;
-        }
-    }
+    parallel_run(N, rows_per_chunk(V), xent_backward_rows,
+                 &(XentBackJob){dlogits, logp, targets, V, pad_id, on, share, inv});
 }

@@ -65,6 +65,10 @@ void residual_backward(float *da, float *db, const float *dout, size_t n);
  * dropout_keep(key, tensor, i, p) says so (dropout_mask.h: a counter-based
  * hash the CUDA kernel shares, so both devices draw the same mask).
  * p == 0 copies inp and fills keep with 1. out may equal inp. */
+/* the plain loop, one dropout_keep per element (dropout_forward is the
+ * same mask, vectorised and over the threads; tested equal) */
+void dropout_forward_ref(float *out, float *keep, const float *inp, float p, size_t n,
+                         uint64_t key, uint32_t tensor);
 void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
                      uint64_t key, uint32_t tensor);
 void dropout_backward(float *dinp, const float *dout, const float *keep, size_t n);

@@ -33,8 +33,11 @@ void matmul_forward(float *out, const float *a, const float *b, int M, int K, in
 void matmul_backward(float *da, float *db, const float *dout,
                      const float *a, const float *b, int M, int K, int N) {
     /* forward: out = a @ b, so d a = dout @ b^T and d b = a^T @ dout */
-    if (da) gemm(0, 1, M, K, N, 1.0f, dout, N, b, N, 1.0f, da, K);
-    if (db) gemm(1, 0, K, N, M, 1.0f, a, K, dout, N, 1.0f, db, N);
+    GemmArgs g[2];   /* independent: one job (gemm_many), each with gemm()'s bits */
+    int n = 0;
+    if (da) g[n++] = (GemmArgs){0, 1, M, K, N, 1.0f, dout, N, b, N, 1.0f, da, K};
+    if (db) g[n++] = (GemmArgs){1, 0, K, N, M, 1.0f, a, K, dout, N, 1.0f, db, N};
+    gemm_many(n, g);
 }
 
 float dot(const float *a, const float *b, int n) {

@@ -27,3 +27,235 @@ int parallel_cap_threads(const char *prog) {
     return 1;
 #endif
 }
+
+/* ---- the work-sharing pool (see parallel.h) ------------------------------ */
+#ifdef _OPENMP
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define POOL_MAX 64            /* workers at most (threads - 1)                 */
+#define POOL_SPIN_NS 200000L   /* a worker spins this long for the next job, then
+                                * sleeps: the gaps between a step's jobs are shorter */
+#define POOL_WAIT_NS 200000L   /* the caller waited this much longer than one of its
+                                * own chunks takes for a worker's chunk: that core
+                                * is busy elsewhere (see below)                    */
+#define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone,     */
+#define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
+
+/* The job is one 64-bit word, so that taking a chunk is one compare-and-swap
+ * on it: generation (24 bits) | chunks (20 bits) | next chunk (20 bits).
+ * A worker holding an old generation can never take a chunk of a newer job. */
+#define ST_GEN(s) ((uint32_t)((s) >> 40))
+#define ST_NCH(s) ((uint32_t)(((s) >> 20) & 0xFFFFF))
+#define ST_NEXT(s) ((uint32_t)((s)&0xFFFFF))
+#define ST_MAXCH 0xFFFFFu
+
+static struct {
+    _Atomic uint64_t state;
+    _Atomic uint32_t done;      /* chunks of this job finished               */
+    _Atomic uint32_t wake;      /* futex word, bumped with every job         */
+    _Atomic int sleepers;       /* workers asleep (or about to be) on wake   */
+    _Atomic int active;         /* workers this job may use                  */
+    ParallelFn fn;              /* written before state, read after a claim  */
+    void *ctx;
+    long n, grain;
+    int started;                /* workers running                          */
+    long solo_until;            /* now_ns() before which jobs run in the caller */
+    long solo_ns;               /* the length of the last solo period         */
+    long win_all, win_mine;     /* chunks of recent jobs: all, and the caller's */
+    pthread_mutex_t lock;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* this thread is running a chunk (initial-exec TLS: see tls_ws in gemm.c) */
+static _Thread_local int in_job __attribute__((tls_model("initial-exec")));
+
+/* Takes the next chunk of generation gen: 1 and its index, or 0 if none is left. */
+static int pool_claim(uint32_t gen, uint32_t *chunk) {
+    uint64_t s = atomic_load_explicit(&pool.state, memory_order_acquire);
+    for (;;) {
+        if (ST_GEN(s) != gen || ST_NEXT(s) >= ST_NCH(s)) return 0;
+        if (atomic_compare_exchange_weak_explicit(&pool.state, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            *chunk = ST_NEXT(s);
+            return 1;
+        }
+    }
+}
+
+/* runs chunks of job gen until none is left; returns how many it ran */
+static long pool_chunks(uint32_t gen) {
+    uint32_t c;
+    long ran = 0;
+    while (pool_claim(gen, &c)) {
+        long lo = (long)c * pool.grain, hi = lo + pool.grain < pool.n ? lo + pool.grain : pool.n;
+        pool.fn(pool.ctx, lo, hi);
+        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+        ran++;
+    }
+    return ran;
+}
+
+static void *pool_worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    in_job = 1;                                   /* a worker never starts a nested job */
+    uint32_t seen = ST_GEN(atomic_load(&pool.state));
+    for (;;) {
+        uint64_t s;
+        int spins = 0;
+        long t0 = now_ns();
+        while (ST_GEN(s = atomic_load_explicit(&pool.state, memory_order_acquire)) == seen) {
+            if (++spins % 64 || now_ns() - t0 < POOL_SPIN_NS) {
+                CPU_RELAX();
+                continue;
+            }
+            /* sleep until the next job: re-check after announcing ourselves,
+             * so a job published meanwhile is not missed */
+            atomic_fetch_add(&pool.sleepers, 1);
+            uint32_t w = atomic_load(&pool.wake);
+            if (ST_GEN(atomic_load(&pool.state)) == seen)
+                syscall(SYS_futex, &pool.wake, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
+            atomic_fetch_sub(&pool.sleepers, 1);
+            t0 = now_ns();
+        }
+        seen = ST_GEN(s);
+        if (id < atomic_load(&pool.active)) pool_chunks(seen);
+    }
+    return NULL;
+}
+
+int parallel_threads(void) { return in_job ? 1 : omp_get_max_threads(); }
+
+/* A child of fork() has only the thread that forked: no workers. It starts
+ * its own the first time it needs them (Check runs every test in a forked
+ * child; fork is called outside parallel_run, so the lock is free). */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_after_fork(void) {
+    pool.started = 0;
+    atomic_store(&pool.sleepers, 0);
+    pthread_mutex_init(&pool.lock, NULL);
+}
+
+static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
+
+/* Work alone for a while. Held up again soon after the last solo period
+ * ended (the other program is still there): twice as long as last time, so
+ * under lasting contention the trials cost less and less; otherwise
+ * POOL_SOLO_NS again. */
+static void go_solo(void) {
+    long now = now_ns();
+    int again = pool.solo_until && now - pool.solo_until < 2 * pool.solo_ns;
+    pool.solo_ns = again ? (2 * pool.solo_ns < POOL_SOLO_MAX_NS ? 2 * pool.solo_ns : POOL_SOLO_MAX_NS)
+                         : POOL_SOLO_NS;
+    pool.solo_until = now + pool.solo_ns;
+}
+
+void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int threads = parallel_threads();
+    if (threads > POOL_MAX + 1) threads = POOL_MAX + 1;
+    if (n <= grain || threads <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    long nch = (n + grain - 1) / grain;
+    if (nch > ST_MAXCH) {                         /* coarser chunks, same cut rule */
+        grain = (n + ST_MAXCH - 1) / ST_MAXCH;
+        nch = (n + grain - 1) / grain;
+    }
+    /* one caller at a time (two threads of a program calling at once
+     * take turns; the pool is not reentrant) */
+    pthread_once(&pool_once, pool_register_fork);
+    pthread_mutex_lock(&pool.lock);
+    /* Straggler guard: a worker that took a chunk and then lost its core
+     * to another program holds the caller up until it is scheduled again
+     * (a time slice, milliseconds). When that happened recently, the
+     * caller does the jobs alone for a while (the worker goes to sleep
+     * and leaves its core to the other program), then tries again. */
+    if (pool.solo_until && now_ns() < pool.solo_until) {
+        pthread_mutex_unlock(&pool.lock);
+        fn(ctx, 0, n);
+        return;
+    }
+    while (pool.started < threads - 1) {
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&t, &at, pool_worker, (void *)(intptr_t)pool.started);
+        pthread_attr_destroy(&at);
+        if (rc) break;                            /* fewer workers: still correct */
+        pool.started++;
+    }
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.n = n;
+    pool.grain = grain;
+    atomic_store(&pool.active, threads - 1);
+    atomic_store(&pool.done, 0);
+    uint32_t gen = (ST_GEN(atomic_load(&pool.state)) + 1) & 0xFFFFFF;
+    atomic_store_explicit(&pool.state, (uint64_t)gen << 40 | (uint64_t)nch << 20, memory_order_release);
+    atomic_fetch_add(&pool.wake, 1);
+    if (atomic_load(&pool.sleepers) > 0)
+        syscall(SYS_futex, &pool.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    in_job = 1;
+    long w0 = now_ns();
+    long mine = pool_chunks(gen);
+    long per_chunk = mine > 0 ? (now_ns() - w0) / mine : 0;   /* this thread's time per chunk */
+    in_job = 0;
+    /* wait only for chunks a worker has taken and not finished */
+    if (atomic_load_explicit(&pool.done, memory_order_acquire) < nch) {
+        long t0 = now_ns(), waited = 0;
+        for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < nch; spins++) {
+            if (spins < 2000) CPU_RELAX();
+            else sched_yield();
+        }
+        waited = now_ns() - t0;
+        /* A worker that runs finishes its last chunk at most about one
+         * chunk's time after this thread ran out of chunks; longer means it
+         * lost its core (or shares it: then it is slower than this thread) */
+        if (waited > POOL_WAIT_NS + per_chunk) go_solo();
+    }
+    /* The other sign of busy cores: the workers, spinning and ready, should
+     * take their share of the chunks; when over the last jobs they took
+     * less than a third of it, they are not getting a core (and their
+     * spinning may take time from this thread: Linux shares a core among
+     * a session's threads), so work alone for a while. */
+    pool.win_all += nch;
+    pool.win_mine += mine;
+    if (pool.win_all >= 256) {
+        double theirs = (double)(pool.win_all - pool.win_mine) / pool.win_all;
+        double fair = (double)(threads - 1) / threads;
+        if (theirs < fair / 3) go_solo();
+        pool.win_all = pool.win_mine = 0;
+    }
+    pthread_mutex_unlock(&pool.lock);
+}
+#else
+int parallel_threads(void) { return 1; }
+
+void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
+    (void)grain;
+    if (n > 0) fn(ctx, 0, n);
+}
+#endif

@@ -23,6 +23,31 @@
 #define SIMD
 #endif
 
+/* ---- the work-sharing pool --------------------------------------------------
+ * parallel_run(n, grain, fn, ctx) calls fn(ctx, lo, hi) on chunks [lo, hi)
+ * of [0, n), each at most `grain` long (the last one shorter), and returns
+ * when every chunk is done. The chunks are not dealt out in advance: the
+ * calling thread and the pool's workers each take the next undone chunk
+ * (one atomic counter) until none is left. So
+ *   - a worker that is slow to wake (its core busy with another program)
+ *     simply takes no chunk: the caller does them all and never waits for
+ *     a thread that has not started (an OpenMP region's closing barrier
+ *     waits for every thread of the team, however late it arrives);
+ *   - a faster core does more chunks, a slower one fewer.
+ * The caller waits only for chunks already taken. Workers spin briefly for
+ * the next job (steps call many small jobs back to back), then sleep.
+ * Runs fn(ctx, 0, n) in the caller, in one piece, when n <= grain, when one
+ * thread is asked for (OMP_NUM_THREADS=1, omp_set_num_threads(1), or a
+ * build without OpenMP) and inside another parallel_run (no nesting).
+ * Every caller makes fn's result independent of how [0, n) is cut, so the
+ * answer does not depend on the thread count or on who took which chunk.
+ * The thread count is OpenMP's (omp_get_max_threads), read at every call. */
+typedef void (*ParallelFn)(void *ctx, long lo, long hi);
+void parallel_run(long n, long grain, ParallelFn fn, void *ctx);
+
+/* threads parallel_run would use now (1 inside a parallel_run) */
+int parallel_threads(void);
+
 /* Caps OpenMP's thread count at PARALLEL_MAX_THREADS_PER_CPU threads per
  * processor before the first parallel region: OMP_NUM_THREADS=100000 would
  * otherwise make libgomp try to start 100000 threads (and crash when their

@@ -198,18 +198,17 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
         if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
     }
 
-    /* every gradient finite? (one NaN or inf makes the sum of squares NaN
-     * or inf) and their norm, to watch training */
-    double sq = be->sum_squares(m->dw.mem, t->n);
-    if (!isfinite(sq)) return TRAIN_NONFINITE_GRAD;
-
-    /* Adam with the Sec. 5.3 schedule over the whole flat parameter array:
-     * params.mem and grads.mem share one layout, so one call updates the
-     * embedding, every attention and FFN matrix and every LayerNorm. */
+    /* One pass of the optimizer over the flat parameter array (params.mem
+     * and grads.mem share one layout, so one call covers the embedding,
+     * every attention and FFN matrix and every LayerNorm): every gradient
+     * finite? (one NaN or inf makes the sum of squares NaN or inf, and then
+     * nothing is updated), their norm, to watch training, and Adam with the
+     * Sec. 5.3 schedule. */
     uint64_t step = t->step + 1;
     float lr = lr_schedule((int)step, c->d_model, t->hp.warmup, t->hp.factor);
-    be->adam_update(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
-                    t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
+    double sq = be->adam_step(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
+                              t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
+    if (!isfinite(sq)) return TRAIN_NONFINITE_GRAD;
     t->step = step;
     if (st) {
         st->lr = lr;

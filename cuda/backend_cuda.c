@@ -161,6 +161,13 @@ static void gpu_gather_rows(float *dst, size_t dst_pitch, const float *src, size
     }
     if (idx) cuda_upload(gather_idx, idx, (size_t)n * sizeof(int));
     cuda_gather_rows(dst, dst_pitch, src, src_pitch, idx ? gather_idx : NULL, n, width);
+/* optim.h's adam_step from two kernels: the sum of squares (its one double
+ * comes back to the host), then Adam only when it is finite */
+static double gpu_adam_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                            float beta1, float beta2, float eps, int step) {
+    double sq = cuda_sum_squares(grad, n);
+    if (sq - sq == 0.0) cuda_adam_update(param, grad, m, v, n, lr, beta1, beta2, eps, step);
+    return sq;
 }
 
 static const Backend cuda_table = {
@@ -198,6 +205,7 @@ static const Backend cuda_table = {
     .relu_forward = cuda_relu_forward,
     .attend_rows_forward = cuda_attend_rows_forward,
     .gather_rows = gpu_gather_rows,
+    .adam_step = gpu_adam_step,
 };
 
 /* The .so's one entry point (common/backend.c looks it up with dlsym). */

@@ -22,6 +22,7 @@
  */
 #include <check.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dropout_mask.h"
@@ -91,6 +92,28 @@ START_TEST(test_sites_differ) {
 }
 END_TEST
 
+/* The tuned dropout_forward (16 lanes, chunks over the threads) draws the
+ * plain loop's mask to the bit, at sizes around the vector width and the
+ * chunk, in place too. */
+START_TEST(test_dropout_tuned_matches_ref) {
+    size_t sizes[] = {1, 15, 16, 17, 1000, 32768 + 5, 200003};
+    float ps[] = {0.0f, 0.1f, 0.5f, 0.9f};
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; b < 4; b++) {
+            size_t n = sizes[a];
+            float *x = malloc(n * sizeof(float)), *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
+            float *k1 = malloc(n * sizeof(float)), *k2 = malloc(n * sizeof(float));
+            ck_assert(x && o1 && o2 && k1 && k2);
+            for (size_t i = 0; i < n; i++) x[i] = o2[i] = 0.25f + (float)(i % 13);
+            dropout_forward_ref(o1, k1, x, ps[b], n, 0x1234567ull + a, 3u + b);
+            dropout_forward(o2, k2, o2, ps[b], n, 0x1234567ull + a, 3u + b);   /* in place */
+            ck_assert_msg(!memcmp(k1, k2, n * sizeof(float)) && !memcmp(o1, o2, n * sizeof(float)),
+                          "n=%zu p=%g: tuned mask differs from the plain loop", n, ps[b]);
+            free(x); free(o1); free(o2); free(k1); free(k2);
+        }
+}
+END_TEST
+
 Suite *dropout_suite(void) {
     Suite *s = suite_create("dropout");
     TCase *core = tcase_create("Core");
@@ -100,6 +123,7 @@ Suite *dropout_suite(void) {
     TCase *use = tcase_create("Use");
     tcase_add_loop_test(use, test_forward_uses_mask, 0, N_HAND);
     tcase_add_test(use, test_sites_differ);
+    tcase_add_test(use, test_dropout_tuned_matches_ref);
     suite_add_tcase(s, use);
     return s;
 }

@@ -304,6 +304,58 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* gemm_many: several products in one job give each gemm()'s bits, small
+ * (one chunk each) and large (cut in chunks), transposed or not, beta 0
+ * and 1, with a degenerate one (K = 0) among them, on 1 thread and all. */
+START_TEST(test_many_matches_gemm) {
+    Rng rng;
+    rng_seed(&rng, 12);
+    struct { int tA, tB, M, N, K; float beta; } c[4] = {
+        {0, 0, 1280, 64, 64, 0.0f}, {1, 0, 64, 64, 1280, 1.0f}, {0, 1, 200, 300, 150, 1.0f}, {0, 0, 7, 9, 0, 0.5f}};
+    float *A[4], *B[4], *C1[4], *C2[4];
+    GemmArgs g[4];
+    for (int i = 0; i < 4; i++) {
+        int M = c[i].M, N = c[i].N, K = c[i].K > 0 ? c[i].K : 1;
+        A[i] = padded_matrix(&rng, c[i].tA ? K : M, c[i].tA ? M : K, c[i].tA ? M : K);
+        B[i] = padded_matrix(&rng, c[i].tB ? N : K, c[i].tB ? K : N, c[i].tB ? K : N);
+        C1[i] = padded_matrix(&rng, M, N, N);
+        C2[i] = malloc(sizeof(float) * M * N);
+        memcpy(C2[i], C1[i], sizeof(float) * M * N);
+        g[i] = (GemmArgs){c[i].tA, c[i].tB, M, N, c[i].K, 1.0f, A[i], c[i].tA ? M : K, B[i], c[i].tB ? K : N,
+                          c[i].beta, C2[i], N};
+    }
+    for (int i = 0; i < 4; i++)
+        gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, 1.0f, g[i].A, g[i].lda, g[i].B, g[i].ldb,
+             g[i].beta, C1[i], g[i].ldc);
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t == 0 ? 1 : (threads > 1 ? threads : 2));
+#else
+    for (int t = 0; t < 1; t++) {
+#endif
+        float *saved[4];   /* C before the products, restored after each round */
+        for (int i = 0; i < 4; i++) {
+            saved[i] = malloc(sizeof(float) * c[i].M * c[i].N);
+            memcpy(saved[i], C2[i], sizeof(float) * c[i].M * c[i].N);
+        }
+        gemm_many(4, g);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_msg(memcmp(C1[i], C2[i], sizeof(float) * c[i].M * c[i].N) == 0,
+                          "round %d: product %d differs from gemm()", t, i);
+            memcpy(C2[i], saved[i], sizeof(float) * c[i].M * c[i].N);   /* back to the start */
+            free(saved[i]);
+        }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    for (int i = 0; i < 4; i++) {
+        free(A[i]); free(B[i]); free(C1[i]); free(C2[i]);
+    }
+}
+END_TEST
+
 Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
     TCase *core = tcase_create("Core");
@@ -323,6 +375,7 @@ Suite *gemm_suite(void) {
     suite_add_tcase(s, lim);
     TCase *det = tcase_create("Determinism");
     tcase_add_test(det, test_deterministic);
+    tcase_add_test(det, test_many_matches_gemm);
     tcase_set_timeout(det, 60);
     suite_add_tcase(s, det);
     return s;

@@ -1,7 +1,13 @@
 /* check_optim.c - the Section 5.3 learning-rate schedule and Adam. */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "optim.h"
+#include "parallel.h"
 #include "testutil.h"
 
 /* ---- Core: the schedule at hand-computed steps ------------------------------
@@ -116,6 +122,144 @@ START_TEST(test_adam_large_matches_small) {
 }
 END_TEST
 
+/* ---- Fused: adam_step = finite check + norm + Adam in one op ---------------- */
+
+/* n parameters with gradients of every size, the same start for two copies */
+typedef struct {
+    float *p, *g, *m, *v;
+} AdamState;
+
+static AdamState adam_state(size_t n) {
+    AdamState a = {malloc(n * sizeof(float)), malloc(n * sizeof(float)), malloc(n * sizeof(float)),
+                   malloc(n * sizeof(float))};
+    ck_assert(a.p && a.g && a.m && a.v);
+    for (size_t i = 0; i < n; i++) {
+        a.p[i] = sinf(0.01f * i);
+        a.g[i] = cosf(0.37f * i) * (i % 7 == 0 ? 1e3f : i % 5 == 0 ? 1e-4f : 1.0f);
+        a.m[i] = 0.01f * sinf(0.3f * i);
+        a.v[i] = 0.001f * (1.0f + cosf(0.2f * i));
+    }
+    return a;
+}
+
+static void adam_state_free(AdamState *a) {
+    free(a->p);
+    free(a->g);
+    free(a->m);
+    free(a->v);
+}
+
+/* The tuned step against the plain one at sizes around the chunk and the
+ * vector width: the same parameters and moments to the bit (the update is
+ * element-wise, the same operations in the same order), and the same sum
+ * of squares to double rounding (chunk sums of 16 lanes vs one running sum). */
+static const size_t fused_sizes[] = {1, 15, 17, 1000, ADAM_CHUNK - 1, ADAM_CHUNK + 3, 5 * ADAM_CHUNK + 77, 300001};
+
+START_TEST(test_adam_step_matches_ref) {
+    size_t n = fused_sizes[_i];
+    AdamState a = adam_state(n), b = adam_state(n);
+    for (int s = 1; s <= 3; s++) {
+        double sa = adam_step(a.p, a.g, a.m, a.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, s);
+        double sb = adam_step_ref(b.p, b.g, b.m, b.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, s);
+        ck_assert_msg(fabs(sa - sb) <= 1e-12 * sb, "n=%zu: sum of squares %.17g vs ref %.17g", n, sa, sb);
+        ck_assert_msg(!memcmp(a.p, b.p, n * sizeof(float)) && !memcmp(a.m, b.m, n * sizeof(float)) &&
+                      !memcmp(a.v, b.v, n * sizeof(float)), "n=%zu step %d: weights differ from ref", n, s);
+    }
+    adam_state_free(&a);
+    adam_state_free(&b);
+}
+END_TEST
+
+/* One bad gradient anywhere (first, in the middle of a chunk, last; NaN,
+ * +inf, -inf) and the step is refused: a non-finite sum comes back and not
+ * one bit of the weights or moments changed (so training can stop with the
+ * weights of the last good step). */
+START_TEST(test_adam_step_refuses_nonfinite) {
+    size_t n = 3 * ADAM_CHUNK + 5;
+    size_t where[] = {0, ADAM_CHUNK + 7, n - 1};
+    float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int w = 0; w < 3; w++)
+        for (int k = 0; k < 3; k++) {
+            AdamState a = adam_state(n), b = adam_state(n);
+            a.g[where[w]] = bad[k];
+            double sq = adam_step(a.p, a.g, a.m, a.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, 1);
+            ck_assert_msg(!isfinite(sq), "bad gradient at %zu: sum %g should not be finite", where[w], sq);
+            ck_assert(!isfinite(adam_step_ref(b.p, a.g, b.m, b.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, 1)));
+            ck_assert_msg(!memcmp(a.p, b.p, n * sizeof(float)) && !memcmp(a.m, b.m, n * sizeof(float)) &&
+                          !memcmp(a.v, b.v, n * sizeof(float)), "bad gradient at %zu changed the weights", where[w]);
+            adam_state_free(&a);
+            adam_state_free(&b);
+        }
+    /* the largest finite gradients are still finite: float max squared fits a double */
+    float p = 0, g = 3.4e38f, m = 0, v = 0;
+    ck_assert(isfinite(adam_step(&p, &g, &m, &v, 1, 1e-3f, 0.9f, 0.98f, 1e-9f, 1)));
+}
+END_TEST
+
+/* Same bits on 1 thread and on all of them: the chunk sums are added in
+ * chunk order whoever computed them. */
+START_TEST(test_adam_step_thread_count) {
+    size_t n = 40 * ADAM_CHUNK + 11;
+    AdamState a = adam_state(n), b = adam_state(n);
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    double s1 = adam_step(a.p, a.g, a.m, a.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, 1);
+#ifdef _OPENMP
+    omp_set_num_threads(threads > 1 ? threads : 2);
+#endif
+    double s2 = adam_step(b.p, b.g, b.m, b.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, 1);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    ck_assert_msg(memcmp(&s1, &s2, sizeof s1) == 0, "sum of squares %.17g (1 thread) vs %.17g", s1, s2);
+    ck_assert(!memcmp(a.p, b.p, n * sizeof(float)) && !memcmp(a.v, b.v, n * sizeof(float)));
+    adam_state_free(&a);
+    adam_state_free(&b);
+}
+END_TEST
+
+/* ---- parallel_run hands out every chunk exactly once ------------------------ */
+typedef struct {
+    int *hits;
+    long n, grain;
+    int bad;
+} RunCheck;
+
+/* a chunk is at most grain long, or all of [0, n) run in the caller */
+static void count_hits(void *ctx, long lo, long hi) {
+    RunCheck *c = ctx;
+    if ((hi - lo > c->grain && !(lo == 0 && hi == c->n)) || lo >= hi)
+        __atomic_store_n(&c->bad, 1, __ATOMIC_RELAXED);
+    for (long i = lo; i < hi; i++) __atomic_fetch_add(&c->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+START_TEST(test_parallel_run_covers_once) {
+    long ns[] = {1, 2, 7, 64, 1000, 10007};
+    long grains[] = {1, 3, 64, 5000};
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(threads > 1 ? threads : 2);   /* the pool even on one core */
+#endif
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 4; b++)
+            for (int rep = 0; rep < 3; rep++) {
+                int *hits = calloc(ns[a], sizeof(int));
+                RunCheck c = {hits, ns[a], grains[b], 0};
+                parallel_run(ns[a], grains[b], count_hits, &c);
+                ck_assert_msg(!c.bad, "n=%ld grain=%ld: a chunk was empty or too long", ns[a], grains[b]);
+                for (long i = 0; i < ns[a]; i++)
+                    ck_assert_msg(hits[i] == 1, "n=%ld grain=%ld: item %ld done %d times", ns[a], grains[b], i,
+                                  hits[i]);
+                free(hits);
+            }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+}
+END_TEST
+
 Suite *optim_suite(void) {
     Suite *s = suite_create("optim");
     TCase *core = tcase_create("Core");
@@ -127,5 +271,11 @@ Suite *optim_suite(void) {
     tcase_add_test(lim, test_adam_zero_grad_and_eps);
     tcase_add_test(lim, test_adam_large_matches_small);
     suite_add_tcase(s, lim);
+    TCase *fused = tcase_create("Fused");
+    tcase_add_loop_test(fused, test_adam_step_matches_ref, 0, (int)(sizeof fused_sizes / sizeof fused_sizes[0]));
+    tcase_add_test(fused, test_adam_step_refuses_nonfinite);
+    tcase_add_test(fused, test_adam_step_thread_count);
+    tcase_add_test(fused, test_parallel_run_covers_once);
+    suite_add_tcase(s, fused);
     return s;
 }

@@ -1,0 +1,75 @@
+/* floor.c - what a training step cannot beat, and the machine it ran on.
+ *
+ * The GEMM floor: every matrix product of one training step, in FLOPs,
+ * divided by the best rate this machine's best sgemm reached in the same
+ * bench run (ours or OpenBLAS, whichever was faster on the gemm table). A
+ * step cannot take less: the products alone need that long even at the
+ * best shape's speed; everything else (layer norm, softmax, dropout, Adam,
+ * the gradient check) only adds. "step / floor" is how far from it we are.
+ *
+ * The load: /proc/loadavg's 1-minute average, read before and after each
+ * timed part, so every figure carries the load it was taken under.
+ *
+ * The hog: a CPU-bound child process (a busy loop), for the contention
+ * run: "with one core busy elsewhere, is the 2-thread step still no slower
+ * than the 1-thread step?"
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* 2 M N K for C (M,N) = A (M,K) B (K,N) */
+static double mm(double M, double N, double K) { return 2.0 * M * N * K; }
+
+/* One attention sub-layer of Sec. 3.2.2, forward: the four projections
+ * (queries from Nq = B*Tq rows, keys and values from Nk = B*Tk rows) and,
+ * per (sequence, head), Q K^T and the weights times V (h heads of d_k = d/h
+ * columns: together B * Tq * Tk * d multiply-adds each). */
+static double attention_flops(int B, int Tq, int Tk, int d) {
+    double Nq = (double)B * Tq, Nk = (double)B * Tk;
+    return mm(Nq, d, d) + 2 * mm(Nk, d, d) + mm(Nq, d, d)   /* W_Q; W_K, W_V; W_O */
+           + 2 * mm((double)B * Tq, Tk, d);                   /* Q K^T; weights V  */
+}
+
+double step_matmul_flops(int N, int d, int d_ff, int vocab, int B, int Ts, int Tt) {
+    double Ns = (double)B * Ts, Nt = (double)B * Tt;
+    double enc = attention_flops(B, Ts, Ts, d) + mm(Ns, d_ff, d) + mm(Ns, d, d_ff);   /* Eq. (2) */
+    double dec = attention_flops(B, Tt, Tt, d) + attention_flops(B, Tt, Ts, d)       /* self, cross */
+                 + mm(Nt, d_ff, d) + mm(Nt, d, d_ff);
+    double fwd = N * (enc + dec) + mm(Nt, vocab, d);          /* + logits = y E^T (Sec. 3.4) */
+    /* backward: every product Y = X W needs dX = dY W^T and dW = X^T dY,
+     * each as many FLOPs as the forward product; attention's two products
+     * likewise need two each. So a step is 3 forwards' worth. */
+    return 3.0 * fwd;
+}
+
+double load_1min(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double l = -1;
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+pid_t hog_start(void) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        volatile unsigned long x = 0;
+        for (;;) x++;   /* CPU-bound until killed */
+    }
+    if (pid > 0) usleep(300000);   /* let the scheduler place it */
+    return pid;
+}
+
+void hog_stop(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
