@@ -161,6 +161,8 @@ static void gpu_gather_rows(float *dst, size_t dst_pitch, const float *src, size
     }
     if (idx) cuda_upload(gather_idx, idx, (size_t)n * sizeof(int));
     cuda_gather_rows(dst, dst_pitch, src, src_pitch, idx ? gather_idx : NULL, n, width);
+}
+
 /* optim.h's adam_step from two kernels: the sum of squares (its one double
  * comes back to the host), then Adam only when it is finite */
 static double gpu_adam_step(float *param, const float *grad, float *m, float *v, size_t n, float lr,
