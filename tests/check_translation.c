@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #include "batch.h"
 #include "bpe.h"
 #include "corpus.h"
@@ -94,26 +96,12 @@ static int run(const char *args, char *out, size_t len) {
 }
 
 static int setup_dir(void) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) {
-        fprintf(stderr, "check_translation: BUILD_DIR not set, chapter 11 runs skipped\n");
-        return 0;
-    }
-    snprintf(bin, sizeof bin, "%s/11_translation", build);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "check_translation: no %s, chapter 11 runs skipped\n", bin);
-        return 0;
-    }
-    snprintf(dir, sizeof dir, "/tmp/check_translation_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    if (!chapter_binary(bin, sizeof bin, "check_translation", "11_translation")) return 0;
+    fresh_dir(dir, sizeof dir, "check_translation");
     return 1;
 }
 
-static void cleanup_dir(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void cleanup_dir(void) { remove_dir(dir); }
 
 #define TINY "--layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 --test-size 20 --tokens 400"
 

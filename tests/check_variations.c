@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 static char dir[64], bin[512], tsv[160];
 static char out[1 << 16];
 
@@ -23,27 +25,13 @@ static char out[1 << 16];
              "--vocab 200 --tokens 300 --seeds 2"
 
 static int setup_dir(void) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) {
-        fprintf(stderr, "check_variations: BUILD_DIR not set, chapter 12 runs skipped\n");
-        return 0;
-    }
-    snprintf(bin, sizeof bin, "%s/12_variations", build);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "check_variations: no %s, chapter 12 runs skipped\n", bin);
-        return 0;
-    }
-    snprintf(dir, sizeof dir, "/tmp/check_variations_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    if (!chapter_binary(bin, sizeof bin, "check_variations", "12_variations")) return 0;
+    fresh_dir(dir, sizeof dir, "check_variations");
     snprintf(tsv, sizeof tsv, "%s/results.tsv", dir);
     return 1;
 }
 
-static void cleanup_dir(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void cleanup_dir(void) { remove_dir(dir); }
 
 /* Runs the chapter with args, stdout+stderr into out; returns the exit status. */
 static int run(const char *args) {

@@ -2,6 +2,7 @@
  *
  * ck_assert_close_arrays(a, b, n, tol): fails with the first mismatches and
  * the max difference, so a failing test says where and by how much.
+ * chapter_binary / fresh_dir / remove_dir: for suites that run a chapter.
  */
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
@@ -9,6 +10,8 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include "tensor.h"
 
 static inline void assert_close_arrays_at(const float *a, const float *b, size_t n, double tol,
@@ -28,5 +31,32 @@ static inline void assert_close_arrays_at(const float *a, const float *b, size_t
 }
 #define ck_assert_close_arrays(a, b, n, tol) \
     assert_close_arrays_at((a), (b), (n), (tol), #a, __FILE__, __LINE__)
+
+/* The built program $BUILD_DIR/prog into bin. 0, with a line saying that
+ * suite's runs of it are skipped, when BUILD_DIR is unset or there is none. */
+static inline int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog) {
+    const char *build = getenv("BUILD_DIR");
+    if (!build || !*build) {
+        fprintf(stderr, "%s: BUILD_DIR not set, %s runs skipped\n", suite, prog);
+        return 0;
+    }
+    snprintf(bin, cap, "%s/%s", build, prog);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "%s: no %s, its runs skipped\n", suite, bin);
+        return 0;
+    }
+    return 1;
+}
+
+/* A new empty folder /tmp/SUITE_XXXXXX into dir; remove_dir deletes it. */
+static inline void fresh_dir(char *dir, size_t cap, const char *suite) {
+    snprintf(dir, cap, "/tmp/%s_XXXXXX", suite);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+static inline void remove_dir(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
 
 #endif
