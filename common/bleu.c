@@ -1,5 +1,6 @@
 /* bleu.c - corpus BLEU-4 (see bleu.h). */
 #include "bleu.h"
+#include "fail.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,11 +43,7 @@ static int64_t count_in(const Tok *g, int n, const Tok *t, int len) {
 
 void bleu_add(BleuStats *s, const char *hyp, const char *ref) {
     int nh = tokenize(hyp, NULL, 0), nr = tokenize(ref, NULL, 0);
-    Tok *h = malloc(((size_t)nh + 1) * sizeof(Tok)), *r = malloc(((size_t)nr + 1) * sizeof(Tok));
-    if (!h || !r) {
-        fprintf(stderr, "bleu: out of memory for a sentence of %d tokens\n", nh > nr ? nh : nr);
-        exit(1);
-    }
+    Tok *h = xmalloc(((size_t)nh + 1) * sizeof(Tok)), *r = xmalloc(((size_t)nr + 1) * sizeof(Tok));
     tokenize(hyp, h, nh);
     tokenize(ref, r, nr);
     s->sys_len += nh;

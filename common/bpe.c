@@ -12,30 +12,6 @@
 #include <sys/stat.h>
 
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "bpe: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-static void *xcalloc(size_t n, size_t s) {
-    void *p = calloc(n ? n : 1, s ? s : 1);
-    if (!p) {
-        fprintf(stderr, "bpe: out of memory (%zu x %zu bytes)\n", n, s);
-        exit(1);
-    }
-    return p;
-}
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "bpe: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return q;
-}
 static char *xstrndup(const char *s, size_t n) {
     char *p = xmalloc(n + 1);
     memcpy(p, s, n);

@@ -535,22 +535,7 @@ void corpus_random_sentence(Sentence *s, Rng *r) {
 
 static char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
-    char *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "out of memory copying a sentence of %zu bytes\n", n);
-        exit(1);
-    }
-    memcpy(p, s, n);
-    return p;
-}
-
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "out of memory (%zu bytes for the corpus)\n", n);
-        exit(1);
-    }
-    return q;
+    return memcpy(xmalloc(n), s, n);
 }
 
 void corpus_free(Corpus *c) {
@@ -590,11 +575,8 @@ static uint64_t fnv1a(const char *s) {
 /* Adds s (not copied: it must outlive the set). 1 if new, 0 if present. */
 static int strset_add(StrSet *t, const char *s) {
     if (2 * (t->n + 1) > t->cap) {
-        StrSet u = {calloc(t->cap ? 2 * t->cap : 1024, sizeof(char *)), t->cap ? 2 * t->cap : 1024, 0};
-        if (!u.slot) {
-            fprintf(stderr, "out of memory for the sentence set\n");
-            exit(1);
-        }
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        StrSet u = {xcalloc(cap, sizeof(char *)), cap, 0};
         for (size_t i = 0; i < t->cap; i++)
             if (t->slot[i]) strset_add(&u, t->slot[i]);
         free(t->slot);

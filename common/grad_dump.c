@@ -1,6 +1,7 @@
 /* grad_dump.c - gradients on demand, one Adam step, safetensors exports
  * (see grad_dump.h; the file layouts are in chapters/07_transformer/README.md). */
 #include "grad_dump.h"
+#include "fail.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,11 +17,6 @@
 #define ADAM_BETA1 0.9f
 #define ADAM_BETA2 0.98f
 #define ADAM_EPS   1e-9f
-
-static int fail(int rc, char *err, size_t errlen, const char *msg) {
-    snprintf(err, errlen, "%s", msg);
-    return rc;
-}
 
 /* ---- forward + loss + backward ------------------------------------------------ */
 float model_loss_grad(Model *m, const Batch *b, float eps_ls, float *dlogits) {
@@ -59,7 +55,7 @@ int grad_dump_write(const Model *m, const Batch *b, float eps_ls, float loss, co
     const Config *c = &m->cfg;
     int nt = m->params.n_tensors, k = 0;
     SafeTensor *t = malloc((size_t)(nt + 6) * sizeof *t);
-    if (!t) return fail(1, err, errlen, "grad dump: out of memory");
+    if (!t) return fail_rc(1, err, errlen, "grad dump: out of memory");
     t[k++] = (SafeTensor){"loss", SAFETENSORS_F32, &loss, 1, {1}};
     t[k++] = (SafeTensor){"logits", SAFETENSORS_F32, model_logits(m), 3, {b->B, b->Tt, c->vocab}};
     t[k++] = (SafeTensor){"src", SAFETENSORS_I32, b->src, 2, {b->B, b->Ts}};
@@ -85,8 +81,8 @@ int grad_dump_write(const Model *m, const Batch *b, float eps_ls, float loss, co
 /* ---- one Adam step -------------------------------------------------------------- */
 int adam_step_dump(Model *m, TrainState *ts, int warmup, float factor, const char *path, float *lr_out,
                    char *err, size_t errlen) {
-    if (warmup < 1 || !(factor > 0)) return fail(2, err, errlen, "adam step: warmup must be >= 1 and factor > 0");
-    if (ts->step >= 0x7fffffff) return fail(2, err, errlen, "adam step: the step count is too large");
+    if (warmup < 1 || !(factor > 0)) return fail_rc(2, err, errlen, "adam step: warmup must be >= 1 and factor > 0");
+    if (ts->step >= 0x7fffffff) return fail_rc(2, err, errlen, "adam step: the step count is too large");
     int step = (int)ts->step + 1;
     float lr = lr_schedule(step, m->cfg.d_model, warmup, factor);
     /* the flat arrays: params.mem, grads.mem, m and v share one layout */
@@ -100,7 +96,7 @@ int adam_step_dump(Model *m, TrainState *ts, int warmup, float factor, const cha
     char (*names)[64] = malloc((size_t)2 * nt * sizeof *names);
     if (!t || !names) {
         free(t), free(names);
-        return fail(1, err, errlen, "adam dump: out of memory");
+        return fail_rc(1, err, errlen, "adam dump: out of memory");
     }
     for (int i = 0; i < nt; i++) {
         const NamedTensor *p = &m->params.tensors[i];
@@ -127,7 +123,7 @@ int adam_step_dump(Model *m, TrainState *ts, int warmup, float factor, const cha
 int model_export_safetensors(const Model *m, const char *path, char *err, size_t errlen) {
     int nt = m->params.n_tensors;
     SafeTensor *t = malloc((size_t)nt * sizeof *t);
-    if (!t) return fail(1, err, errlen, "safetensors export: out of memory");
+    if (!t) return fail_rc(1, err, errlen, "safetensors export: out of memory");
     for (int i = 0; i < nt; i++) t[i] = named(m->params.tensors[i].name, &m->params.tensors[i], m->params.tensors[i].data);
     char val[CFG_META][32];
     const char *meta[2 * CFG_META];
@@ -151,7 +147,7 @@ int model_load_with_state(Model *m, const char *path, int max_B, int max_Ts, int
     if (!ts->adam_m || !ts->adam_v) {
         model_free(m);
         train_state_free(ts);
-        return fail(1, err, errlen, "out of memory for Adam's moments");
+        return fail_rc(1, err, errlen, "out of memory for Adam's moments");
     }
     if (*has_ts) {
         model_free(m);
@@ -184,12 +180,12 @@ int grad_job_run(const GradJob *job, const Config *cfg, uint64_t seed, char *err
     } else if ((rc = model_build(&m, cfg, B, Ts, Tt, seed, err, errlen) ? 2 : 0) == 0) {
         ts.adam_m = calloc(m.params.n, sizeof(float));
         ts.adam_v = calloc(m.params.n, sizeof(float));
-        if (!ts.adam_m || !ts.adam_v) rc = fail(1, err, errlen, "out of memory for Adam's moments");
+        if (!ts.adam_m || !ts.adam_v) rc = fail_rc(1, err, errlen, "out of memory for Adam's moments");
     }
     if (!rc) rc = batch_pad(&bf, &m.cfg, &b, err, errlen);
     if (!rc && model_check_sizes(&m, b.B, b.Ts, b.Tt, err, errlen)) rc = 2;
     if (!rc && !(dlogits = malloc((size_t)b.B * b.Tt * m.cfg.vocab * sizeof(float))))
-        rc = fail(1, err, errlen, "out of memory");
+        rc = fail_rc(1, err, errlen, "out of memory");
     if (rc) goto done;
 
     show_section("Gradients on demand: one batch, forward and backward, dropout off");
