@@ -122,6 +122,8 @@ static void print_summary(const Config *c, const Model *m) {
     printf("Transformer (%s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d)\n",
            c->pre_ln ? "pre-LN" : "post-LN", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab);
     printf("+-- %-58s %12zu\n", "embed E (vocab x d_model), shared 3 ways (Sec. 3.4)", emb);
+    if (c->pos == POS_LEARNED)
+        printf("+-- %-58s %12zu\n", "pos_embed (max_len x d_model), learned, Table 3 (E)", (size_t)c->max_len * c->d_model);
     printf("+-- %-58s %12zu\n", "encoder", (size_t)c->N * enc + (c->pre_ln ? ln : 0));
     for (int l = 0; l < c->N; l++) {
         int last = l == c->N - 1 && !c->pre_ln;
@@ -281,24 +283,27 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
     printf("  source position 0, token '%s':\n", token_name(src[0], V, 0));
     peek("E[id]                ", e_row, D);
     peek("E[id] * sqrt(d_model)", scaled, k);
-    peek("PE(pos=0)            ", m->pe, D);
+    /* the position table: the sinusoids of Eq. (3)-(4), or row (E)'s learned one */
+    const float *pe = c->pos == POS_LEARNED ? m->params.pos_embed : m->pe;
+    peek(c->pos == POS_LEARNED ? "P(pos=0), learned (E)" : "PE(pos=0)            ", pe, D);
     peek("sum (encoder input)  ", emb0, D);
     /* Does x sqrt(d_model) bring the rows to PE's size? Measured, not claimed:
      * the rms of every entry of E * sqrt(d_model) against the rms of PE's
      * entries over the source positions (sqrt(1/2) for sin/cos pairs). */
     double se = 0, sp = 0;
     for (size_t i = 0; i < (size_t)V * D; i++) se += (double)m->params.embed[i] * m->params.embed[i] * D;
-    for (size_t i = 0; i < (size_t)Ts * D; i++) sp += (double)m->pe[i] * m->pe[i];
+    for (size_t i = 0; i < (size_t)Ts * D; i++) sp += (double)pe[i] * pe[i];
     double rms_e = sqrt(se / ((double)V * D)), rms_pe = sqrt(sp / ((double)Ts * D)), r = rms_e / rms_pe;
-    printf("  sqrt(d_model) = %.3f; rms of E * sqrt(d_model) %.3f, of PE %.3f (ratio %.2f):\n",
-           sqrt((double)D), rms_e, rms_pe, r);
+    const char *pn = c->pos == POS_LEARNED ? "learned P" : "PE";
+    printf("  sqrt(d_model) = %.3f; rms of E * sqrt(d_model) %.3f, of %s %.3f (ratio %.2f):\n",
+           sqrt((double)D), rms_e, pn, rms_pe, r);
     if (r >= 0.5 && r <= 2)
         printf("  here the scale makes the two comparable, so neither drowns the other.\n");
     else if (r < 0.5)
-        printf("  even scaled, these initial rows are %.1fx smaller than PE: position dominates\n"
-               "  the sum until training grows E (Xavier over vocab %d makes the rows small).\n", 1 / r, V);
+        printf("  even scaled, these initial rows are %.1fx smaller than %s: position dominates\n"
+               "  the sum until training grows E (Xavier over vocab %d makes the rows small).\n", 1 / r, pn, V);
     else
-        printf("  scaled, these rows are %.1fx larger than PE: meaning dominates the sum.\n", r);
+        printf("  scaled, these rows are %.1fx larger than %s: meaning dominates the sum.\n", r, pn);
     shape3("encoder input", emb, B, Ts, "seq", D, "d_model", "(dropout P_drop here when training)");
     shape3("decoder input", model_embedded(m, 1), B, Tt, "seq", D, "d_model", "same E, same PE");
 
@@ -449,7 +454,7 @@ typedef struct {
     /* size flags: 0 (or -1 for dropout) means "what --config says" */
     int N, d_model, d_ff, h, d_k, d_v, vocab, max_len;
     float dropout;
-    int pre_ln, summary, table3, layer, head, batch, len, dump_attn;
+    int pre_ln, learned_pe, summary, table3, layer, head, batch, len, dump_attn;
     uint64_t seed;
     const char *config, *out, *device, *save, *load, *src_s, *tgt_s, *dump_path;
     const char *batch_path, *grad_path, *adam_path, *st_path;   /* gradients on demand, safetensors */
@@ -478,6 +483,7 @@ static void parse_flags(Opts *o, int argc, char **argv) {
         {"--max-len",   CLI_INT,    &o->max_len,  "longest sequence, rows of PE (0: preset; small 64)", 0, MODEL_MAX_LEN},
         {"--dropout",   CLI_FLOAT,  &o->dropout,  "P_drop, used only in training (-1: preset)", -1, 0.99},
         {"--pre-ln",    CLI_FLAG,   &o->pre_ln,   "LayerNorm before each sub-layer (not the paper)", 0, 0},
+        {"--learned-pe", CLI_FLAG,  &o->learned_pe, "learned positional embeddings, Table 3 row (E)", 0, 0},
         {"--seed",      CLI_U64,    &o->seed,     "random seed for the weights (and --batch tokens)", 0, 0},
         {"--src",       CLI_STRING, &o->src_s,    "source token ids, e.g. \"3 4 5 6 3 7 2\" (default: the toy sentence)", 0, 0},
         {"--tgt",       CLI_STRING, &o->tgt_s,    "target token ids, e.g. \"1 8 9\"", 0, 0},
@@ -523,6 +529,7 @@ static Config make_config(const Opts *o) {
     if (o->max_len) c.max_len = o->max_len;
     if (o->dropout >= 0) c.dropout = o->dropout;
     c.pre_ln = o->pre_ln;
+    if (o->learned_pe) c.pos = POS_LEARNED;
     if ((!o->d_k || !o->d_v) && c.d_model % c.h != 0)
         cli_fail(PROG, "d_model (%d) must be divisible by h (%d) when --d-k/--d-v are derived from it; "
                  "give --d-k and --d-v", c.d_model, c.h);

@@ -20,7 +20,7 @@ def tensor_names(cfg):
     mha = lambda p: [f"{p}.w_q", f"{p}.w_k", f"{p}.w_v", f"{p}.w_o"]
     ln = lambda p: [f"{p}.gamma", f"{p}.beta"]
     ffn = lambda p: [f"{p}.w1", f"{p}.b1", f"{p}.w2", f"{p}.b2"]
-    names = ["embed"]
+    names = ["embed"] + (["pos_embed"] if cfg.get("learned_pe") else [])
     for i in range(cfg["N"]):
         e = f"encoder.{i}"
         names += mha(e + ".self_attn") + ln(e + ".ln1") + ffn(e + ".ffn") + ln(e + ".ln2")
@@ -46,10 +46,8 @@ def read_checkpoint(path):
         raise ValueError(f"{path}: version {version}, size {size} != {len(data)}")
     if zlib.crc32(data[:-4]) != struct.unpack_from("<I", data, len(data) - 4)[0]:
         raise ValueError(f"{path}: CRC-32 mismatch")
-    if flags & 2:
-        raise ValueError(f"{path}: learned positional embeddings (flags bit 1, Table 3 (E)); "
-                         "the parity model implements only the sinusoids")
     cfg = dict(zip(CONFIG_INTS, struct.unpack_from("<8i", data, 24)))
+    cfg["learned_pe"] = bool(flags & 2)     # Table 3 (E): a pos_embed tensor, no sinusoids
     cfg["dropout"], cfg["pre_ln"], cfg["pad_id"] = struct.unpack_from("<fii", data, 56)
     (n_tensors,) = struct.unpack_from("<I", data, 68)
     off, ts = 72, None
@@ -92,7 +90,8 @@ def write_checkpoint(path, cfg, tensors, ts=None):
         body += struct.pack("<I", len(name)) + name.encode() + struct.pack("<I", t.ndim)
         body += struct.pack(f"<{t.ndim}I", *t.shape) + t.tobytes()
     size = 8 + 4 + 8 + 4 + len(body) + 4
-    head = MAGIC + struct.pack("<IQI", 1, size, 1 if ts is not None else 0)
+    flags = (1 if ts is not None else 0) | (2 if cfg.get("learned_pe") else 0)
+    head = MAGIC + struct.pack("<IQI", 1, size, flags)
     data = head + bytes(body)
     with open(path, "wb") as f:
         f.write(data + struct.pack("<I", zlib.crc32(data)))

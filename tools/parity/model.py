@@ -6,7 +6,7 @@ with this project's conventions spelled out where the paper leaves a choice:
   - weights come from a project checkpoint; matrices are (in, out): x @ W
   - embeddings are shared three ways (Sec. 3.4): source, target, and the
     output projection logits = x @ E^T; the embedding is scaled by sqrt(d_model)
-  - sinusoidal positional encoding (Sec. 3.5)
+  - sinusoidal positional encoding (Sec. 3.5), or a learned table (Table 3 (E))
   - multi-head attention without biases; d_k and d_v are free (h*d_k need
     not equal d_model, Table 3 row B)
   - post-LN (the paper): x = LN(x + Sublayer(x)); pre-LN: x = x + Sublayer(LN(x))
@@ -79,8 +79,11 @@ def sublayer(x, f, P, ln, pre_ln):
 
 
 def embed(ids, P, d_model):
-    E = P["embed"]
-    return E[ids] * math.sqrt(d_model) + positional_encoding(ids.shape[1], d_model, E.dtype)[None]
+    """E[id] * sqrt(d_model) + the position table: the sinusoids of Sec. 3.5, or
+    Table 3 (E)'s learned pos_embed rows 0..T-1 when the checkpoint has one."""
+    E, T = P["embed"], ids.shape[1]
+    pos = P["pos_embed"][:T] if "pos_embed" in P else positional_encoding(T, d_model, E.dtype)
+    return E[ids] * math.sqrt(d_model) + pos[None]
 
 
 def forward(cfg, P, src, tgt):

@@ -44,6 +44,7 @@ CONFIGS = [
     ("post-LN N=2 h=3 d_k=5 d_v=7", "--layers 2 --d-model 20 --d-ff 40 --heads 3 --d-k 5 --d-v 7 --vocab 17 --max-len 12"),
     ("pre-LN N=1 h=2 d_k=12", "--pre-ln --layers 1 --d-model 16 --d-ff 32 --heads 2 --d-k 12 --d-v 4 --vocab 11 --max-len 16"),
     ("pre-LN N=3 h=4", "--pre-ln --layers 3 --d-model 24 --d-ff 48 --heads 4 --vocab 14 --max-len 16"),
+    ("post-LN N=2 h=2 learned PE (E)", "--learned-pe --layers 2 --d-model 16 --d-ff 32 --heads 2 --vocab 10 --max-len 9"),
 ]
 
 
