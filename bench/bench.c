@@ -460,7 +460,7 @@ static void parse_model_line(const char *line, void *ctx) {
         r->ok = 1;
     else if (sscanf(line, "TORCH_CORE %63s", r->core) == 1) {
     } else if (!strncmp(line, "MODEL_ERROR ", 12) || !strncmp(line, "TORCH_ERROR ", 12))
-        snprintf(r->err, sizeof r->err, "%s", line + 12);
+        snprintf(r->err, sizeof r->err, "%.255s", line + 12);
 }
 
 static void ignore_line(const char *line, void *ctx) {
@@ -602,6 +602,8 @@ static int bench_decode(int threads) {
     decoder_free(&d);
     model_free(&m);
     return rc;
+}
+
 /* One run of a model child (ours: cmd; the load around it). */
 static ModelResult model_run(const char *cmd) {
     ModelResult r = {0};
