@@ -299,10 +299,10 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     printf("[%2d/%d] %-14s N=%d d_model=%d d_ff=%d h=%d d_k=%d d_v=%d P_drop=%.1f eps_ls=%.1f %s\n", k + 1, n,
            j->key, c.N, c.d_model, c.d_ff, c.h, c.d_k, c.d_v, (double)c.dropout, (double)eps,
            c.pos == POS_LEARNED ? "learned" : "sinusoid");
-    /* one line per row while it trains: the loss after each quarter of
-     * the steps as it comes, then dev PPL / BLEU and the time (so the 18
-     * rows of the defaults fit one 45-row screen; the parameter counts are
-     * in section 3's table) */
+    /* under the settings, one line while it trains: the loss after each
+     * quarter of the steps as it comes, then dev PPL / BLEU, the time and
+     * the rest's estimate. Two lines a row, so the 18 rows of the defaults
+     * fit a 45-row screen (the parameter counts are in section 3's table) */
     printf("        loss");
     fflush(stdout);
     double t0 = now_s(), rest = 0;
