@@ -2,7 +2,8 @@
  * a run stopped with Ctrl-C after its first row, run again, keeps that row
  * as it was (not retrained) and trains only the rest; --rows picks groups;
  * bad --rows and a damaged results file exit 2 with a message; every
- * output line fits 100 columns; the README's recorded table is what the
+ * output line fits 100 columns, and the rows the defaults train would fit
+ * a 45-row screen; the README's recorded table is what the
  * program prints from chapters/12_variations/recorded.tsv.
  *
  * Runs $BUILD_DIR/12_variations (set by `make test`); skipped without it.
@@ -73,6 +74,23 @@ static void assert_narrow(const char *s) {
     }
 }
 
+/* Section 2 of a run at the defaults trains 18 models, too slow for a test
+ * (check_docs.c checks the defaults on recorded results, where every row
+ * is kept and prints one line). Here the lines of the rows this run trained
+ * are counted: the defaults' 18 must fit a 45-row screen with the blank
+ * line and banner above, the "N models" line and the prompt under it. */
+static void assert_trained_rows_fit(int kept, int trained) {
+    const char *a = strstr(out, "\n== 2. "), *b = a ? strstr(a, "\n== 3. ") : NULL;
+    ck_assert_msg(a && b, "no sections 2 and 3 in:\n%.2000s", out);
+    int lines = 0;   /* the banner, the "N models" line, the rows */
+    for (const char *p = a + 1; p < b; p++) lines += *p == '\n';
+    int per_row = (lines - 2 - kept) / trained;
+    ck_assert_msg(lines == 2 + kept + per_row * trained, "section 2: %d lines for %d kept and %d trained rows",
+                  lines, kept, trained);
+    ck_assert_msg(4 + 18 * per_row <= 45, "a trained row prints %d lines: the defaults' 18 make section 2 %d rows",
+                  per_row, 4 + 18 * per_row);
+}
+
 /* Interrupt after the first finished row (SIGINT, as Ctrl-C), run again:
  * the finished rows are kept byte for byte (their timings too: not
  * retrained), only the rest is trained, and the table comes out. */
@@ -114,6 +132,7 @@ START_TEST(test_interrupt_and_resume) {
     ck_assert_ptr_nonnull(strstr(out, "3. Ours beside the paper's Table 3"));
     ck_assert_ptr_nonnull(strstr(out, "A h=16"));
     assert_narrow(out);
+    assert_trained_rows_fit(kept, 5 - kept);
 
     /* a third run trains nothing */
     ck_assert_int_eq(run("--rows base,A " TINY), 0);

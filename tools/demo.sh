@@ -35,7 +35,10 @@ for c in $chapters; do
         echo "demo: no recap for $c in $recaps" >&2
         exit 1
     fi
-    echo "$lines" | sed 's/^/  /'
+    # each recap line wrapped to fit a 100-column terminal, continuations indented
+    echo "$lines" | while IFS= read -r l; do
+        echo "$l" | fold -s -w 94 | sed '1s/^/  /; 2,$s/^/    /'
+    done
     next=$(echo "$chapters" | sed -n "$((i + 1))p")
     if [ -n "$next" ]; then
         echo "  Next: $next"

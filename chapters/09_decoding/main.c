@@ -196,19 +196,56 @@ static int trace_prefix(const Decoder *d, int t, int r, int *ys) {
     return t + 1;
 }
 
+/* The tokens of row r after step t, " 7 8 9", into ids; -1 for a dead row. */
+static int tree_ids(char *ids, size_t cap, const Decoder *d, int t, int r) {
+    if (d->trace[(size_t)t * d->R + r].parent < 0) return -1;
+    int ys[T * 4], n = trace_prefix(d, t, r, ys);
+    size_t o = 0;
+    ids[0] = '\0';
+    for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(ids + o, cap - o, " %s", label(ys[i]));
+    return (int)strlen(ids);
+}
+
+/* One hypothesis: "[row<-parent] tokens   sum -1.234", the tokens padded
+ * to w columns; "" for a dead row. Returns its length. */
+static int tree_cell(char *buf, size_t cap, const Decoder *d, int t, int r, int w) {
+    char ids[T * 8];
+    buf[0] = '\0';
+    if (tree_ids(ids, sizeof ids, d, t, r) < 0) return 0;
+    const BeamNode *nd = &d->trace[(size_t)t * d->R + r];
+    return snprintf(buf, cap, "[%d<-%d]%-*s sum %.3f", r, nd->parent, w, ids, nd->sum);
+}
+
+/* Every step's hypotheses: steps 1..ceil(m/2) down the left column, the
+ * rest down the right, so the section fits a 45-row screen; one column
+ * when two would be wider than 100. */
 static void print_tree(const Decoder *d, int K) {
-    int ys[T * 4];
-    for (int t = 0; t < d->steps; t++) {
-        printf("step %d:", t + 1);
+    char ids[T * 8], left[T * 8 + 40], right[T * 8 + 40];
+    int steps = d->steps, half = (steps + 1) / 2, w[2] = {0, 0}, cw[2] = {0, 0};
+    for (int t = 0; t < steps; t++)          /* column widths: tokens, then whole cells */
         for (int r = 0; r < K; r++) {
-            const BeamNode *nd = &d->trace[(size_t)t * d->R + r];
-            if (nd->parent < 0) continue;
-            int n = trace_prefix(d, t, r, ys);
-            printf("%s  [%d<-%d]", r ? "\n       " : "", r, nd->parent);
-            print_ids(ys, n);
-            printf("%*s sum %.3f", 2 * (T - n), "", nd->sum);
+            int n = tree_ids(ids, sizeof ids, d, t, r);
+            if (n > w[t >= half]) w[t >= half] = n;
         }
-        printf("\n");
+    for (int t = 0; t < steps; t++)
+        for (int r = 0; r < K; r++) {
+            int n = tree_cell(left, sizeof left, d, t, r, w[t >= half]);
+            if (n > cw[t >= half]) cw[t >= half] = n;
+        }
+    int two = steps > 1 && 9 + cw[0] + 3 + 9 + cw[1] <= 100;
+    if (!two) half = steps, w[0] = w[0] > w[1] ? w[0] : w[1];
+    for (int t = 0; t < half; t++) {
+        int u = t + half;                    /* the step beside it, in the right column */
+        for (int r = 0, line = 0; r < K; r++) {
+            int lr = tree_cell(left, sizeof left, d, t, r, w[0]) > 0;
+            int rr = two && u < steps && tree_cell(right, sizeof right, d, u, r, w[1]) > 0;
+            if (!lr && !rr) continue;
+            char lh[24] = "", rh[24] = "";
+            if (line++ == 0) snprintf(lh, sizeof lh, "step %d:", t + 1), snprintf(rh, sizeof rh, "step %d:", u + 1);
+            printf("%-9s%-*s", lh, rr ? cw[0] : 0, left);
+            if (rr) printf("   %-9s%s", rh, right);
+            printf("\n");
+        }
     }
 }
 

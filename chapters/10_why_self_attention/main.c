@@ -13,16 +13,17 @@
  * mentions, O(k n d + n d^2)) in common/table1.c, and measures all three
  * columns on this machine:
  *   1. the layers: shapes, and self-attention as the library computes it
- *      (heatmaps of full and restricted attention weights);
+ *      (full attention weights counted and plotted, restricted as a heatmap);
  *   2. connectivity: which outputs move when one input is perturbed, against
  *      the taps the path-length search uses;
- *   3. complexity: FLOPs counted as the layers run and time (median of
- *      repeats) over n and over d, with log-log exponents beside Table 1's;
- *   4. the crossover n where self-attention becomes costlier than recurrent;
- *   5. sequential operations, from each layer's dependency structure;
- *   6. maximum path length, breadth-first through stacks of each layer;
- *   7. memory: the n x n score matrix against the recurrent state;
- *   8. Table 1 rebuilt with the measured figures beside the paper's.
+ *   3. complexity over n: FLOPs counted as the layers run and time (median
+ *      of repeats), with log-log exponents beside Table 1's;
+ *   4. the same over d;
+ *   5. the crossover n where self-attention becomes costlier than recurrent;
+ *   6. sequential operations, from each layer's dependency structure;
+ *   7. maximum path length, breadth-first through stacks of each layer;
+ *   8. memory: the n x n score matrix against the recurrent state;
+ *   9. Table 1 rebuilt with the measured figures beside the paper's.
  *
  * Run:  build/10_why_self_attention [--full] [--d N] [--n-max N] [--heads N] [--k K] [--r R]
  *       (--full: n = 8..4096 at d = 512 and d = 64..2048 at n = 64, about a minute or more)
@@ -160,7 +161,16 @@ static void section_layers(const Config *c, Rng *rng) {
     Tensor ts = tensor_wrap(a.weights, "scores", "heads query key", h, n, n);
     show_shape(&ts, "softmax(q k^T / sqrt(d_k)): n x n per head");
     printf("  self-attention vs the library's mha_forward: max |difference| %.3g\n", dsa.max_abs);
-    show_heatmap("self-attention, head 1: every query reads every key", a.weights, n, n, NULL, NULL);
+    /* the full map goes to the PNG only (the screen holds one 16 x 16 map):
+     * here, what it shows, counted on head 1's n x n weights */
+    int pos = 0;
+    float lo = a.weights[0], hi = a.weights[0];
+    for (int i = 0; i < n * n; i++) {
+        float v = a.weights[i];
+        pos += v > 0, lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+    }
+    printf("  full self-attention, head 1: %d of %d weights > 0 (%.3f..%.3f): %s\n", pos, n * n, lo, hi,
+           pos == n * n ? "every query reads every key" : "some keys get weight 0");
     plot_heatmap(c->out, "attn_full", "self-attention weights, head 1 (n=16)", a.weights, n, n,
                  NULL, NULL, "key", "query");
     /* restricted attention computes only the band; the library's attention
@@ -191,7 +201,7 @@ static void section_probe(const Config *c, Rng *rng) {
     if (!x || !xp || !y0 || !y1 || !dep || !taps) cli_fail(PROG, "out of memory");
     rng_fill_normal(rng, x, (size_t)n * d, 0.0f, 1.0f);
     printf("  n = %d: x[s] += 0.5 for each s in turn; an output 'depends' on s when any of its\n"
-           "  bits change. Against the taps (what sections 5 and 6 search through):\n", n);
+           "  bits change. Against the taps (what sections 6 and 7 search through):\n", n);
     for (int kd = 0; kd < NK; kd++) {
         T1Layer L;
         if (t1_layer_build(&L, (T1Kind)kd, n, d, 2, c->k, c->r, 1, rng) != 0) cli_fail(PROG, "out of memory");
@@ -221,7 +231,7 @@ static void section_probe(const Config *c, Rng *rng) {
     free(x); free(xp); free(y0); free(y1); free(dep); free(taps);
 }
 
-/* ---- 3. complexity: FLOPs and time ------------------------------------------------- */
+/* ---- 3, 4. complexity: FLOPs and time ----------------------------------------------- */
 
 /* Times every layer at every size of s->x (n, or d when !s->over_n) */
 static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
@@ -340,20 +350,26 @@ static void print_fits(const Sweep *s, const double *paper, Fit *fits) {
                    100 * s->share[kd][s->m - 1], v, (int)s->x[s->m - 1]);
 }
 
-static void section_complexity(const Config *c, Rng *rng, Sweep *sn, Sweep *sd, Fit *fn, Fit *fd) {
-    show_section("3. Complexity per layer: FLOPs counted as the layers run, and time");
+static void section_complexity_n(const Config *c, Rng *rng, Sweep *sn, Fit *fn) {
+    show_section("3. Complexity per layer over n: FLOPs counted as the layers run, and time");
     printf("  Every layer counts the FLOPs of each library call it makes (multiply-add = 2).\n"
            "  Times: medians of %d+ repeats of %s, %d thread(s). Read them as rough;\n"
            "  the exponents the tests check are the FLOP ones, which do not depend on the load.\n",
            c->repeats, g_wall ? "wall-clock time" : "this thread's CPU time", c->threads);
-    sn->over_n = 1; sd->over_n = 0;
+    double dsizes[MAXP];   /* both sweeps are checked before either runs */
+    sn->over_n = 1;
     sn->m = sweep_sizes(sn->x, c->n_lo, c->n_hi, 1);
-    sd->m = sweep_sizes(sd->x, c->d_lo, c->d_hi, c->h);
-    if (sn->m < 3 || sd->m < 3)
+    if (sn->m < 3 || sweep_sizes(dsizes, c->d_lo, c->d_hi, c->h) < 3)
         cli_fail(PROG, "the sweeps need at least 3 sizes each; widen --n-max / --d-max");
     run_sweep(sn, c, rng, c->d_n);
     print_sweep(sn, "n", c->d_n);
     print_fits(sn, paper_n, fn);
+}
+
+static void section_complexity_d(const Config *c, Rng *rng, Sweep *sd, Fit *fd) {
+    show_section("4. Complexity per layer over d: the same counts and clock, width d grows");
+    sd->over_n = 0;
+    sd->m = sweep_sizes(sd->x, c->d_lo, c->d_hi, c->h);   /* >= 3: checked in section 3 */
     run_sweep(sd, c, rng, c->n_d);
     print_sweep(sd, "d", c->n_d);
     print_fits(sd, paper_d, fd);
@@ -370,7 +386,7 @@ static void section_complexity(const Config *c, Rng *rng, Sweep *sn, Sweep *sd, 
                short_name, NK, 1, 1);
 }
 
-/* ---- 4. crossover -------------------------------------------------------------------- */
+/* ---- 5. crossover -------------------------------------------------------------------- */
 
 static void say_crossover(const char *what, double cx, int always, const Sweep *s, int d) {
     if (cx < 0) printf("  %s: self-attention is not costlier than recurrent at n = %d yet.\n", what,
@@ -381,7 +397,7 @@ static void say_crossover(const char *what, double cx, int always, const Sweep *
 }
 
 static double section_crossover(const Config *c, const Sweep *s, double *flop_cross) {
-    show_section("4. Where self-attention becomes costlier than the recurrent layer");
+    show_section("5. Where self-attention becomes costlier than the recurrent layer");
     printf("  Sec. 4: \"self-attention layers are faster than recurrent layers when the sequence\n"
            "  length n is smaller than the representation dimensionality d\". At d = %d:\n", c->d_n);
     int always;
@@ -447,10 +463,10 @@ static double section_crossover(const Config *c, const Sweep *s, double *flop_cr
     return cx;
 }
 
-/* ---- 5. sequential operations -------------------------------------------------------- */
+/* ---- 6. sequential operations -------------------------------------------------------- */
 
 static void section_sequential(const Config *c, int *seq, int n_big) {
-    show_section("5. Sequential operations: the longest chain of dependent steps");
+    show_section("6. Sequential operations: the longest chain of dependent steps");
     printf("  Each output position is one operation, ready one step after the latest thing it\n"
            "  reads; run through the layer's dependencies in the order the forward pass goes:\n");
     printf("  %-16s %8s %8s %8s\n", "layer", "n = 16", "n = 256", "");
@@ -465,13 +481,13 @@ static void section_sequential(const Config *c, int *seq, int n_big) {
     }
 }
 
-/* ---- 6. maximum path length ---------------------------------------------------------- */
+/* ---- 7. maximum path length ---------------------------------------------------------- */
 
 enum { P_ATTN, P_RNN, P_CONV, P_DIL, P_RESTR, NPATH };
 static const char *path_name[NPATH] = {"self-attn", "recurrent", "conv contig", "conv dilated", "restricted"};
 
 static int section_paths(const Config *c, int path[][NPATH], double *pn) {
-    show_section("6. Maximum path length: breadth-first through stacks of each layer");
+    show_section("7. Maximum path length: breadth-first through stacks of each layer");
     printf("  Layers are stacked until every output position is reached from every input\n"
            "  position (the recurrent layer: edges x_s -> h_s -> ... -> h_t inside one layer).\n"
            "  Dilated: dilations 1, %d, %d^2, ... below n, repeated. k = %d, r = %d (window |i-j| <= %d).\n",
@@ -507,10 +523,10 @@ static int section_paths(const Config *c, int path[][NPATH], double *pn) {
     return m;
 }
 
-/* ---- 7. memory ------------------------------------------------------------------------- */
+/* ---- 8. memory ------------------------------------------------------------------------- */
 
 static void section_memory(const Config *c, const Sweep *s) {
-    show_section("7. Memory: the n x n score matrix against the recurrent state");
+    show_section("8. Memory: the n x n score matrix against the recurrent state");
     printf("  Bytes of the score tensor [heads=%d, query=n, key=n] as the library lays it out\n"
            "  (mha_acts_layout), of all self-attention activations, of the restricted layer's\n"
            "  window of weights, and of the recurrent state h_{t-1} (d = %d floats, whatever n):\n",
@@ -539,11 +555,11 @@ static void section_memory(const Config *c, const Sweep *s) {
                sp, nm, 3, 1, 1);
 }
 
-/* ---- 8. Table 1 rebuilt -------------------------------------------------------------- */
+/* ---- 9. Table 1 rebuilt -------------------------------------------------------------- */
 
 static void section_table1(const Config *c, const Fit *fn, const Fit *fd, const int *seq, int n_big,
                            int path[][NPATH], const double *pn, int mp) {
-    show_section("8. Table 1, rebuilt: the paper's entries and what this run measured");
+    show_section("9. Table 1, rebuilt: the paper's entries and what this run measured");
     printf("  Complexity: fitted exponents of the counted FLOPs in n (d = %d) and in d (n = %d),\n"
            "  %s time's in brackets. Sequential operations at n = %d. Path: max path length\n"
            "  at n = %d and %d, and how it grows (exponent of n, or multiple of log_k n).\n",
@@ -636,7 +652,8 @@ int main(int argc, char **argv) {
     double pn[16], flop_cross;
     section_layers(&c, &rng);
     section_probe(&c, &rng);
-    section_complexity(&c, &rng, &sn, &sd, fn, fd);
+    section_complexity_n(&c, &rng, &sn, fn);
+    section_complexity_d(&c, &rng, &sd, fd);
     section_crossover(&c, &sn, &flop_cross);
     section_sequential(&c, seq, c.n_hi);
     int mp = section_paths(&c, path, pn);

@@ -762,15 +762,13 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
         plot_heatmap(out, "dec_head", title, wd, Tt, Tt, tlp, ilp, "decoder input (shifted output)",
                      "German output");
     }
-    /* the encoder's self-attention, every layer and head, as PNGs */
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < h; k++) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "enc_L%d_H%d", l + 1, k + 1);
-            snprintf(title, sizeof title, "encoder self-attention, layer %d head %d", l + 1, k + 1);
-            plot_heatmap(out, nm, title, model_attention(m, ATTN_ENC_SELF, l) + (size_t)k * Ts * Ts, Ts, Ts, slp,
-                         slp, "key", "query");
-        }
+    /* the encoder's self-attention: every head of a layer in one PNG */
+    for (int l = 0; l < L; l++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "enc_heads_layer%d", l + 1);
+        snprintf(title, sizeof title, "encoder self-attention, layer %d of %d, every head", l + 1, L);
+        plot_heads_grid(out, nm, title, model_attention(m, ATTN_ENC_SELF, l), h, Ts, Ts, slp, slp, "key", "query");
+    }
     free(avg);
 }
 

@@ -219,7 +219,7 @@ static void results_load(Results *res) {
     }
     fclose(f);
     printf("results: %s holds %d finished row%s of this budget", res->path, res->n, res->n == 1 ? "" : "s");
-    printf(other ? "; %d of other settings (kept in the file, not used)\n" : "\n", other);
+    printf(other ? ";\n  %d of other settings (kept in the file, not used)\n" : "\n", other);
 }
 
 static void results_save(const Results *res) {
@@ -299,20 +299,24 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     printf("[%2d/%d] %-14s N=%d d_model=%d d_ff=%d h=%d d_k=%d d_v=%d P_drop=%.1f eps_ls=%.1f %s\n", k + 1, n,
            j->key, c.N, c.d_model, c.d_ff, c.h, c.d_k, c.d_v, (double)c.dropout, (double)eps,
            c.pos == POS_LEARNED ? "learned" : "sinusoid");
-    printf("        %zu parameters\n", r.params);
-    double t0 = now_s();
+    /* under the settings, one line while it trains: the loss after each
+     * quarter of the steps as it comes, then dev PPL / BLEU, the time and
+     * the rest's estimate. Two lines a row, so the 18 rows of the defaults
+     * fit a 45-row screen (the parameter counts are in section 3's table) */
+    printf("        loss");
+    fflush(stdout);
+    double t0 = now_s(), rest = 0;
     StepStats st = {0};
-    int chunk = o->steps / 4 > 1 ? o->steps / 4 : 1;
+    int chunk = (o->steps + 3) / 4;   /* at most 4 loss figures per row */
     for (int s = chunk; tr.step < (uint64_t)o->steps; s += chunk) {
         uint64_t to = s < o->steps ? (uint64_t)s : (uint64_t)o->steps;
         TrainStatus ts = trtask_train(&tr, t, to, o->seed, &r.tokens, &st);
         if (ts != TRAIN_OK)
             cli_fail(PROG, "row %s stopped at step %llu: %s; try a smaller --factor", j->key,
                      (unsigned long long)tr.step, train_status_str(ts));
-        double el = now_s() - t0, row_eta = el / tr.step * (o->steps - tr.step);
-        double rest = rest_rows * (mean_s > 0 ? mean_s : el / tr.step * o->steps);
-        printf("        step %5llu/%d  loss %.3f  %5.1fs  ETA row %5.1fs, all %6.1fs\n", (unsigned long long)tr.step,
-               o->steps, st.loss, el, row_eta, row_eta + rest);
+        double el = now_s() - t0;
+        rest = rest_rows * (mean_s > 0 ? mean_s : el / tr.step * o->steps);
+        printf(" %.3f", st.loss);
         fflush(stdout);
     }
     r.train_s = now_s() - t0;
@@ -322,8 +326,8 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     if (trtask_bleu_greedy(&m, t, &b)) cli_fail(PROG, "out of memory decoding the dev set");
     r.bleu = b.score;
     r.eval_s = now_s() - t1;
-    printf("        dev PPL %.3f  dev BLEU %.2f (greedy)  train %.1fs  eval %.1fs\n", r.ppl, r.bleu, r.train_s,
-           r.eval_s);
+    printf(" | dev PPL %.3f BLEU %.2f (greedy) | %.0f+%.0f s", r.ppl, r.bleu, r.train_s, r.eval_s);
+    printf(rest_rows > 0 ? ", rest ~%.0f s\n" : "\n", rest);
     trainer_free(&tr);
     model_free(&m);
     return r;
