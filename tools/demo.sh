@@ -35,10 +35,13 @@ for c in $chapters; do
         echo "demo: no recap for $c in $recaps" >&2
         exit 1
     fi
-    # each recap line wrapped to fit a 100-column terminal, continuations indented
-    echo "$lines" | while IFS= read -r l; do
-        echo "$l" | fold -s -w 94 | sed '1s/^/  /; 2,$s/^/    /'
-    done
+    # two lines, each indented by 2 and within a 100-column terminal
+    long=$(echo "$lines" | awk 'length($0) > 98 { print length($0) }' | head -1)
+    if [ "$(echo "$lines" | wc -l)" != 2 ] || [ -n "$long" ]; then
+        echo "demo: the recap of $c in $recaps must be 2 lines of at most 98 characters" >&2
+        exit 1
+    fi
+    echo "$lines" | sed 's/^/  /'
     next=$(echo "$chapters" | sed -n "$((i + 1))p")
     if [ -n "$next" ]; then
         echo "  Next: $next"
