@@ -198,37 +198,78 @@ _Noreturn void dist_exit(int code, const char *fmt, ...) {
 
 /* ---- data-parallel training ------------------------------------------------ */
 
+/* MPI counts are int: a big exchange goes in chunks of 2^30 floats */
+static void exchange_f32(const float *send, float *recv, size_t n, int partner) {
+#ifdef AIYN_MPI
+    for (size_t i = 0; i < n; i += (size_t)1 << 30) {
+        size_t k = n - i < ((size_t)1 << 30) ? n - i : (size_t)1 << 30;
+        MPI_Sendrecv(send + i, (int)k, MPI_FLOAT, partner, 19, recv + i, (int)k, MPI_FLOAT, partner, 19,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+#else
+    (void)send, (void)recv, (void)n, (void)partner;
+#endif
+}
+
+/* The rest of the gradient tree (train.h), P a power of two: in round
+ * j = 0, 1, ... rank r swaps its sum with rank r XOR 2^j and adds them,
+ * lower rank's first, so after the round every group of 2^(j+1) ranks
+ * holds the sum of its 2^(j+1) subtrees: the tree one process adds,
+ * pairing the same halves. (a + b == b + a in IEEE arithmetic, so both
+ * partners get the same bits.) log2(P) rounds of n floats each way: for P
+ * = 2 what a ring allreduce sends, for P = 4 2n instead of 1.5n. Any other
+ * P: MPI_Allreduce, whose order MPI does not fix - equal to rounding. */
+void dist_sum_tree_f32(float *g, float *recv, size_t n) {
+    if (g_size == 1) return;
+    if (g_size & (g_size - 1)) {
+        dist_sum_f32(g, n);
+        return;
+    }
+    for (int mask = 1; mask < g_size; mask <<= 1) {
+        int partner = g_rank ^ mask;
+        exchange_f32(g, recv, n, partner);
+        if (g_rank < partner)
+            for (size_t i = 0; i < n; i++) g[i] = g[i] + recv[i];   /* mine + theirs */
+        else
+            for (size_t i = 0; i < n; i++) g[i] = recv[i] + g[i];   /* theirs + mine */
+    }
+}
+
 /* TrainDP.reduce. One process on the whole batch computes
  *   loss = (1/N) sum_i l_i,  grad = (1/N) sum_i d l_i / d w    (N tokens)
- * Rank r computed the same over its own n_r tokens, (1/n_r) sum_{i in r}.
- * So the global values are sum_r (n_r / N) * (rank r's): the loss and the
- * token count first (two doubles, one small allreduce), then the gradients
- * scaled by n_r / N and summed (the big allreduce, n floats). */
-static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, float *loss, int *n_tokens) {
+ * Leaf l (a slice of n_l tokens) computed the same over its own tokens,
+ * and train.c scaled its gradient by n_l / N before adding it into this
+ * rank's subtree. So the global values are the sum over all leaves: every
+ * rank's (loss_l, n_l) gathered (k doubles each, a small allgather), then
+ * the subtrees' gradients summed (dist_sum_tree_f32, n floats). */
+static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, const double *mine, int k,
+                      double *all) {
     DistTrainer *d = (DistTrainer *)dp;
-    double t0 = dist_time();
-    d->n_local = *n_tokens;
-    d->loss_local = *loss;
-    double s[2] = {(double)*loss * *n_tokens, (double)*n_tokens};
-    dist_sum_f64(s, 2);
-    float share = s[1] > 0 ? (float)(*n_tokens / s[1]) : 0.0f;
+    double t0 = dist_time(), ln = 0, nt = 0;
+    for (int i = 0; i + 1 < k; i += 2) ln += mine[i] * mine[i + 1], nt += mine[i + 1];
+    d->n_local = (int)nt;
+    d->loss_local = nt > 0 ? (float)(ln / nt) : 0.0f;
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) MPI_Allgather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD);
+    else
+#endif
+        memcpy(all, mine, (size_t)k * sizeof *mine);
     /* On the CPU the gradients are host memory; on a GPU they go through
      * the host buffer (MPI over host memory: two copies per step). */
     float *g = be == backend_cpu() ? grad : d->host;
     if (g != grad) be->download(g, grad, n * sizeof(float));
-    double sq = 0;
-    for (size_t i = 0; i < n; i++) {
-        sq += (double)g[i] * g[i];   /* this rank's own gradient, for the chapter to show */
-        g[i] *= share;
-    }
-    d->local_sq = sq;
-    dist_sum_f32(g, n);
+    double sq = 0, tot = 0;
+    for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];   /* this rank's part, for the chapter */
+    for (int i = 1; i < k * g_size; i += 2) tot += all[i];
+    /* its own mean gradient is its part / (n_r / N) */
+    d->local_sq = nt > 0 ? sq * (tot / nt) * (tot / nt) : 0;
+    dist_sum_tree_f32(g, d->recv, n);
     if (g != grad) be->upload(grad, g, n * sizeof(float));
-    *loss = s[1] > 0 ? (float)(s[0] / s[1]) : 0.0f;
-    *n_tokens = (int)s[1];
     d->comm_s += dist_time() - t0;
     d->reduces++;
-    d->bytes += 2 * sizeof(double) + (double)n * sizeof(float);
+    int rounds = 0;
+    for (int m = 1; m < g_size; m <<= 1) rounds++;
+    d->bytes += (double)k * g_size * sizeof(double) + (double)rounds * n * sizeof(float);
 }
 
 uint64_t dist_weights_hash(Model *m) {
@@ -286,12 +327,23 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
         return fail(err, errlen, "a batch of %d sequences cannot be split over %d ranks (each needs at least one)",
                     t->B, g_size);
     if (t->be != backend_cpu() && !(d->host = malloc(t->n * sizeof(float)))) bad = 1;
+    if (!(d->recv = malloc(t->n * sizeof(float)))) bad = 1;
     if (dist_max_int(bad)) {
-        free(d->host);
-        d->host = NULL;
-        return fail(err, errlen, "out of memory for the host copy of %zu gradients", t->n);
+        free(d->host), free(d->recv);
+        d->host = d->recv = NULL;
+        return fail(err, errlen, "out of memory for the host copies of %zu gradients", t->n);
     }
     d->dp = (TrainDP){.rank = g_rank, .size = g_size, .reduce = dp_reduce, .after_step = dp_after_step};
+    /* the tree's level 0 even with one micro-batch (train.c) */
+    t->dp = &d->dp;
+    char e2[256];
+    bad = trainer_set_micro(t, t->micro, e2, sizeof e2) != 0;
+    t->dp = NULL;
+    if (dist_max_int(bad)) {
+        free(d->host), free(d->recv);
+        d->host = d->recv = NULL;
+        return fail(err, errlen, "%s", e2);
+    }
     /* the same start on every rank, or the run is not one run */
     d->hash = dist_check_weights(t->model, t->step);
     d->checked_step = t->step;
@@ -302,5 +354,6 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
 void dist_detach(DistTrainer *d) {
     if (d->t) d->t->dp = NULL;
     free(d->host);
+    free(d->recv);
     memset(d, 0, sizeof *d);
 }
