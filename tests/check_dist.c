@@ -400,6 +400,49 @@ START_TEST(test_resume_with_fewer_ranks) {
 }
 END_TEST
 
+/* the "last loss" chapter 11 prints after training, 9 digits */
+static double last_loss(const char *path) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no %s", path);
+    char line[512];
+    double v = NAN;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "last loss ");
+        if (p) v = atof(p + 10);
+    }
+    fclose(f);
+    return v;
+}
+
+/* Chapter 11 (translation: batches of sentences of every length) trains
+ * under mpirun with the same flags and the same loop: 2 ranks, 2 micro-
+ * batches, 20 steps = one process, in the loss and in the checkpoint's bits;
+ * one rank's checkpoint and output only */
+START_TEST(test_translation_two_ranks) {
+    if (!have_mpi(1)) return;
+    char dir[] = "/tmp/check_dist_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *f = "--train-size 500 --layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 "
+                    "--test-size 20 --tokens 400 --steps 20 --checkpoint-every 10 --micro-batches 2 --no-color";
+    ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/11_translation %s --out %s/one >%s/one.txt 2>&1", g_build, f, dir, dir), 0);
+    ck_assert_int_eq(sh("OMP_NUM_THREADS=1 " MPIRUN " 2 %s/11_translation %s --out %s/two >%s/two.txt 2>&1", g_build, f,
+                        dir, dir), 0);
+    char p1[600], p2[600];
+    snprintf(p1, sizeof p1, "%s/one.txt", dir);
+    snprintf(p2, sizeof p2, "%s/two.txt", dir);
+    double a = last_loss(p1), b = last_loss(p2), rel = fabs(a - b) / a;
+    fprintf(stderr, "check_dist: chapter 11, loss after 20 steps: 1 rank %.9f, 2 ranks %.9f, relative diff %.2e\n", a, b, rel);
+    ck_assert_msg(isfinite(a) && a > 0 && rel <= 1e-6, "chapter 11: 2 ranks %.9g vs 1 rank %.9g", b, a);
+    ck_assert_int_eq(sh("grep -q 'data parallel: 2 ranks' %s/two.txt", dir), 0);
+    ck_assert_int_eq(sh("grep -q 'the same bits as one process' %s/two.txt", dir), 0);
+    ck_assert_int_eq(sh("cmp -s %s/one/model.ckpt %s/two/model.ckpt", dir, dir), 0);
+    ck_assert_int_eq(sh("cmp -s %s/one/ckpt_000010.ckpt %s/two/ckpt_000010.ckpt", dir, dir), 0);
+    /* rank 0 alone printed: one copy of each section */
+    ck_assert_int_eq(sh("test $(grep -c '== 4. Training' %s/two.txt) -eq 1", dir), 0);
+    sh("rm -rf %s", dir);
+}
+END_TEST
+
 Suite *dist_suite(void) {
     Suite *s = suite_create("dist");
     TCase *core = tcase_create("Core");
@@ -416,6 +459,7 @@ Suite *dist_suite(void) {
     tcase_add_test(mpi, test_dead_rank_ends_job);
     tcase_add_test(mpi, test_desync_stops_run);
     tcase_add_test(mpi, test_resume_with_fewer_ranks);
+    tcase_add_test(mpi, test_translation_two_ranks);
     tcase_set_timeout(mpi, 240);
     suite_add_tcase(s, mpi);
     return s;
