@@ -232,21 +232,20 @@ static void section_allreduce(const Run *r, Trainer *tr, DistTrainer *dt, Ref *r
     int L = train_leaves(tr->micro, tr->B, P), rounds = 0;
     while (1 << rounds < P) rounds++;
     printf("the order of that sum: each micro-batch's (n_l/N) grad_l added as one binary tree over the %d of them\n"
-           "(((g0+g1)+(g2+g3)) for 4); each rank adds its own subtree, then ", L);
-    if (P == 1) printf("there is nothing to send (one rank adds the whole tree)\n");
-    else if (P & (P - 1)) printf("MPI_Allreduce (%d is not a power of two: MPI's order, equal to rounding only)\n", P);
+           "(((g0+g1)+(g2+g3)) for 4); each rank adds its own subtree, then\n", L);
+    if (P == 1) printf("  there is nothing to send (one rank adds the whole tree)\n");
+    else if (P & (P - 1)) printf("  MPI_Allreduce (%d is not a power of two: MPI's order, equal to rounding only)\n", P);
     else
-        printf("%d round%s of MPI_Sendrecv: rank r swaps its sum with\n"
-               "rank r XOR 2^j and adds lower rank's + higher's: the tree's pairing, so the same additions in the same\n"
-               "order as one process (dist_sum_tree_f32; %.1f KiB each way per round)\n", rounds, rounds > 1 ? "s" : "",
-               tr->n * 4.0 / 1024);
+        printf("  %d round%s of MPI_Sendrecv: rank r swaps its sum with rank r XOR 2^j and adds lower rank's +\n"
+               "  higher's: the tree's pairing, so the same additions in the same order as one process\n"
+               "  (dist_sum_tree_f32; %.1f KiB each way per round)\n", rounds, rounds > 1 ? "s" : "", tr->n * 4.0 / 1024);
     if (ref->on) {
         double mb, d = max_diff(tr->model->dw.mem, ref->m.dw.mem, tr->n, &mb);
         printf("one process on the same %d sequences (rank 0, in-process): loss %.6f, |grad| %.5f\n",
                tr->B, ref->loss_ref[0], ref->grad_norm1);
         int same = memcmp(tr->model->dw.mem, ref->m.dw.mem, tr->n * sizeof(float)) == 0;
         printf("summed gradient vs one process's: max |diff| %.3g (largest %.3g: %s)\n", d, mb,
-               same ? "the same bits" : d <= 1e-5 * mb ? "equal to float rounding, not bits" : "NOT equal");
+               same ? "the same bits" : d <= 1e-5 * mb ? "equal to rounding only" : "NOT equal");
     }
 }
 
@@ -433,6 +432,7 @@ static void section_order(const Run *r) {
     char err[512];
     if (build(r, &a, &ta, err, sizeof err) || build(&one, &b, &tb, err, sizeof err)) dist_abort(1, "%s", err);
     int part = 0, flips = 0;
+    double last_rel = 0;
     double rel1 = 0, before = 0, after = 0, grad_at = 0;
     Flip f = {0};
     for (int i = 1; i <= r->steps; i++) {
@@ -455,10 +455,12 @@ static void section_order(const Run *r) {
             after = weights_rel(&a, &b);
         }
         if (!part && fabs((double)sa.loss - sb.loss) > 1e-6 * fabs(sb.loss)) part = i;
+        last_rel = fabs((double)sa.loss - sb.loss) / fabs(sb.loss);
     }
     printf("step 1's gradients, tree vs one pass: max |diff| / max |grad| = %.2g (float rounding: the same\n"
            "additions in another order)\n", rel1);
-    if (part) printf("the losses part by more than 1e-6 relative at step %d of %d\n", part, r->steps);
+    if (part) printf("the losses part by more than 1e-6 relative at step %d; after step %d they are %.2g apart\n", part,
+                     r->steps, last_rel);
     else printf("the losses stay within 1e-6 relative for all %d steps\n", r->steps);
     if (f.found) {
         printf("first ReLU that is on in one model and off in the other (Eq. 2's max(0, x W1 + b1)): before step %d,\n"
@@ -498,8 +500,11 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
                1e3 * (v[0] - v[1]) / n, 1e3 * v[1] / n, 100 * v[1] / v[0]);
     }
     free(all);
-    printf("%d steps: %.0f target tokens/s over all ranks;\ncommunication = the two allreduces, %.1f KiB each step%s\n",
-           n, (double)tr->B * (tr->T - 1) * n / wall, (tr->n * 4.0 + 16) / 1024,
+    int rounds = 0;
+    while (1 << rounds < P) rounds++;
+    printf("%d steps: %.0f target tokens/s over all ranks;\ncommunication = the gather of each slice's (loss, tokens) and "
+           "%d exchange%s of %.1f KiB each step%s\n", n, (double)tr->B * (tr->T - 1) * n / wall, rounds,
+           rounds == 1 ? "" : "s", tr->n * 4.0 / 1024,
            P > 1 ? ",\nincluding each rank's wait there for the slowest one" : "");
 }
 
