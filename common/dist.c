@@ -235,6 +235,100 @@ void dist_sum_tree_f32(float *g, float *recv, size_t n) {
     }
 }
 
+/* ---- NCCL (cuda/nccl.c, inside libaiyn_cuda.so when it was built with it) ---- */
+typedef struct {
+    size_t (*id_bytes)(void);
+    int (*get_id)(void *id, char *err, size_t errlen);
+    int (*bus_id)(char *buf, int len, char *err, size_t errlen);
+    int (*init)(const void *id, int rank, int size, char *err, size_t errlen);
+    int (*exchange)(const float *send, float *recv, size_t n, int peer, char *err, size_t errlen);
+    int (*allreduce)(float *g, size_t n, char *err, size_t errlen);
+    void (*free)(void);
+    void (*version)(char *buf, size_t len);
+} Nccl;
+static Nccl g_nccl;
+
+/* the functions, or 0 when the CUDA backend has none of them */
+static int nccl_find(void) {
+    void *f[8] = {backend_cuda_symbol("aiyn_nccl_id_bytes"), backend_cuda_symbol("aiyn_nccl_get_id"),
+                  backend_cuda_symbol("aiyn_nccl_bus_id"),   backend_cuda_symbol("aiyn_nccl_init"),
+                  backend_cuda_symbol("aiyn_nccl_exchange"), backend_cuda_symbol("aiyn_nccl_allreduce"),
+                  backend_cuda_symbol("aiyn_nccl_free"),     backend_cuda_symbol("aiyn_nccl_version")};
+    for (int i = 0; i < 8; i++)
+        if (!f[i]) return 0;
+    /* (data pointers to function pointers: what dlsym hands out, POSIX) */
+    memcpy(&g_nccl.id_bytes, &f[0], sizeof f[0]);
+    memcpy(&g_nccl.get_id, &f[1], sizeof f[1]);
+    memcpy(&g_nccl.bus_id, &f[2], sizeof f[2]);
+    memcpy(&g_nccl.init, &f[3], sizeof f[3]);
+    memcpy(&g_nccl.exchange, &f[4], sizeof f[4]);
+    memcpy(&g_nccl.allreduce, &f[5], sizeof f[5]);
+    memcpy(&g_nccl.free, &f[6], sizeof f[6]);
+    memcpy(&g_nccl.version, &f[7], sizeof f[7]);
+    return 1;
+}
+
+/* NCCL for this GPU trainer, if it can be had: every rank finds the
+ * functions, every rank's GPU is another one (PCI bus ids gathered), rank
+ * 0's id reaches everyone (MPI_Bcast) and every communicator starts. Every
+ * rank takes the same decision; d->path says what it was. */
+static void nccl_start(DistTrainer *d, const Backend *be, size_t n) {
+    char err[256] = "";
+    int have = nccl_find();
+    if (dist_max_int(!have)) {
+        snprintf(d->path, sizeof d->path, "host memory + MPI (the CUDA backend was built without NCCL)");
+        return;
+    }
+    enum { BUS = 32 };
+    char bus[BUS] = "";
+    uint64_t mine[BUS / 8], *all = malloc(sizeof(uint64_t) * (BUS / 8) * g_size);
+    int bad = !all || g_nccl.bus_id(bus, BUS, err, sizeof err);
+    memcpy(mine, bus, BUS);
+    if (dist_max_int(bad)) {
+        free(all);
+        snprintf(d->path, sizeof d->path, "host memory + MPI (%s)", bad ? err : "a rank could not name its GPU");
+        return;
+    }
+    dist_gather_u64(mine, BUS / 8, all);
+    int shared = 0;
+    for (int a = 0; a < g_size; a++)
+        for (int b = a + 1; b < g_size; b++) shared |= !memcmp(all + a * (BUS / 8), all + b * (BUS / 8), BUS);
+    free(all);
+    if (shared) {
+        snprintf(d->path, sizeof d->path, "host memory + MPI (ranks share a GPU; NCCL needs one GPU per rank)");
+        return;
+    }
+    unsigned char id[512];
+    bad = g_nccl.id_bytes() > sizeof id || (g_rank == 0 && g_nccl.get_id(id, err, sizeof err));
+    if (dist_max_int(bad)) dist_abort(1, "NCCL: %s", bad ? err : "rank 0 could not make an id");
+#ifdef AIYN_MPI
+    MPI_Bcast(id, (int)g_nccl.id_bytes(), MPI_BYTE, 0, MPI_COMM_WORLD);
+#endif
+    bad = g_nccl.init(id, g_rank, g_size, err, sizeof err) || !(d->d_recv = be->alloc(n * sizeof(float)));
+    if (dist_max_int(bad)) dist_abort(1, "NCCL: %s", bad ? (*err ? err : "out of GPU memory") : "another rank failed to start");
+    d->nccl = 1;
+    char v[64];
+    g_nccl.version(v, sizeof v);
+    snprintf(d->path, sizeof d->path, "%s, GPU to GPU", v);
+}
+
+/* dist_sum_tree_f32 on device memory: the same rounds and pairs, each an
+ * ncclSend/ncclRecv pair, and the backend's add (lower rank's first);
+ * P not a power of two: ncclAllReduce */
+static void nccl_sum_tree(const Backend *be, float *g, float *recv, size_t n) {
+    char err[256];
+    if (g_size & (g_size - 1)) {
+        if (g_nccl.allreduce(g, n, err, sizeof err)) dist_abort(1, "NCCL: %s", err);
+        return;
+    }
+    for (int mask = 1; mask < g_size; mask <<= 1) {
+        int partner = g_rank ^ mask;
+        if (g_nccl.exchange(g, recv, n, partner, err, sizeof err)) dist_abort(1, "NCCL: %s", err);
+        if (g_rank < partner) be->residual_forward(g, g, recv, n);   /* mine + theirs */
+        else be->residual_forward(g, recv, g, n);                    /* theirs + mine */
+    }
+}
+
 /* TrainDP.reduce. One process on the whole batch computes
  *   loss = (1/N) sum_i l_i,  grad = (1/N) sum_i d l_i / d w    (N tokens)
  * Leaf l (a slice of n_l tokens) computed the same over its own tokens,
@@ -254,16 +348,18 @@ static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, con
     else
 #endif
         memcpy(all, mine, (size_t)k * sizeof *mine);
-    /* On the CPU the gradients are host memory; on a GPU they go through
-     * the host buffer (MPI over host memory: two copies per step). */
-    float *g = be == backend_cpu() ? grad : d->host;
-    if (g != grad) be->download(g, grad, n * sizeof(float));
-    double sq = 0, tot = 0;
-    for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];   /* this rank's part, for the chapter */
+    double tot = 0;
     for (int i = 1; i < k * g_size; i += 2) tot += all[i];
-    /* its own mean gradient is its part / (n_r / N) */
+    /* On the CPU the gradients are host memory; on a GPU they go GPU to GPU
+     * through NCCL, or else through the host buffer (MPI over host memory:
+     * two copies per step). */
+    float *g = be == backend_cpu() || d->nccl ? grad : d->host;
+    if (g != grad) be->download(g, grad, n * sizeof(float));
+    double sq = be == backend_cpu() || d->nccl ? be->sum_squares(g, n) : backend_cpu()->sum_squares(g, n);
+    /* this rank's part, for the chapter: its own mean gradient is its part / (n_r / N) */
     d->local_sq = nt > 0 ? sq * (tot / nt) * (tot / nt) : 0;
-    dist_sum_tree_f32(g, d->recv, n);
+    if (d->nccl) nccl_sum_tree(be, g, d->d_recv, n);
+    else dist_sum_tree_f32(g, d->recv, n);
     if (g != grad) be->upload(grad, g, n * sizeof(float));
     d->comm_s += dist_time() - t0;
     d->reduces++;
@@ -321,6 +417,7 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
     d->t = t;
     d->check_every = check_every;
     t->dp = NULL;
+    snprintf(d->path, sizeof d->path, "one rank: nothing to sum");
     if (g_size == 1) return 0;   /* one process: nothing to share */
     int bad = t->B < g_size;
     if (dist_max_int(bad))
@@ -344,6 +441,8 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
         d->host = d->recv = NULL;
         return fail(err, errlen, "%s", e2);
     }
+    snprintf(d->path, sizeof d->path, "MPI, host memory");
+    if (t->be != backend_cpu()) nccl_start(d, t->be, t->n);   /* or the host path, saying why */
     /* the same start on every rank, or the run is not one run */
     d->hash = dist_check_weights(t->model, t->step);
     d->checked_step = t->step;
@@ -355,5 +454,9 @@ void dist_detach(DistTrainer *d) {
     if (d->t) d->t->dp = NULL;
     free(d->host);
     free(d->recv);
+    if (d->nccl) {
+        d->t->be->free(d->d_recv);
+        g_nccl.free();
+    }
     memset(d, 0, sizeof *d);
 }

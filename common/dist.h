@@ -23,6 +23,12 @@
  * these functions link libmpi; train.c reaches them through TrainDP's
  * function pointers.
  *
+ * On GPUs (--device cuda) the sum goes device to device through NCCL when
+ * libaiyn_cuda.so was built with it (cuda/nccl.c) and each rank has a GPU
+ * of its own, in the same fixed tree (ncclSend/ncclRecv pairs, then the
+ * backend's add); otherwise through host memory and MPI. DistTrainer.path
+ * says which, and why.
+ *
  * Failures: a rank that dies ends the whole job (mpirun kills the others
  * within seconds; each survivor says why on stderr); an MPI error prints
  * its text and calls MPI_Abort; dist_abort is the program's own way out.
@@ -74,6 +80,11 @@ typedef struct {
     int check_every;       /* weights hash compared every K steps (0: never)    */
     float *host;           /* (n) host copy of the gradients, for a non-CPU backend */
     float *recv;           /* (n) the partner's sum in dist_sum_tree_f32        */
+    /* GPUs: NCCL moves the gradients device to device (cuda/nccl.c) when the
+     * CUDA backend was built with it and every rank has a GPU of its own */
+    int nccl;              /* 1: the sum goes through NCCL                      */
+    float *d_recv;         /* (n) the partner's sum, in device memory           */
+    char path[160];        /* how the gradients are summed, in words            */
     /* measured, in this rank: */
     double comm_s;         /* seconds inside each step's allgather + tree sum   */
     long reduces;          /* steps reduced                                     */
@@ -90,7 +101,7 @@ typedef struct {
  * same weights (a fresh model from one seed, or one checkpoint) and that
  * the batch has a row for every rank. Returns 0, or 2 with a message. */
 int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t errlen);
-void dist_detach(DistTrainer *d);    /* frees the host buffer; t->dp = NULL */
+void dist_detach(DistTrainer *d);    /* frees the buffers (and NCCL's communicator); t->dp = NULL */
 
 /* FNV-1a over the weights' bits (brought to the host first) */
 uint64_t dist_weights_hash(Model *m);

@@ -16,6 +16,7 @@
  *          by 1 continues the same run.
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -474,6 +475,54 @@ START_TEST(test_translation_two_ranks) {
 }
 END_TEST
 
+/* The GPU side of data parallelism, as far as this machine can take it.
+ * 1. The host shim (libaiyn_cuda_shim.so: the CUDA backend's table with
+ *    CPU kernels) is a non-CPU backend: 2 ranks of chapter 08 with
+ *    --device cuda take the GPU code path (device buffers for the tree,
+ *    gradients through the host to MPI) and must give one process's bits.
+ * 2. NCCL (cuda/nccl.c) is in libaiyn_cuda.so when the Makefile found it:
+ *    checked by its symbols; it runs only with 2+ GPUs and mpirun, then 2
+ *    ranks on 2 GPUs must give one GPU's bits and say NCCL. */
+START_TEST(test_gpu_path) {
+    if (!have_mpi(1)) return;
+    char dir[] = "/tmp/check_dist_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --steps 30 --eval 0 --examples 0 "
+                    "--micro-batches 2 --no-color";
+    ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/08_training %s --out %s/one >/dev/null 2>&1", g_build, f, dir), 0);
+    ck_assert_int_eq(sh("AIYN_CUDA_LIB=%s/libaiyn_cuda_shim.so OMP_NUM_THREADS=1 " MPIRUN " 2 -x AIYN_CUDA_LIB "
+                        "%s/08_training %s --device cuda --out %s/shim >%s/shim.txt 2>&1", g_build, g_build, f, dir, dir), 0);
+    ck_assert_int_eq(sh("grep -q 'summed over host memory + MPI (the CUDA backend was built without NCCL)' %s/shim.txt", dir), 0);
+    ck_assert_int_eq(sh("cmp -s %s/one/copy.ckpt %s/shim/copy.ckpt", dir, dir), 0);
+
+    char so[600];
+    snprintf(so, sizeof so, "%s/libaiyn_cuda.so", g_build);
+    void *h = access(so, F_OK) == 0 ? dlopen(so, RTLD_LAZY | RTLD_LOCAL) : NULL;
+    void *ex = h ? dlsym(h, "aiyn_nccl_exchange") : NULL, *ver = h ? dlsym(h, "aiyn_nccl_version") : NULL;
+    if (!h) fprintf(stderr, "check_dist: no CUDA backend (%s), NCCL path not built\n", so);
+    else if (!ex || !ver) fprintf(stderr, "check_dist: libaiyn_cuda.so built without NCCL (no nccl.h/libnccl found)\n");
+    else {
+        char v[64];
+        void (*version)(char *, size_t);
+        memcpy(&version, &ver, sizeof ver);
+        version(v, sizeof v);
+        fprintf(stderr, "check_dist: NCCL path built into libaiyn_cuda.so (%s)", v);
+        if (sh("test \"$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\" -ge 2") != 0)
+            fprintf(stderr, "; not run: it needs 2 or more GPUs, and none or one is visible here\n");
+        else {   /* one GPU per rank, then 2 ranks against one GPU */
+            fprintf(stderr, "; running 2 ranks on 2 GPUs\n");
+            ck_assert_int_eq(sh("%s/08_training %s --device cuda --out %s/gpu1 >/dev/null 2>&1", g_build, f, dir), 0);
+            ck_assert_int_eq(sh(MPIRUN " 2 sh -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec %s/08_training %s "
+                                "--device cuda --out %s/gpu2' >%s/gpu2.txt 2>&1", g_build, f, dir, dir), 0);
+            ck_assert_int_eq(sh("grep -q 'summed over NCCL' %s/gpu2.txt", dir), 0);
+            ck_assert_int_eq(sh("cmp -s %s/gpu1/copy.ckpt %s/gpu2/copy.ckpt", dir, dir), 0);
+        }
+    }
+    if (h) dlclose(h);
+    sh("rm -rf %s", dir);
+}
+END_TEST
+
 Suite *dist_suite(void) {
     Suite *s = suite_create("dist");
     TCase *core = tcase_create("Core");
@@ -491,6 +540,7 @@ Suite *dist_suite(void) {
     tcase_add_test(mpi, test_desync_stops_run);
     tcase_add_test(mpi, test_resume_with_fewer_ranks);
     tcase_add_test(mpi, test_translation_two_ranks);
+    tcase_add_test(mpi, test_gpu_path);
     tcase_add_test(mpi, test_order_matters);   /* runs chapter 13 without mpirun: slow under ASan */
     tcase_set_timeout(mpi, 240);
     suite_add_tcase(s, mpi);

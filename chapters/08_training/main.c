@@ -731,11 +731,12 @@ int main(int argc, char **argv) {
     }
     if (dist_size() > 1) {
         int L = train_leaves(r.micro, r.batch, dist_size());
-        printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13);\n"
-               "%d slice%s a step, %s\n", dist_size(), r.batch / dist_size(), r.batch, L, L > 1 ? "s" : "",
-               L == train_leaves(r.micro, r.batch, 1) ? "added as one process adds them: the same bits as one process"
-                                                       : "added in another order than one process: equal to float rounding"
-                                                         " (--micro-batches a multiple of the ranks gives the same bits)");
+        printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13)\n"
+               "  gradients summed over %s\n  %d slice%s a step, ", dist_size(), r.batch / dist_size(), r.batch, dt.path, L,
+               L > 1 ? "s" : "");
+        if (L == train_leaves(r.micro, r.batch, 1)) printf("added as one process adds them: the same bits as one process\n");
+        else printf("added in another order than one process: equal to float rounding\n"
+                    "  (--micro-batches a multiple of the ranks gives the same bits)\n");
     }
 
     section_data(&tr);
