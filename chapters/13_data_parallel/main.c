@@ -3,17 +3,20 @@
  * "We trained our models on one machine with 8 NVIDIA P100 GPUs" (Sec. 5.2),
  * each step on a batch of ~25,000 target tokens (Sec. 5.1): each GPU took a
  * slice of the batch, and the gradients were summed before every step. Here
- * the ranks are processes started by mpirun, the sum is MPI_Allreduce, and
- * the library does it for any trainer (common/dist.h, train.h's TrainDP):
+ * the ranks are processes started by mpirun, the sum goes over MPI as one
+ * fixed binary tree over the batch's micro-batches (so 1, 2 and 4 ranks add
+ * the same numbers in the same order: the same bits), and the library does
+ * it for any trainer (common/dist.h, train.h's TrainDP):
  *
  *   mpirun -np 2 build/13_data_parallel              two ranks
  *   mpirun -np 4 --oversubscribe build/13_data_parallel   four, on 2 cores
  *   build/13_data_parallel                           one rank (no mpirun)
  *
  * It shows each rank's slice of the global batch and its shapes, one step's
- * allreduce in detail, the loss curve next to one process training on the
- * same global batches (computed on rank 0, in-process: max |diff| per
- * step), that the weights stay identical on every rank, the time per step
+ * sum in detail, the loss curve next to one process training on the same
+ * global batches (computed on rank 0, in-process: max |diff| per step), why
+ * the order of the sum matters (section 4b: the first ReLU whose input
+ * changes sign), that the weights stay identical on every rank, the time per step
  * split into compute and communication, and the arithmetic of the paper's
  * setup. --fail-at and --desync-at break a run on purpose.
  */
