@@ -113,6 +113,23 @@ CUDA_OBJ  = $(patsubst %.cu,$(BUILD)/pic/%.o,$(wildcard cuda/*.cu)) \
             $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/selftest.o
 endif
 
+# NCCL (cuda/nccl.c: gradient sums GPU to GPU, chapter 13) goes into the
+# CUDA backend's .so when nccl.h and libnccl are found (NCCL=0: never; pip's
+# nvidia-nccl wheel or Debian's libnccl-dev provide them). No program links
+# it: dist.c finds it through backend_cuda_symbol, else sums via the host.
+ifeq ($(CUDA),1)
+NCCL_INC ?= $(firstword $(foreach d,$(CUDA_HOME)/include /usr/local/include /usr/include,$(if $(wildcard $(d)/nccl.h),$(d))))
+NCCL_LIB ?= $(firstword $(foreach d,$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib /usr/local/lib /usr/lib/x86_64-linux-gnu,$(if $(wildcard $(d)/libnccl.so),$(d))))
+ifneq ($(and $(NCCL_INC),$(NCCL_LIB)),)
+NCCL ?= 1
+endif
+endif
+NCCL ?= 0
+ifeq ($(NCCL),1)
+CUDA_OBJ  += $(BUILD)/pic/cuda/nccl.o
+NCCL_LIBS  = -L$(NCCL_LIB) -Wl,-rpath,$(NCCL_LIB) -lnccl
+endif
+
 CHAPTERS  = $(patsubst chapters/%/main.c,%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 PROGRAMS  = $(CHAPTERS:%=$(BUILD)/%)
 
@@ -161,7 +178,13 @@ $(SHIM_SO): $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/host_shim.o $(PIC
 	$(CC) $(CFLAGS) -shared $^ $(LDLIBS) -o $@
 
 $(CUDA_SO): $(CUDA_OBJ) $(PIC_OBJ)
-	$(CC) $(CFLAGS) -shared $^ $(CUDA_LIBS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -shared $^ $(CUDA_LIBS) $(NCCL_LIBS) $(LDLIBS) -o $@
+
+ifeq ($(NCCL),1)
+$(BUILD)/pic/cuda/nccl.o: cuda/nccl.c | dirs
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -I$(CUDA_HOME)/include -I$(NCCL_INC) -c $< -o $@
+endif
 
 $(BUILD)/%: chapters/%/main.c $(LIB)
 	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) $(LDLIBS) -o $@

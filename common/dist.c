@@ -198,37 +198,174 @@ _Noreturn void dist_exit(int code, const char *fmt, ...) {
 
 /* ---- data-parallel training ------------------------------------------------ */
 
+/* MPI counts are int: a big exchange goes in chunks of 2^30 floats */
+static void exchange_f32(const float *send, float *recv, size_t n, int partner) {
+#ifdef AIYN_MPI
+    for (size_t i = 0; i < n; i += (size_t)1 << 30) {
+        size_t k = n - i < ((size_t)1 << 30) ? n - i : (size_t)1 << 30;
+        MPI_Sendrecv(send + i, (int)k, MPI_FLOAT, partner, 19, recv + i, (int)k, MPI_FLOAT, partner, 19,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+#else
+    (void)send, (void)recv, (void)n, (void)partner;
+#endif
+}
+
+/* The rest of the gradient tree (train.h), P a power of two: in round
+ * j = 0, 1, ... rank r swaps its sum with rank r XOR 2^j and adds them,
+ * lower rank's first, so after the round every group of 2^(j+1) ranks
+ * holds the sum of its 2^(j+1) subtrees: the tree one process adds,
+ * pairing the same halves. (a + b == b + a in IEEE arithmetic, so both
+ * partners get the same bits.) log2(P) rounds of n floats each way: for P
+ * = 2 what a ring allreduce sends, for P = 4 2n instead of 1.5n. Any other
+ * P: MPI_Allreduce, whose order MPI does not fix - equal to rounding. */
+void dist_sum_tree_f32(float *g, float *recv, size_t n) {
+    if (g_size == 1) return;
+    if (g_size & (g_size - 1)) {
+        dist_sum_f32(g, n);
+        return;
+    }
+    for (int mask = 1; mask < g_size; mask <<= 1) {
+        int partner = g_rank ^ mask;
+        exchange_f32(g, recv, n, partner);
+        if (g_rank < partner)
+            for (size_t i = 0; i < n; i++) g[i] = g[i] + recv[i];   /* mine + theirs */
+        else
+            for (size_t i = 0; i < n; i++) g[i] = recv[i] + g[i];   /* theirs + mine */
+    }
+}
+
+/* ---- NCCL (cuda/nccl.c, inside libaiyn_cuda.so when it was built with it) ---- */
+typedef struct {
+    size_t (*id_bytes)(void);
+    int (*get_id)(void *id, char *err, size_t errlen);
+    int (*bus_id)(char *buf, int len, char *err, size_t errlen);
+    int (*init)(const void *id, int rank, int size, char *err, size_t errlen);
+    int (*exchange)(const float *send, float *recv, size_t n, int peer, char *err, size_t errlen);
+    int (*allreduce)(float *g, size_t n, char *err, size_t errlen);
+    void (*free)(void);
+    void (*version)(char *buf, size_t len);
+} Nccl;
+static Nccl g_nccl;
+
+/* the functions, or 0 when the CUDA backend has none of them */
+static int nccl_find(void) {
+    void *f[8] = {backend_cuda_symbol("aiyn_nccl_id_bytes"), backend_cuda_symbol("aiyn_nccl_get_id"),
+                  backend_cuda_symbol("aiyn_nccl_bus_id"),   backend_cuda_symbol("aiyn_nccl_init"),
+                  backend_cuda_symbol("aiyn_nccl_exchange"), backend_cuda_symbol("aiyn_nccl_allreduce"),
+                  backend_cuda_symbol("aiyn_nccl_free"),     backend_cuda_symbol("aiyn_nccl_version")};
+    for (int i = 0; i < 8; i++)
+        if (!f[i]) return 0;
+    /* (data pointers to function pointers: what dlsym hands out, POSIX) */
+    memcpy(&g_nccl.id_bytes, &f[0], sizeof f[0]);
+    memcpy(&g_nccl.get_id, &f[1], sizeof f[1]);
+    memcpy(&g_nccl.bus_id, &f[2], sizeof f[2]);
+    memcpy(&g_nccl.init, &f[3], sizeof f[3]);
+    memcpy(&g_nccl.exchange, &f[4], sizeof f[4]);
+    memcpy(&g_nccl.allreduce, &f[5], sizeof f[5]);
+    memcpy(&g_nccl.free, &f[6], sizeof f[6]);
+    memcpy(&g_nccl.version, &f[7], sizeof f[7]);
+    return 1;
+}
+
+/* NCCL for this GPU trainer, if it can be had: every rank finds the
+ * functions, every rank's GPU is another one (PCI bus ids gathered), rank
+ * 0's id reaches everyone (MPI_Bcast) and every communicator starts. Every
+ * rank takes the same decision; d->path says what it was. */
+static void nccl_start(DistTrainer *d, const Backend *be, size_t n) {
+    char err[256] = "";
+    int have = nccl_find();
+    if (dist_max_int(!have)) {
+        snprintf(d->path, sizeof d->path, "host memory + MPI (the CUDA backend was built without NCCL)");
+        return;
+    }
+    enum { BUS = 32 };
+    char bus[BUS] = "";
+    uint64_t mine[BUS / 8], *all = malloc(sizeof(uint64_t) * (BUS / 8) * g_size);
+    int bad = !all || g_nccl.bus_id(bus, BUS, err, sizeof err);
+    memcpy(mine, bus, BUS);
+    if (dist_max_int(bad)) {
+        free(all);
+        snprintf(d->path, sizeof d->path, "host memory + MPI (%s)", bad ? err : "a rank could not name its GPU");
+        return;
+    }
+    dist_gather_u64(mine, BUS / 8, all);
+    int shared = 0;
+    for (int a = 0; a < g_size; a++)
+        for (int b = a + 1; b < g_size; b++) shared |= !memcmp(all + a * (BUS / 8), all + b * (BUS / 8), BUS);
+    free(all);
+    if (shared) {
+        snprintf(d->path, sizeof d->path, "host memory + MPI (ranks share a GPU; NCCL needs one GPU per rank)");
+        return;
+    }
+    unsigned char id[512];
+    bad = g_nccl.id_bytes() > sizeof id || (g_rank == 0 && g_nccl.get_id(id, err, sizeof err));
+    if (dist_max_int(bad)) dist_abort(1, "NCCL: %s", bad ? err : "rank 0 could not make an id");
+#ifdef AIYN_MPI
+    MPI_Bcast(id, (int)g_nccl.id_bytes(), MPI_BYTE, 0, MPI_COMM_WORLD);
+#endif
+    bad = g_nccl.init(id, g_rank, g_size, err, sizeof err) || !(d->d_recv = be->alloc(n * sizeof(float)));
+    if (dist_max_int(bad)) dist_abort(1, "NCCL: %s", bad ? (*err ? err : "out of GPU memory") : "another rank failed to start");
+    d->nccl = 1;
+    char v[64];
+    g_nccl.version(v, sizeof v);
+    snprintf(d->path, sizeof d->path, "%s, GPU to GPU", v);
+}
+
+/* dist_sum_tree_f32 on device memory: the same rounds and pairs, each an
+ * ncclSend/ncclRecv pair, and the backend's add (lower rank's first);
+ * P not a power of two: ncclAllReduce */
+static void nccl_sum_tree(const Backend *be, float *g, float *recv, size_t n) {
+    char err[256];
+    if (g_size & (g_size - 1)) {
+        if (g_nccl.allreduce(g, n, err, sizeof err)) dist_abort(1, "NCCL: %s", err);
+        return;
+    }
+    for (int mask = 1; mask < g_size; mask <<= 1) {
+        int partner = g_rank ^ mask;
+        if (g_nccl.exchange(g, recv, n, partner, err, sizeof err)) dist_abort(1, "NCCL: %s", err);
+        if (g_rank < partner) be->residual_forward(g, g, recv, n);   /* mine + theirs */
+        else be->residual_forward(g, recv, g, n);                    /* theirs + mine */
+    }
+}
+
 /* TrainDP.reduce. One process on the whole batch computes
  *   loss = (1/N) sum_i l_i,  grad = (1/N) sum_i d l_i / d w    (N tokens)
- * Rank r computed the same over its own n_r tokens, (1/n_r) sum_{i in r}.
- * So the global values are sum_r (n_r / N) * (rank r's): the loss and the
- * token count first (two doubles, one small allreduce), then the gradients
- * scaled by n_r / N and summed (the big allreduce, n floats). */
-static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, float *loss, int *n_tokens) {
+ * Leaf l (a slice of n_l tokens) computed the same over its own tokens,
+ * and train.c scaled its gradient by n_l / N before adding it into this
+ * rank's subtree. So the global values are the sum over all leaves: every
+ * rank's (loss_l, n_l) gathered (k doubles each, a small allgather), then
+ * the subtrees' gradients summed (dist_sum_tree_f32, n floats). */
+static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, const double *mine, int k,
+                      double *all) {
     DistTrainer *d = (DistTrainer *)dp;
-    double t0 = dist_time();
-    d->n_local = *n_tokens;
-    d->loss_local = *loss;
-    double s[2] = {(double)*loss * *n_tokens, (double)*n_tokens};
-    dist_sum_f64(s, 2);
-    float share = s[1] > 0 ? (float)(*n_tokens / s[1]) : 0.0f;
-    /* On the CPU the gradients are host memory; on a GPU they go through
-     * the host buffer (MPI over host memory: two copies per step). */
-    float *g = be == backend_cpu() ? grad : d->host;
+    double t0 = dist_time(), ln = 0, nt = 0;
+    for (int i = 0; i + 1 < k; i += 2) ln += mine[i] * mine[i + 1], nt += mine[i + 1];
+    d->n_local = (int)nt;
+    d->loss_local = nt > 0 ? (float)(ln / nt) : 0.0f;
+#ifdef AIYN_MPI
+    if (g_on && g_size > 1) MPI_Allgather(mine, k, MPI_DOUBLE, all, k, MPI_DOUBLE, MPI_COMM_WORLD);
+    else
+#endif
+        memcpy(all, mine, (size_t)k * sizeof *mine);
+    double tot = 0;
+    for (int i = 1; i < k * g_size; i += 2) tot += all[i];
+    /* On the CPU the gradients are host memory; on a GPU they go GPU to GPU
+     * through NCCL, or else through the host buffer (MPI over host memory:
+     * two copies per step). */
+    float *g = be == backend_cpu() || d->nccl ? grad : d->host;
     if (g != grad) be->download(g, grad, n * sizeof(float));
-    double sq = 0;
-    for (size_t i = 0; i < n; i++) {
-        sq += (double)g[i] * g[i];   /* this rank's own gradient, for the chapter to show */
-        g[i] *= share;
-    }
-    d->local_sq = sq;
-    dist_sum_f32(g, n);
+    double sq = be == backend_cpu() || d->nccl ? be->sum_squares(g, n) : backend_cpu()->sum_squares(g, n);
+    /* this rank's part, for the chapter: its own mean gradient is its part / (n_r / N) */
+    d->local_sq = nt > 0 ? sq * (tot / nt) * (tot / nt) : 0;
+    if (d->nccl) nccl_sum_tree(be, g, d->d_recv, n);
+    else dist_sum_tree_f32(g, d->recv, n);
     if (g != grad) be->upload(grad, g, n * sizeof(float));
-    *loss = s[1] > 0 ? (float)(s[0] / s[1]) : 0.0f;
-    *n_tokens = (int)s[1];
     d->comm_s += dist_time() - t0;
     d->reduces++;
-    d->bytes += 2 * sizeof(double) + (double)n * sizeof(float);
+    int rounds = 0;
+    for (int m = 1; m < g_size; m <<= 1) rounds++;
+    d->bytes += (double)k * g_size * sizeof(double) + (double)rounds * n * sizeof(float);
 }
 
 uint64_t dist_weights_hash(Model *m) {
@@ -280,18 +417,32 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
     d->t = t;
     d->check_every = check_every;
     t->dp = NULL;
+    snprintf(d->path, sizeof d->path, "one rank: nothing to sum");
     if (g_size == 1) return 0;   /* one process: nothing to share */
     int bad = t->B < g_size;
     if (dist_max_int(bad))
         return fail(err, errlen, "a batch of %d sequences cannot be split over %d ranks (each needs at least one)",
                     t->B, g_size);
     if (t->be != backend_cpu() && !(d->host = malloc(t->n * sizeof(float)))) bad = 1;
+    if (!(d->recv = malloc(t->n * sizeof(float)))) bad = 1;
     if (dist_max_int(bad)) {
-        free(d->host);
-        d->host = NULL;
-        return fail(err, errlen, "out of memory for the host copy of %zu gradients", t->n);
+        free(d->host), free(d->recv);
+        d->host = d->recv = NULL;
+        return fail(err, errlen, "out of memory for the host copies of %zu gradients", t->n);
     }
     d->dp = (TrainDP){.rank = g_rank, .size = g_size, .reduce = dp_reduce, .after_step = dp_after_step};
+    /* the tree's level 0 even with one micro-batch (train.c) */
+    t->dp = &d->dp;
+    char e2[256];
+    bad = trainer_set_micro(t, t->micro, e2, sizeof e2) != 0;
+    t->dp = NULL;
+    if (dist_max_int(bad)) {
+        free(d->host), free(d->recv);
+        d->host = d->recv = NULL;
+        return fail(err, errlen, "%s", e2);
+    }
+    snprintf(d->path, sizeof d->path, "MPI, host memory");
+    if (t->be != backend_cpu()) nccl_start(d, t->be, t->n);   /* or the host path, saying why */
     /* the same start on every rank, or the run is not one run */
     d->hash = dist_check_weights(t->model, t->step);
     d->checked_step = t->step;
@@ -302,5 +453,10 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
 void dist_detach(DistTrainer *d) {
     if (d->t) d->t->dp = NULL;
     free(d->host);
+    free(d->recv);
+    if (d->nccl) {
+        d->t->be->free(d->d_recv);
+        g_nccl.free();
+    }
     memset(d, 0, sizeof *d);
 }

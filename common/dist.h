@@ -3,11 +3,12 @@
  * every ~25,000-token batch, one optimizer step for all).
  *
  *   every rank: the same weights, the same global batch (B,T) from the one
- *               data stream, its token-balanced slice (rows, T) of it
- *   forward + backward on the slice        -> grad_r, mean over n_r tokens
- *   MPI_Allreduce(sum) of (n_r / N) grad_r -> the mean over all N tokens:
- *               exactly the gradient of one process on the whole batch
- *               (up to the order of the float additions)
+ *               data stream, its token-balanced slices (micro-batches) of it
+ *   forward + backward on each slice l     -> grad_l, mean over n_l tokens
+ *   sum of (n_l / N) grad_l over the ranks -> the mean over all N tokens:
+ *               the gradient of one process on the whole batch, added up
+ *               in a fixed tree (train.h): the same bits as one process
+ *               when the ranks are a power of two dividing the slices
  *   the same Adam step on every rank       -> the same weights, checked
  *               (a hash of the weights, gathered every K steps)
  *
@@ -21,6 +22,12 @@
  * the identity: the same program runs either way. Only programs that call
  * these functions link libmpi; train.c reaches them through TrainDP's
  * function pointers.
+ *
+ * On GPUs (--device cuda) the sum goes device to device through NCCL when
+ * libaiyn_cuda.so was built with it (cuda/nccl.c) and each rank has a GPU
+ * of its own, in the same fixed tree (ncclSend/ncclRecv pairs, then the
+ * backend's add); otherwise through host memory and MPI. DistTrainer.path
+ * says which, and why.
  *
  * Failures: a rank that dies ends the whole job (mpirun kills the others
  * within seconds; each survivor says why on stderr); an MPI error prints
@@ -51,6 +58,11 @@ double dist_time(void);              /* seconds, monotonic (MPI_Wtime) */
 void dist_sum_f32(float *x, size_t n);                  /* in place, every rank gets the sum */
 void dist_sum_f64(double *x, int n);
 int dist_max_int(int v);                                /* e.g. "did any rank fail?" */
+/* g (n floats, host) summed over the ranks as a fixed binary tree, the
+ * same bits on every rank and the same pairing as one process adding the
+ * ranks' parts (P a power of two; other P: dist_sum_f32). recv: n floats
+ * of scratch. */
+void dist_sum_tree_f32(float *g, float *recv, size_t n);
 void dist_gather_u64(const uint64_t *mine, int n, uint64_t *all);   /* all[r*n + i], every rank */
 void dist_barrier(void);
 /* prints "prog: rank r of P: msg" and ends every rank (MPI_Abort), code:
@@ -67,13 +79,19 @@ typedef struct {
     Trainer *t;
     int check_every;       /* weights hash compared every K steps (0: never)    */
     float *host;           /* (n) host copy of the gradients, for a non-CPU backend */
+    float *recv;           /* (n) the partner's sum in dist_sum_tree_f32        */
+    /* GPUs: NCCL moves the gradients device to device (cuda/nccl.c) when the
+     * CUDA backend was built with it and every rank has a GPU of its own */
+    int nccl;              /* 1: the sum goes through NCCL                      */
+    float *d_recv;         /* (n) the partner's sum, in device memory           */
+    char path[160];        /* how the gradients are summed, in words            */
     /* measured, in this rank: */
-    double comm_s;         /* seconds inside the two allreduces of each step    */
+    double comm_s;         /* seconds inside each step's allgather + tree sum   */
     long reduces;          /* steps reduced                                     */
-    double bytes;          /* bytes this rank handed to MPI_Allreduce           */
+    double bytes;          /* bytes this rank sent                              */
     int n_local;           /* tokens of this rank's slice at the last step      */
     float loss_local;      /* its mean loss over them                           */
-    double local_sq;       /* and the sum of squares of its own gradient        */
+    double local_sq;       /* and the sum of squares of its own mean gradient   */
     uint64_t checked_step; /* last step whose weights were compared             */
     uint64_t hash;         /* and their hash                                    */
 } DistTrainer;
@@ -83,7 +101,7 @@ typedef struct {
  * same weights (a fresh model from one seed, or one checkpoint) and that
  * the batch has a row for every rank. Returns 0, or 2 with a message. */
 int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t errlen);
-void dist_detach(DistTrainer *d);    /* frees the host buffer; t->dp = NULL */
+void dist_detach(DistTrainer *d);    /* frees the buffers (and NCCL's communicator); t->dp = NULL */
 
 /* FNV-1a over the weights' bits (brought to the host first) */
 uint64_t dist_weights_hash(Model *m);

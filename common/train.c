@@ -61,6 +61,7 @@ const char *train_status_str(TrainStatus s) {
     case TRAIN_OK: return "ok";
     case TRAIN_NONFINITE_LOSS: return "the loss is NaN or infinite";
     case TRAIN_NONFINITE_GRAD: return "a gradient is NaN or infinite";
+    case TRAIN_SMALL_BATCH: return "the batch has fewer rows than there are ranks";
     }
     return "?";
 }
@@ -82,9 +83,26 @@ static void buffers_free(Trainer *t) {
     be->free(t->d_tgt_out);
     be->free(t->row_loss);
     be->free(t->dlogits);
+    for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
+    be->free(t->leaf);
+    be->free(t->one);
+    t->leaf = t->one = NULL;
     t->dm = t->dv = t->row_loss = t->dlogits = NULL;
     t->d_tgt_out = NULL;
     t->be = NULL;
+}
+
+/* the micro-batch tree's buffers: levels 0..log2(G), a leaf and a 1.0f
+ * (with G = 1 under data parallelism, level 0 holds the one scaled slice) */
+static int tree_make(Trainer *t) {
+    const Backend *be = t->be;
+    for (int b = 0; b < TRAIN_TREE_LEVELS && (1 << b) <= t->micro; b++)
+        if (!(t->tree[b] = be->alloc(t->n * sizeof(float)))) return -1;
+    t->leaf = be->alloc(t->n * sizeof(float));
+    t->one = be->alloc(sizeof(float));
+    if (!t->leaf || !t->one) return -1;
+    be->upload(t->one, &(float){1.0f}, sizeof(float));
+    return 0;
 }
 
 static int buffers_make(Trainer *t, const Backend *be) {
@@ -95,7 +113,8 @@ static int buffers_make(Trainer *t, const Backend *be) {
     t->d_tgt_out = be->alloc(N * sizeof(int));
     t->row_loss = be->alloc(N * sizeof(float));
     t->dlogits = be->alloc(N * V * sizeof(float));
-    return t->dm && t->dv && t->d_tgt_out && t->row_loss && t->dlogits ? 0 : -1;
+    if (!t->dm || !t->dv || !t->d_tgt_out || !t->row_loss || !t->dlogits) return -1;
+    return t->micro > 1 || t->dp ? tree_make(t) : 0;
 }
 
 int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
@@ -112,6 +131,7 @@ int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
     rng_seed(&t->data_rng, data_seed);
     t->B = B;
     t->T = T;
+    t->micro = 1;
     t->adam_m = calloc(t->n, sizeof(float));
     t->adam_v = calloc(t->n, sizeof(float));
     t->src = calloc((size_t)B * T, sizeof(int));
@@ -120,6 +140,25 @@ int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
     if (!t->adam_m || !t->adam_v || !t->src || !t->tgt_in || !t->tgt_out || buffers_make(t, m->be)) {
         trainer_free(t);
         return fail(err, errlen, "out of memory for the trainer (%zu parameters, batch %d x %d)", m->params.n, B, T);
+    }
+    return 0;
+}
+
+int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen) {
+    if (G < 1 || G > TRAIN_MAX_MICRO || (G & (G - 1)))
+        return fail(err, errlen, "micro-batches must be a power of two from 1 to %d, got %d", TRAIN_MAX_MICRO, G);
+    if (G > t->B) return fail(err, errlen, "%d micro-batches need a batch of at least %d sequences, not %d", G, G, t->B);
+    const Backend *be = t->be;
+    for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
+    be->free(t->leaf), be->free(t->one);
+    t->leaf = t->one = NULL;
+    t->micro = G;
+    if ((G > 1 || t->dp) && tree_make(t)) {
+        for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
+        be->free(t->leaf), be->free(t->one);
+        t->leaf = t->one = NULL;
+        t->micro = 1;
+        return fail(err, errlen, "out of %s memory for the gradient tree of %d micro-batches", be->name, G);
     }
     return 0;
 }
@@ -151,8 +190,12 @@ void trainer_free(Trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
-                             int B, int Ts, int Tt, StepStats *st) {
+/* zero grads -> forward with dropout -> label-smoothed cross-entropy over
+ * the non-padding targets (Sec. 5.4) -> backward (unless the loss is not
+ * finite and skip_bad): m->dw holds d loss / d w of this batch, loss the
+ * mean over its *n_tokens tokens */
+static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
+                       int skip_bad, int *n_tokens) {
     Model *m = t->model;
     const Backend *be = m->be;
     const Config *c = &m->cfg;
@@ -165,49 +208,34 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
     /* forward with dropout on (training = 1, Sec. 5.4) */
     const float *logp = model_forward(m, src, tgt_in, B, Ts, Tt, 1);
 
-    /* label-smoothed cross-entropy over the non-padding targets (Sec. 5.4) */
-    int n_tokens = 0;
     be->upload(t->d_tgt_out, tgt_out, (size_t)N * sizeof(int));
     float loss = be->smoothed_xent_forward(t->row_loss, logp, t->d_tgt_out, N, V, t->hp.eps_ls,
-                                           c->pad_id, &n_tokens);
-    if (st) {
-        st->loss = loss;
-        st->n_tokens = n_tokens;
-        st->lr = 0;
-        st->grad_norm = 0;
-    }
+                                           c->pad_id, n_tokens);
     /* A NaN here would flow through backward into every weight and Adam
-     * moment: stop before anything changes, so the last checkpoint (and the
-     * weights in memory) stay good. */
-    /* (Data parallel, the check waits for the reduce below: every rank must
-     * take part in it, and a NaN on one rank makes everyone's sum NaN.) */
-    if (!isfinite(loss) && !t->dp) return TRAIN_NONFINITE_LOSS;
+     * moment: the caller stops before anything changes, so the last
+     * checkpoint (and the weights in memory) stay good. (Data parallel,
+     * backward runs anyway: every rank must take part in the reduce.) */
+    if (!isfinite(loss) && skip_bad) return loss;
 
     /* backward: d loss / d logits through the log-softmax, then the model */
     be->zero(t->dlogits, (size_t)N * V * sizeof(float));
     be->smoothed_xent_backward(t->dlogits, logp, t->d_tgt_out, N, V, t->hp.eps_ls, c->pad_id);
     model_backward(m, t->dlogits);
+    return loss;
+}
 
-    /* ---- data parallelism (dist.h, chapter 13): the one hook ----------------
-     * Sum every rank's gradient and loss, each weighted by its share of the
-     * global batch's tokens: from here on every rank holds what one process
-     * on the whole batch holds, and takes the same Adam step. */
-    if (t->dp) {
-        t->dp->reduce(t->dp, be, m->dw.mem, t->n, &loss, &n_tokens);
-        if (st) st->loss = loss, st->n_tokens = n_tokens;
-        if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
-    }
-
-    /* One pass of the optimizer over the flat parameter array (params.mem
-     * and grads.mem share one layout, so one call covers the embedding,
-     * every attention and FFN matrix and every LayerNorm): every gradient
-     * finite? (one NaN or inf makes the sum of squares NaN or inf, and then
-     * nothing is updated), their norm, to watch training, and Adam with the
-     * Sec. 5.3 schedule. */
+/* One pass of the optimizer over the flat parameter array (params.mem and
+ * grads.mem share one layout, so one call covers the embedding, every
+ * attention and FFN matrix and every LayerNorm): every gradient finite?
+ * (one NaN or inf makes the sum of squares NaN or inf, and then nothing is
+ * updated), their norm, to watch training, and Adam with the Sec. 5.3
+ * schedule. */
+static TrainStatus adam_pass(Trainer *t, StepStats *st) {
+    Model *m = t->model;
     uint64_t step = t->step + 1;
-    float lr = lr_schedule((int)step, c->d_model, t->hp.warmup, t->hp.factor);
-    double sq = be->adam_step(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
-                              t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
+    float lr = lr_schedule((int)step, m->cfg.d_model, t->hp.warmup, t->hp.factor);
+    double sq = m->be->adam_step(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
+                                 t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
     if (!isfinite(sq)) return TRAIN_NONFINITE_GRAD;
     t->step = step;
     if (st) {
@@ -215,6 +243,20 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
         st->grad_norm = (float)sqrt(sq);
     }
     return TRAIN_OK;
+}
+
+TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                             int B, int Ts, int Tt, StepStats *st) {
+    int n_tokens = 0;
+    float loss = grad_pass(t, src, tgt_in, tgt_out, B, Ts, Tt, 1, &n_tokens);
+    if (st) {
+        st->loss = loss;
+        st->n_tokens = n_tokens;
+        st->lr = 0;
+        st->grad_norm = 0;
+    }
+    if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+    return adam_pass(t, st);
 }
 
 void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows) {
@@ -244,16 +286,79 @@ void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, in
     *rows = bound[1] - bound[0];
 }
 
+int train_leaves(int G, int B, int P) {
+    int L = 1;
+    while (2 * L <= G && 2 * L <= B) L *= 2;
+    return L % P == 0 && (P & (P - 1)) == 0 ? L : P;
+}
+
+/* dst = s * x, n floats in be's memory, as the BLAS trick of a (1x1) by
+ * (1xn) product with alpha = s: one multiply per float on every backend,
+ * and the same bits for the same inputs */
+static void scale_into(const Trainer *t, float *dst, const float *x, float s) {
+    t->be->gemm(0, 0, 1, (int)t->n, 1, s, t->one, 1, x, (int)t->n, 0.0f, dst, (int)t->n);
+}
+
+/* Leaf i (counting from this rank's first, which starts a subtree) joins
+ * the tree: its gradient m->dw scaled by its share, then added to its left
+ * neighbour's subtree of the same size while there is one (i's low bits:
+ * leaf 1 pairs with 0, leaf 3 with 2 and then (2+3) with (0+1), ...).
+ * tree[b] holds a finished subtree of 2^b leaves waiting for its right
+ * neighbour. Returns the level where the sum so far now waits. */
+static int tree_push(Trainer *t, int i, float share) {
+    const Backend *be = t->be;
+    int b = 0;
+    float *cur = i & 1 ? t->leaf : t->tree[0];
+    scale_into(t, cur, t->model->dw.mem, share);
+    while (i >> b & 1) {                  /* left + right, in that order */
+        be->residual_forward(t->tree[b], t->tree[b], cur, t->n);
+        cur = t->tree[b++];
+    }
+    if (cur != t->tree[b]) be->copy(t->tree[b], cur, t->n * sizeof(float));
+    return b;
+}
+
 TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
                               int B, int Ts, int Tt, StepStats *st) {
-    if (!t->dp) return train_step_batch(t, src, tgt_in, tgt_out, B, Ts, Tt, st);
-    int row0, rows;
-    train_slice(tgt_out, B, Tt, t->model->cfg.pad_id, t->dp->size, t->dp->rank, &row0, &rows);
-    t->model->drop_row0 = row0;
-    TrainStatus s = train_step_batch(t, src + (size_t)row0 * Ts, tgt_in + (size_t)row0 * Tt,
-                                     tgt_out + (size_t)row0 * Tt, rows, Ts, Tt, st);
-    t->model->drop_row0 = 0;
-    if (s == TRAIN_OK && t->dp->after_step) t->dp->after_step(t->dp, t->model, t->step);
+    Model *m = t->model;
+    int P = t->dp ? t->dp->size : 1, r = t->dp ? t->dp->rank : 0, pad = m->cfg.pad_id;
+    if (B < P) return TRAIN_SMALL_BATCH;   /* the same test on every rank */
+    int L = train_leaves(t->micro, B, P);
+    if (L == 1) return train_step_batch(t, src, tgt_in, tgt_out, B, Ts, Tt, st);   /* one pass, as always */
+    int k = L / P, first = r * k;   /* k <= micro, or 1: tree_make's levels suffice */
+    long N = 0;   /* the global batch's tokens: every rank counts them */
+    for (long i = 0; i < (long)B * Tt; i++) N += tgt_out[i] != pad;
+    double mine[2 * TRAIN_MAX_MICRO], all[2 * TRAIN_MAX_MICRO];
+    Rng start = m->dropout_rng;   /* every leaf draws the keys one pass would */
+    int top = 0;
+    for (int i = 0; i < k; i++) {
+        int row0, rows, n_l = 0;
+        train_slice(tgt_out, B, Tt, pad, L, first + i, &row0, &rows);
+        m->dropout_rng = start;
+        m->drop_row0 = row0;
+        float l = grad_pass(t, src + (size_t)row0 * Ts, tgt_in + (size_t)row0 * Tt, tgt_out + (size_t)row0 * Tt,
+                            rows, Ts, Tt, 0, &n_l);
+        mine[2 * i] = l, mine[2 * i + 1] = n_l;
+        float share = N > 0 ? (float)((double)n_l / N) : 0.0f;
+        top = tree_push(t, i, share);
+    }
+    m->drop_row0 = 0;
+    t->be->copy(m->dw.mem, t->tree[top], t->n * sizeof(float));
+    /* the rest of the tree across the ranks, and every leaf's (loss, tokens) */
+    if (t->dp) t->dp->reduce(t->dp, t->be, m->dw.mem, t->n, mine, 2 * k, all);
+    else memcpy(all, mine, sizeof(double) * 2 * k);
+    double sum = 0;
+    for (int l = 0; l < L; l++) sum += all[2 * l] * all[2 * l + 1];   /* in leaf order */
+    float loss = N > 0 ? (float)(sum / N) : 0.0f;
+    if (st) {
+        st->loss = loss;
+        st->n_tokens = (int)N;
+        st->lr = 0;
+        st->grad_norm = 0;
+    }
+    if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+    TrainStatus s = adam_pass(t, st);
+    if (s == TRAIN_OK && t->dp && t->dp->after_step) t->dp->after_step(t->dp, m, t->step);
     return s;
 }
 

@@ -58,22 +58,39 @@ typedef struct {
 TrainHyper train_hyper_paper(void);
 
 /* Data parallelism (common/dist.h, chapter 13). A Trainer with dp == NULL
- * is one process on the whole batch. With dp set (dist_attach), every rank
- * holds the same weights and the same GLOBAL batch; train_step_global
- * trains this rank on its token-balanced slice, and train_step_batch calls
- * reduce right after backward. Function pointers, so that train.c needs no
- * MPI: only the programs that call dist_attach link it. */
+ * is one process. With dp set (dist_attach), every rank holds the same
+ * weights and the same GLOBAL batch, and train_step_global trains this rank
+ * on its part of it. Function pointers, so that train.c needs no MPI: only
+ * the programs that call dist_attach link it.
+ *
+ * The same bits on 1, 2 or 4 ranks. A step's gradient is the sum of its
+ * micro-batches' gradients (trainer_set_micro: G leaves, each a token-
+ * balanced slice of the batch, each gradient scaled by its share n_l/N of
+ * the tokens), added up as a fixed binary tree: ((g0+g1)+(g2+g3)) for G=4.
+ * One process computes the leaves one after another; P ranks (P a power of
+ * two dividing G) take G/P neighbouring leaves each, add their subtree, and
+ * dist.c's reduce completes the tree pairwise, lower rank's subtree first.
+ * Every float addition is then the same whatever P is, so the weights are
+ * the same bits. (Summed in another order, one process's and P ranks'
+ * gradients differ by float rounding, ~1e-7 relative; a ReLU input that
+ * lies within that of zero then switches a unit on in one run and off in
+ * the other, and the runs part: chapter 13's README.) */
 typedef struct TrainDP TrainDP;
 struct TrainDP {
     int rank, size;
-    /* After backward: grad (n floats, in be's memory) holds this rank's
-     * gradient of its loss, *loss the mean over its *n_tokens tokens. Leaves
-     * in all three the GLOBAL batch's values on every rank: the mean over
-     * every rank's tokens, as one process on the whole batch computes. */
-    void (*reduce)(TrainDP *dp, const Backend *be, float *grad, size_t n, float *loss, int *n_tokens);
+    /* After this rank's leaves: grad (n floats, in be's memory) holds its
+     * subtree's sum; mine[0..k) this rank's k values, (loss_l, n_l) for
+     * each of its leaves. Leaves in grad the whole tree's sum (the step's
+     * gradient) and in all[0..k*size) every rank's values in rank order,
+     * on every rank. */
+    void (*reduce)(TrainDP *dp, const Backend *be, float *grad, size_t n, const double *mine, int k,
+                   double *all);
     /* After a step that updated the weights: the identical-weights check. */
     void (*after_step)(TrainDP *dp, Model *m, uint64_t step);
 };
+
+#define TRAIN_MAX_MICRO 64     /* micro-batches per step, a power of two   */
+#define TRAIN_TREE_LEVELS 7    /* log2(TRAIN_MAX_MICRO) + 1                */
 
 typedef struct {
     TrainDP *dp;           /* NULL: one process (see above); not owned        */
@@ -92,6 +109,11 @@ typedef struct {
     int *d_tgt_out;        /* (B,T-1) targets of the step                     */
     float *row_loss;       /* (B*(T-1)) per-position losses (scratch)         */
     float *dlogits;        /* (B*(T-1), vocab) gradient of the loss           */
+    /* micro-batches (trainer_set_micro), in be's memory too: */
+    int micro;             /* G: leaves of the step's gradient tree (1: none) */
+    float *tree[TRAIN_TREE_LEVELS]; /* (n) pending subtree sums, level b holds 2^b leaves */
+    float *leaf;           /* (n) a scaled leaf gradient on its way in        */
+    float *one;            /* (1) the constant 1.0f (see scale_into)          */
 } Trainer;
 
 typedef struct {
@@ -105,6 +127,7 @@ typedef enum {
     TRAIN_OK = 0,
     TRAIN_NONFINITE_LOSS = 1,   /* the loss was NaN or inf: nothing updated  */
     TRAIN_NONFINITE_GRAD = 2,   /* a gradient was NaN or inf: nothing updated */
+    TRAIN_SMALL_BATCH = 3,      /* fewer rows than ranks: nothing updated     */
 } TrainStatus;
 const char *train_status_str(TrainStatus s);
 
@@ -123,20 +146,34 @@ int trainer_to(Trainer *t, const Backend *be, char *err, size_t errlen);
  * the backend's latest values (nothing moves on the CPU) */
 void trainer_pull(Trainer *t);
 
+/* G micro-batches per step (a power of two, 1..TRAIN_MAX_MICRO; 1, the
+ * default, is the whole batch in one pass): the step's gradient is the
+ * fixed tree of G leaves above, the same bits on every number of ranks
+ * that is a power of two dividing G. Costs G smaller passes instead of one
+ * and log2(G)+2 gradient-sized buffers. Returns 0, or 2 with a message. */
+int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen);
+/* The leaves a batch of B rows is cut into on P ranks: the largest power of
+ * two <= min(G, B) when P (a power of two) divides it - then the same as
+ * on one rank -, else P (one slice per rank, sums equal to rounding). */
+int train_leaves(int G, int B, int P);
+
 /* One step on a fresh copy batch from t->data_rng. */
 TrainStatus train_step(Trainer *t, StepStats *st);
 /* One step on a given batch: src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt),
  * B <= t->B, Tt <= t->T - 1. On anything but TRAIN_OK the weights, Adam
- * state and step are exactly as before the call. st may be NULL. */
+ * state and step are exactly as before the call. st may be NULL. One
+ * process, one pass: t->dp and the micro-batches play no part. */
 TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
                              int B, int Ts, int Tt, StepStats *st);
 
-/* One step on a GLOBAL batch, the same on every rank. One process: the
- * whole batch (train_step_batch). Data parallel (t->dp): this rank's slice
- * (train_slice), its dropout bits those of the same rows in one process
- * (Model.drop_row0), gradients and loss reduced to the global batch's, then
- * t->dp->after_step. B >= t->dp->size. What chapter 08 (through train_step)
- * and a translation trainer call instead of train_step_batch. */
+/* One step on a GLOBAL batch, the same on every rank. One process and one
+ * micro-batch: the whole batch (train_step_batch). Otherwise the leaves of
+ * train_leaves, each a slice (train_slice) with the dropout bits of the
+ * same rows in one pass (Model.drop_row0): this rank's leaves, the tree
+ * completed by t->dp->reduce, the loss sum_l n_l loss_l / N in leaf order,
+ * then t->dp->after_step. What chapter 08 (through train_step) and a
+ * translation trainer call instead of train_step_batch. A batch with fewer
+ * rows than ranks: TRAIN_SMALL_BATCH on every rank. */
 TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
                               int B, int Ts, int Tt, StepStats *st);
 

@@ -130,7 +130,8 @@ TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, lon
     while (tr->step < to) {
         const Batch *b = batch_for_step(&t->train_b, tr->step, seed, t->perm);
         fill_batch(&t->etrain, b, t->src, t->tin, t->tout);
-        TrainStatus s = train_step_batch(tr, t->src, t->tin, t->tout, b->n, b->Ts, b->Tt, st);
+        /* one process: the whole batch; data parallel (dist.h): this rank's slice */
+        TrainStatus s = train_step_global(tr, t->src, t->tin, t->tout, b->n, b->Ts, b->Tt, st);
         if (s != TRAIN_OK) return s;
         *tokens += st->n_tokens;
     }

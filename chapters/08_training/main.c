@@ -540,7 +540,7 @@ static void decode_and_print(Model *m, const int *src, int T) {
 typedef struct {
     int layers, d_model, d_ff, heads, batch, steps, warmup;
     float factor, eps_ls, dropout;
-    int no_reg, ckpt_every, n_eval, n_examples, nan_at;
+    int no_reg, ckpt_every, n_eval, n_examples, nan_at, micro;
     uint64_t seed, eval_seed;
     const char *out, *ckpt_path, *resume, *device, *decode, *st_path;
     char ckpt_buf[1024];
@@ -553,13 +553,14 @@ typedef struct {
 static void parse_flags(Run *r, int argc, char **argv) {
     *r = (Run){.layers = 2, .d_model = 64, .d_ff = 128, .heads = 4, .batch = 128, .steps = 600,
                .warmup = 200, .factor = 1.0f, .eps_ls = 0.1f, .dropout = 0.1f, .n_eval = 1000,
-               .n_examples = 5, .seed = 42, .eval_seed = 2017, .out = "out/08_training", .device = "cpu"};
+               .n_examples = 5, .seed = 42, .eval_seed = 2017, .out = "out/08_training", .device = "cpu", .micro = 1};
     CliOption opts[] = {
         {"--layers", CLI_INT, &r->layers, "N: layers in the encoder and in the decoder", 1, 64},
         {"--d-model", CLI_INT, &r->d_model, "d_model (paper 512)", 2, 4096},
         {"--d-ff", CLI_INT, &r->d_ff, "d_ff, FFN inner width (paper 2048)", 1, 16384},
         {"--heads", CLI_INT, &r->heads, "h, attention heads; must divide d_model (paper 8)", 1, 256},
         {"--batch", CLI_INT, &r->batch, "sequences per step", 1, 4096},
+        {"--micro-batches", CLI_INT, &r->micro, "G slices per step, gradients added as a fixed tree: mpirun -np P (P dividing G) gives one process's bits (chapter 13)", 1, TRAIN_MAX_MICRO},
         {"--steps", CLI_INT, &r->steps, "train until this many optimizer steps in total", 0, 10000000},
         {"--warmup", CLI_INT, &r->warmup, "warmup_steps of Sec. 5.3 (paper 4000)", 1, 10000000},
         {"--factor", CLI_FLOAT, &r->factor, "multiplies the Sec. 5.3 learning rate (paper 1)", 1e-6, 1e12},
@@ -625,6 +626,10 @@ static void build(Run *r, Model *m, Trainer *tr) {
     if (trainer_to(tr, r->be, err, sizeof err)) {
         trainer_free(tr), model_free(m);
         cli_fail(PROG, "--device %s: %s", r->device, err);
+    }
+    if (trainer_set_micro(tr, r->micro, err, sizeof err)) {
+        trainer_free(tr), model_free(m);
+        cli_fail(PROG, "--micro-batches: %s", err);
     }
 }
 
@@ -724,8 +729,15 @@ int main(int argc, char **argv) {
         dist_detach(&dt), trainer_free(&tr), model_free(&m), dist_finalize();
         return rc;
     }
-    if (dist_size() > 1) printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13)\n",
-                                dist_size(), r.batch / dist_size(), r.batch);
+    if (dist_size() > 1) {
+        int L = train_leaves(r.micro, r.batch, dist_size());
+        printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13)\n"
+               "  gradients summed over %s\n  %d slice%s a step, ", dist_size(), r.batch / dist_size(), r.batch, dt.path, L,
+               L > 1 ? "s" : "");
+        if (L == train_leaves(r.micro, r.batch, 1)) printf("added as one process adds them: the same bits as one process\n");
+        else printf("added in another order than one process: equal to float rounding\n"
+                    "  (--micro-batches a multiple of the ranks gives the same bits)\n");
+    }
 
     section_data(&tr);
     section_label_smoothing(r.out, r.eps_ls);

@@ -18,6 +18,8 @@
  *   build/11_translation --translate "the man sees the big dog"
  *   build/11_translation --resume out/11_translation/model.ckpt --steps 3000
  *   build/11_translation --threads 2              a second OpenMP thread (see set_threads)
+ *   mpirun -np 2 build/11_translation             data parallel (chapter 13): the same flags,
+ *                                                 the same training loop; rank 0 prints and saves
  *
  * Files in --out: model.ckpt (+ model.ckpt.bpe, the vocabulary), the
  * checkpoints ckpt_STEP.ckpt of the last 5 saves, model_avg.ckpt, the
@@ -40,6 +42,7 @@
 #include "cli.h"
 #include "corpus.h"
 #include "decode.h"
+#include "dist.h"
 #include "model.h"
 #include "show.h"
 #include "tensor.h"
@@ -104,7 +107,7 @@ static void set_threads(int n) {
 /* ---- the run's settings ------------------------------------------------------ */
 typedef struct {
     int n_train, n_dev, n_test, vocab, tokens, max_rows;
-    int layers, d_model, d_ff, heads, steps, warmup, ckpt_every, n_avg, threads;
+    int layers, d_model, d_ff, heads, steps, warmup, ckpt_every, n_avg, threads, micro;
     float factor, eps_ls, dropout;
     uint64_t seed;
     const char *corpus, *resume, *translate, *model, *out;
@@ -323,6 +326,7 @@ static Bleu corpus_bleu(char **hyp, char *const *ref, int n, BleuStats *st) {
 typedef struct {
     Model m;
     Trainer tr;
+    DistTrainer dt;               /* data parallel under mpirun (dist.h); one rank: inert */
     Batches dev_b, test_b;
     char ckpt[N_AVG_MAX][1024];   /* the last saved checkpoints, oldest first */
     int n_ckpt;
@@ -330,23 +334,21 @@ typedef struct {
     long tokens;
 } Run;
 
-/* model.ckpt and model.ckpt.bpe, written together (each atomically) */
+/* model.ckpt and model.ckpt.bpe, written together (each atomically), by
+ * rank 0 alone; every rank stops if it could not */
 static void save_with_bpe(Run *r, const Data *d, const char *path) {
-    char err[512], bp[1100];
+    char err[512] = "", bp[1100];
     snprintf(bp, sizeof bp, "%s.bpe", path);
-    if (trainer_save(&r->tr, path, err, sizeof err) || bpe_save(&d->bpe, bp, err, sizeof err)) {
-        fprintf(stderr, "%s: error: %s\n", PROG, err);
-        exit(1);
-    }
+    int bad = dist_rank() == 0 && (trainer_save(&r->tr, path, err, sizeof err) || bpe_save(&d->bpe, bp, err, sizeof err));
+    if (dist_max_int(bad)) dist_exit(1, "%s", bad ? err : "rank 0 could not save a checkpoint");
 }
 
 static void remember_ckpt(Run *r, const char *path, int keep) {
     if (r->n_ckpt > 0 && !strcmp(r->ckpt[r->n_ckpt - 1], path)) return;   /* saved again (resume at the end) */
-    if (r->n_ckpt == keep) {   /* drop the oldest file and its vocabulary */
+    if (r->n_ckpt == keep) {   /* drop the oldest file and its vocabulary (rank 0's files) */
         char bp[1100];
         snprintf(bp, sizeof bp, "%s.bpe", r->ckpt[0]);
-        remove(r->ckpt[0]);
-        remove(bp);
+        if (dist_rank() == 0) remove(r->ckpt[0]), remove(bp);
         memmove(r->ckpt[0], r->ckpt[1], sizeof r->ckpt[0] * (size_t)(keep - 1));
         r->n_ckpt--;
     }
@@ -409,6 +411,22 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
     printf("model: N=%d d_model=%d d_ff=%d h=%d d_k=%d vocab=%d (shared: source, target, output; "
            "Sec. 3.4)\n       post-LN, P_drop %.2f, %zu parameters\n", c->N, c->d_model, c->d_ff, c->h, c->d_k,
            c->vocab, (double)c->dropout, model_param_count(c));
+    if (trainer_set_micro(&r->tr, o->micro, err, sizeof err)) cli_fail(PROG, "--micro-batches: %s", err);
+    /* data parallel (chapter 13): every rank has every batch; each needs a row of the smallest */
+    int P = dist_size(), rows = bs->max_B;
+    for (int k = 0; k < bs->n; k++) rows = bs->b[k].n < rows ? bs->b[k].n : rows;
+    if (rows < P)
+        dist_exit(2, "a training batch has only %d sentence pair%s, too few for %d ranks: raise --tokens or run fewer ranks",
+                  rows, rows == 1 ? "" : "s", P);
+    if (dist_attach(&r->dt, &r->tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
+    if (P > 1) {
+        int L = train_leaves(o->micro, rows, P);
+        printf("data parallel: %d ranks (%s), each on its slice of every batch (chapter 13); %d slices a step,\n", P,
+               dist_library(), L);
+        if (L == train_leaves(o->micro, rows, 1)) printf("  added as one process adds them: the same bits as one process\n");
+        else if (P & (P - 1)) printf("  added in another order than one process: equal to float rounding\n");
+        else printf("  added in another order than one process: equal to float rounding (--micro-batches %d: the same bits)\n", P);
+    }
     if (batches_make(&r->dev_b, d->edev.slen, d->edev.tlen, d->edev.n, o->tokens, bs->max_B, 1, 1, err, sizeof err) ||
         batches_make(&r->test_b, d->etest.slen, d->etest.tlen, d->etest.n, o->tokens, bs->max_B, 1, 1, err,
                      sizeof err))
@@ -433,19 +451,18 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
     for (int i = 0; i < todo; i++) {
         const Batch *b = batch_for_step(bs, r->tr.step, o->seed, perm);
         fill_batch(&d->etrain, b, src, tin, tout);
-        TrainStatus ts = train_step_batch(&r->tr, src, tin, tout, b->n, b->Ts, b->Tt, &st);
-        if (ts != TRAIN_OK) {
-            fprintf(stderr, "%s: training stopped at step %llu: %s; try a smaller --factor\n", PROG,
-                    (unsigned long long)r->tr.step + 1, train_status_str(ts));
-            exit(1);
-        }
+        /* one process: the whole batch; under mpirun: this rank's slice, gradients summed (dist.h) */
+        TrainStatus ts = train_step_global(&r->tr, src, tin, tout, b->n, b->Ts, b->Tt, &st);
+        if (ts != TRAIN_OK)   /* the global loss and gradients: every rank meets it at the same step */
+            dist_exit(1, "training stopped at step %llu: %s; try a smaller --factor",
+                      (unsigned long long)r->tr.step + 1, train_status_str(ts));
         r->tokens += st.n_tokens;
         if (o->ckpt_every > 0 && r->tr.step % (uint64_t)o->ckpt_every == 0 && i != todo - 1) {
             snprintf(path, sizeof path, "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)r->tr.step);
             save_with_bpe(r, d, path);
             remember_ckpt(r, path, o->n_avg);
         }
-        if (i == 0 || (i + 1) % every == 0 || i == todo - 1) {
+        if (dist_rank() == 0 && (i == 0 || (i + 1) % every == 0 || i == todo - 1)) {
             double el = now_s() - t0, ppl = perplexity(&r->m, &d->edev, &r->dev_b);
             double eta = el / (i + 1) * (todo - i - 1);
             printf("  step %5llu/%d  loss %.3f  dev ppl %6.3f  lr %.2e  %6.0f tok/s  %5.1fs  ETA %5.1fs\n",
@@ -460,8 +477,8 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
     remember_ckpt(r, path, o->n_avg);
     snprintf(path, sizeof path, "%s/model.ckpt", o->out);
     save_with_bpe(r, d, path);
-    printf("trained %d steps in %.1f s (%.0f target tokens/s)\nsaved %s (+ .bpe)\n", todo, r->train_s,
-           r->tokens / (r->train_s > 0 ? r->train_s : 1), path);
+    printf("trained %d steps in %.1f s (%.0f target tokens/s), last loss %.9f\nsaved %s (+ .bpe)\n", todo,
+           r->train_s, r->tokens / (r->train_s > 0 ? r->train_s : 1), st.loss, path);
     free(src);
     free(tin);
     free(tout);
@@ -836,7 +853,7 @@ static int run_translate(const Opts *o) {
 int main(int argc, char **argv) {
     Opts o = {.n_train = 10000, .n_dev = 300, .n_test = 500, .vocab = 800, .tokens = 1000, .max_rows = 96,
               .layers = 2, .d_model = 64, .d_ff = 256, .heads = 4, .steps = 1500, .warmup = 200,
-              .ckpt_every = 50, .n_avg = 5, .threads = 1, .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42,
+              .ckpt_every = 50, .n_avg = 5, .threads = 1, .micro = 1, .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42,
               .out = "out/11_translation"};
     CliOption opts[] = {
         {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 1, 2000000},
@@ -861,16 +878,24 @@ int main(int argc, char **argv) {
         {"--translate", CLI_STRING, &o.translate, "translate this English sentence with --model", 0, 0},
         {"--model", CLI_STRING, &o.model, "checkpoint for --translate (default OUT/model.ckpt)", 0, 0},
         {"--threads", CLI_INT, &o.threads, "OpenMP threads (1: steadiest on a shared machine)", 1, 256},
+        {"--micro-batches", CLI_INT, &o.micro, "G slices per step, gradients added as a fixed tree: mpirun -np P (P dividing G) gives one process's bits (chapter 13)", 1, TRAIN_MAX_MICRO},
         {"--seed", CLI_U64, &o.seed, "seed for the corpus, weights, batches, dropout", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder", 0, 0},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);   /* errors (stderr) land after what was printed */
+    dist_init(&argc, &argv, PROG);      /* one rank unless started by mpirun (chapter 13) */
     cli_parse(argc, argv, PROG, "English->German translation end to end (Sec. 5.1, 6.1, Table 2)", opts,
               CLI_COUNT(opts));
     if (o.d_model % o.heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", o.d_model, o.heads);
-    if (plot_mkdir(o.out)) return 1;
+    if (o.translate && dist_size() > 1) dist_exit(2, "--translate runs as one process, not under mpirun");
+    dist_quiet_others();                /* rank 0 alone prints and writes */
+    if (dist_max_int(dist_rank() == 0 && plot_mkdir(o.out))) dist_exit(1, "cannot create the output folder --out %s", o.out);
     set_threads(o.threads);
-    if (o.translate) return run_translate(&o);
+    if (o.translate) {
+        int rc = run_translate(&o);
+        dist_finalize();
+        return rc;
+    }
     double t0 = now_s();
     Data d = {0};
     Batches bs;
@@ -879,14 +904,18 @@ int main(int argc, char **argv) {
     section_bpe(&o, &d);
     section_batches(&o, &d, &bs);
     section_train(&o, &d, &bs, &r);
-    section_evaluate(&o, &d, &r);
-    section_attention(&o, &r, &d);
-    printf("\nwhole run: %.1f s\n", now_s() - t0);
+    dist_detach(&r.dt);
+    if (dist_rank() == 0) {             /* the others trained; evaluation is rank 0's */
+        section_evaluate(&o, &d, &r);
+        section_attention(&o, &r, &d);
+        printf("\nwhole run: %.1f s\n", now_s() - t0);
+    }
     trainer_free(&r.tr);
     model_free(&r.m);
     batches_free(&bs), batches_free(&r.dev_b), batches_free(&r.test_b);
     encoded_free(&d.etrain), encoded_free(&d.edev), encoded_free(&d.etest);
     corpus_free(&d.train), corpus_free(&d.dev), corpus_free(&d.test);
     bpe_free(&d.bpe);
+    dist_finalize();
     return 0;
 }

@@ -3,17 +3,20 @@
  * "We trained our models on one machine with 8 NVIDIA P100 GPUs" (Sec. 5.2),
  * each step on a batch of ~25,000 target tokens (Sec. 5.1): each GPU took a
  * slice of the batch, and the gradients were summed before every step. Here
- * the ranks are processes started by mpirun, the sum is MPI_Allreduce, and
- * the library does it for any trainer (common/dist.h, train.h's TrainDP):
+ * the ranks are processes started by mpirun, the sum goes over MPI as one
+ * fixed binary tree over the batch's micro-batches (so 1, 2 and 4 ranks add
+ * the same numbers in the same order: the same bits), and the library does
+ * it for any trainer (common/dist.h, train.h's TrainDP):
  *
  *   mpirun -np 2 build/13_data_parallel              two ranks
  *   mpirun -np 4 --oversubscribe build/13_data_parallel   four, on 2 cores
  *   build/13_data_parallel                           one rank (no mpirun)
  *
  * It shows each rank's slice of the global batch and its shapes, one step's
- * allreduce in detail, the loss curve next to one process training on the
- * same global batches (computed on rank 0, in-process: max |diff| per
- * step), that the weights stay identical on every rank, the time per step
+ * sum in detail, the loss curve next to one process training on the same
+ * global batches (computed on rank 0, in-process: max |diff| per step), why
+ * the order of the sum matters (section 4b: the first ReLU whose input
+ * changes sign), that the weights stay identical on every rank, the time per step
  * split into compute and communication, and the arithmetic of the paper's
  * setup. --fail-at and --desync-at break a run on purpose.
  */
@@ -35,7 +38,7 @@
 static const char *PROG = "13_data_parallel";
 
 typedef struct {
-    int layers, d_model, d_ff, heads, batch, steps, time_steps, warmup, check_every, ckpt_every;
+    int layers, d_model, d_ff, heads, batch, steps, time_steps, warmup, check_every, ckpt_every, micro;
     int fail_at, desync_at, ragged;
     float dropout;
     uint64_t seed;
@@ -54,7 +57,7 @@ typedef struct {
 
 static void parse_flags(Run *r, int argc, char **argv) {
     *r = (Run){.layers = 2, .d_model = 32, .d_ff = 64, .heads = 4, .batch = 32, .steps = 50,
-               .time_steps = 20, .warmup = 50, .check_every = 10, .dropout = 0.1f, .seed = 42,
+               .time_steps = 20, .warmup = 50, .check_every = 10, .micro = 4, .dropout = 0.1f, .seed = 42,
                .out = "out/13_data_parallel"};
     CliOption opts[] = {
         {"--layers", CLI_INT, &r->layers, "N: layers in the encoder and in the decoder", 1, 16},
@@ -62,6 +65,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--d-ff", CLI_INT, &r->d_ff, "d_ff (paper 2048)", 1, 4096},
         {"--heads", CLI_INT, &r->heads, "h; must divide d_model", 1, 64},
         {"--batch", CLI_INT, &r->batch, "sequences in the GLOBAL batch, split over the ranks", 1, 4096},
+        {"--micro-batches", CLI_INT, &r->micro, "G: slices whose gradients add up as a fixed tree (a power of two; 1, 2 or 4 ranks then give the same bits)", 1, TRAIN_MAX_MICRO},
         {"--steps", CLI_INT, &r->steps, "steps compared with one process", 1, 100000},
         {"--time-steps", CLI_INT, &r->time_steps, "further steps timed (compute vs communication)", 0, 100000},
         {"--warmup", CLI_INT, &r->warmup, "warmup_steps of Sec. 5.3", 1, 1000000},
@@ -89,7 +93,9 @@ static int build(const Run *r, Model *m, Trainer *tr, char *err, size_t errlen) 
     if (model_build(m, &c, r->batch, COPY_LEN, COPY_LEN - 1, r->seed, err, errlen)) return 2;
     TrainHyper hp = train_hyper_paper();
     hp.warmup = r->warmup;
-    if (trainer_init(tr, m, &hp, r->batch, COPY_LEN, r->seed ^ 0xDA7A5EEDull, err, errlen)) {
+    if (trainer_init(tr, m, &hp, r->batch, COPY_LEN, r->seed ^ 0xDA7A5EEDull, err, errlen) ||
+        trainer_set_micro(tr, r->micro, err, errlen)) {
+        trainer_free(tr);
         model_free(m);
         return 2;
     }
@@ -145,8 +151,11 @@ static void section_slices(const Trainer *tr, int ragged) {
     if (ragged) make_ragged(tout, src, B, T);
     long N = 0;
     for (int i = 0; i < B * Tt; i++) N += tout[i] != COPY_PAD;
-    int row0, rows;
-    train_slice(tout, B, Tt, COPY_PAD, P, dist_rank(), &row0, &rows);
+    /* this rank's micro-batches (leaves) k*r .. k*r+k-1: neighbouring rows */
+    int L = train_leaves(tr->micro, B, P), k = L / P, row0, rows, last0, lastn;
+    train_slice(tout, B, Tt, COPY_PAD, L, dist_rank() * k, &row0, &rows);
+    train_slice(tout, B, Tt, COPY_PAD, L, dist_rank() * k + k - 1, &last0, &lastn);
+    rows = last0 + lastn - row0;
     long tok = 0;
     for (int i = row0 * Tt; i < (row0 + rows) * Tt; i++) tok += tout[i] != COPY_PAD;
     mine[0] = row0, mine[1] = rows, mine[2] = tok;
@@ -162,7 +171,13 @@ static void section_slices(const Trainer *tr, int ragged) {
         for (int j = 1; j < 4; j++) printf(" %d", src[(size_t)r0 * T + j]);
         printf(" ...)\n");
     }
-    if (ragged) printf("--ragged: rows hold 1..%d targets, so the boundaries move until each rank has ~N/P = %.1f tokens\n", Tt, (double)N / P);
+    printf("the batch is cut into %d micro-batches (--micro-batches %d), each rank takes %d neighbouring one%s;\n"
+           "each one's gradient is computed alone and the %d add up as one fixed binary tree (section 3)\n", L,
+           tr->micro, k, k > 1 ? "s" : "", L);
+    if (L != tr->micro)
+        printf("(%d, not %d: %s)\n", L, tr->micro, L == train_leaves(tr->micro, B, 1) ? "a batch has fewer rows than micro-batches"
+                                                 : "one slice per rank: the ranks are not a power of two dividing them");
+    if (ragged) printf("--ragged: rows hold 1..%d targets, so the boundaries move until each slice has ~N/%d = %.1f tokens\n", Tt, L, (double)N / L);
     else printf("the copy task's rows all hold %d tokens, so token-balanced is rows-balanced here (--ragged: rows of\n"
                 "different lengths, as sentences are; then the boundaries move until each rank has ~N/P tokens)\n", Tt);
     free(src), free(tin), free(tout), free(all);
@@ -192,9 +207,9 @@ static double max_diff(const float *a, const float *b, size_t n, double *max_b) 
     return d;
 }
 
-/* ---- 3. step 1 in detail: what each rank computed, and the allreduce ------------ */
+/* ---- 3. step 1 in detail: what each rank computed, and the tree sum ------------- */
 static void section_allreduce(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
-    show_section("3. One step: each rank's gradient, then MPI_Allreduce (sum)");
+    show_section("3. One step: each rank's gradient, then their sum (a fixed tree over MPI)");
     StepStats st;
     if (step_both(tr, ref, r->ragged, 0, &st) != TRAIN_OK) dist_exit(1, "step 1: the loss or a gradient is not finite");
     int P = dist_size();
@@ -214,15 +229,26 @@ static void section_allreduce(const Run *r, Trainer *tr, DistTrainer *dt, Ref *r
         check += v[0] / st.n_tokens * v[1];
     }
     free(all);
-    printf("allreduce: every rank gets sum_r (n_r/N) grad_r = (1/N) sum over all N = %d tokens: the mean\n"
-           "gradient of the whole batch, %zu floats = %.1f KiB per step;\nloss = sum_r (n_r/N) loss_r = %.6f\n",
+    printf("sum: every rank gets sum_r (n_r/N) grad_r = (1/N) sum over all N = %d tokens: the mean\n"
+           "gradient of the whole batch, %zu floats = %.1f KiB;\nloss = sum_r (n_r/N) loss_r = %.6f\n",
            st.n_tokens, tr->n, tr->n * 4.0 / 1024, check);
+    int L = train_leaves(tr->micro, tr->B, P), rounds = 0;
+    while (1 << rounds < P) rounds++;
+    printf("the order of that sum: each micro-batch's (n_l/N) grad_l added as one binary tree over the %d of them\n"
+           "(((g0+g1)+(g2+g3)) for 4); each rank adds its own subtree, then\n", L);
+    if (P == 1) printf("  there is nothing to send (one rank adds the whole tree)\n");
+    else if (P & (P - 1)) printf("  MPI_Allreduce (%d is not a power of two: MPI's order, equal to rounding only)\n", P);
+    else
+        printf("  %d round%s of MPI_Sendrecv: rank r swaps its sum with rank r XOR 2^j and adds lower rank's +\n"
+               "  higher's: the tree's pairing, so the same additions in the same order as one process\n"
+               "  (dist_sum_tree_f32; %.1f KiB each way per round)\n", rounds, rounds > 1 ? "s" : "", tr->n * 4.0 / 1024);
     if (ref->on) {
         double mb, d = max_diff(tr->model->dw.mem, ref->m.dw.mem, tr->n, &mb);
         printf("one process on the same %d sequences (rank 0, in-process): loss %.6f, |grad| %.5f\n",
                tr->B, ref->loss_ref[0], ref->grad_norm1);
+        int same = memcmp(tr->model->dw.mem, ref->m.dw.mem, tr->n * sizeof(float)) == 0;
         printf("summed gradient vs one process's: max |diff| %.3g (largest %.3g: %s)\n", d, mb,
-               d <= 1e-5 * mb ? "equal to float rounding" : "NOT equal");
+               same ? "the same bits" : d <= 1e-5 * mb ? "equal to rounding only" : "NOT equal");
     }
 }
 
@@ -330,16 +356,127 @@ static int section_curve(const Run *r, Trainer *tr, DistTrainer *dt, Ref *ref) {
         double rel = worst / fabs(ref->loss_ref[r->steps - 1]);
         int k = 0;   /* the last step up to which every step agreed to 1e-6 relative */
         while (k < r->steps && fabs((double)ref->loss_dp[k] - ref->loss_ref[k]) <= 1e-6 * fabs(ref->loss_ref[k])) k++;
-        if (k == r->steps)
-            printf("every step agrees to 1e-6 relative (worst %.1e; float32's eps is 6e-8): the sums add the same\n"
-                   "numbers in another order, nothing more\n", rel);
+        if (dw == 0 && memcmp(tr->model->params.mem, ref->m.params.mem, tr->n * sizeof(float)) == 0)
+            printf("the same bits at every step: every float addition the same, in the same order (section 3's tree)\n");
+        else if (k == r->steps)
+            printf("every step agrees to 1e-6 relative (worst %.1e; float32's eps is 6e-8), but not to the bit: the sums\n"
+                   "were added in another order (section 3)\n", rel);
         else
-            printf("the losses agree to 1e-6 relative up to step %d, then drift apart (worst %.1e relative). Step 1's\n"
-                   "gradients matched to rounding (section 3), so this is rounding amplified by training;\n"
-                   "likely a weight whose gradient is ~0 (a ReLU unit rarely on) taking a full Adam step\n"
-                   "from noise, as m/sqrt(v) ignores scale. The tensors furthest apart above are where to look.\n", k, rel);
+            printf("the losses agree to 1e-6 relative up to step %d, then drift apart (worst %.1e relative): the sums\n"
+                   "were added in another order (section 3); section 4b shows how that grows\n", k, rel);
     }
     return 0;
+}
+
+/* ---- 4b. why the order of the sum matters: the tree vs one pass ------------------ */
+
+/* The first FFN unit (Eq. 2: max(0, x W1 + b1)) whose input has another
+ * sign in model a than in model b on this batch, dropout bits alike; 0 if
+ * none. Inputs: the LayerNorm'd sub-layer output before each FFN (post-LN). */
+typedef struct { int found, decoder, layer, unit, row; double in_a, in_b; } Flip;
+static Flip first_relu_flip(Model *a, Model *b, const int *src, const int *tin, int B) {
+    enum { T = COPY_LEN, Tt = COPY_LEN - 1 };
+    Flip f = {0};
+    Model *ms[2] = {a, b};
+    int D = a->cfg.d_model, F = a->cfg.d_ff;
+    float *x[2][2][16] = {{{0}}};   /* [model][decoder][layer] FFN inputs, (B*T, D) */
+    int N = a->cfg.N < 16 ? a->cfg.N : 16;
+    for (int k = 0; k < 2; k++) {
+        Rng keep = ms[k]->dropout_rng;
+        model_forward(ms[k], src, tin, B, T, Tt, 1);
+        ms[k]->dropout_rng = keep;   /* looking does not move the stream */
+        for (int dec = 0; dec < 2; dec++)
+            for (int l = 0; l < N; l++) {
+                size_t n = (size_t)B * (dec ? Tt : T) * D;
+                if (!(x[k][dec][l] = malloc(n * sizeof(float)))) dist_abort(1, "out of memory");
+                model_read(ms[k], x[k][dec][l], model_sublayer(ms[k], dec, l, dec ? SUB_CROSS_ATTN : SUB_SELF_ATTN, SUB_Y),
+                           n * sizeof(float));
+            }
+    }
+    for (int dec = 0; dec < 2 && !f.found; dec++)
+        for (int l = 0; l < N && !f.found; l++) {
+            const float *W[2], *bias[2];
+            for (int k = 0; k < 2; k++) {
+                W[k] = dec ? ms[k]->params.dec[l].ffn_w1 : ms[k]->params.enc[l].ffn_w1;
+                bias[k] = dec ? ms[k]->params.dec[l].ffn_b1 : ms[k]->params.enc[l].ffn_b1;
+            }
+            for (int row = 0; row < B * (dec ? Tt : T) && !f.found; row++)
+                for (int j = 0; j < F && !f.found; j++) {
+                    double in[2];
+                    for (int k = 0; k < 2; k++) {
+                        in[k] = bias[k][j];
+                        for (int i = 0; i < D; i++) in[k] += (double)x[k][dec][l][(size_t)row * D + i] * W[k][(size_t)i * F + j];
+                    }
+                    if ((in[0] > 0) != (in[1] > 0)) f = (Flip){1, dec, l, j, row, in[0], in[1]};
+                }
+        }
+    for (int k = 0; k < 2; k++)
+        for (int dec = 0; dec < 2; dec++)
+            for (int l = 0; l < N; l++) free(x[k][dec][l]);
+    return f;
+}
+
+/* max |a - b| / max |b| over the weights */
+static double weights_rel(const Model *a, const Model *b) {
+    double mb, d = max_diff(a->params.mem, b->params.mem, a->params.n, &mb);
+    return mb > 0 ? d / mb : d;
+}
+
+/* Rank 0: the micro-batch tree (what every P ranks compute) against one
+ * process adding the whole batch in one pass (--micro-batches 1): the same
+ * sums in another order. Where do they part, and why? */
+static void section_order(const Run *r) {
+    show_section("4b. Why the order of the sum matters: the tree vs one pass");
+    if (r->micro == 1) { printf("skipped (--micro-batches 1: the run above is the one pass)\n"); return; }
+    Run one = *r;
+    one.micro = 1;
+    Model a, b;
+    Trainer ta, tb;
+    char err[512];
+    if (build(r, &a, &ta, err, sizeof err) || build(&one, &b, &tb, err, sizeof err)) dist_abort(1, "%s", err);
+    int part = 0, flips = 0;
+    double last_rel = 0;
+    double rel1 = 0, before = 0, after = 0, grad_at = 0;
+    Flip f = {0};
+    for (int i = 1; i <= r->steps; i++) {
+        if (!f.found) {   /* this step's batch, peeked, through both models */
+            Rng peek = ta.data_rng;
+            copy_batch(ta.src, ta.tgt_in, ta.tgt_out, ta.B, ta.T, COPY_VOCAB, &peek);
+            f = first_relu_flip(&a, &b, ta.src, ta.tgt_in, ta.B);
+            if (f.found) flips = i, before = weights_rel(&a, &b);
+        }
+        StepStats sa, sb;
+        if (next_step(&ta, r->ragged, &sa) != TRAIN_OK || next_step(&tb, r->ragged, &sb) != TRAIN_OK)
+            dist_abort(1, "section 4b: a step was not finite");
+        if (i == 1) {
+            double mb, d = max_diff(a.dw.mem, b.dw.mem, ta.n, &mb);
+            rel1 = mb > 0 ? d / mb : d;
+        }
+        if (i == flips) {
+            double mb, d = max_diff(a.dw.mem, b.dw.mem, ta.n, &mb);
+            grad_at = mb > 0 ? d / mb : d;
+            after = weights_rel(&a, &b);
+        }
+        if (!part && fabs((double)sa.loss - sb.loss) > 1e-6 * fabs(sb.loss)) part = i;
+        last_rel = fabs((double)sa.loss - sb.loss) / fabs(sb.loss);
+    }
+    printf("step 1's gradients, tree vs one pass: max |diff| / max |grad| = %.2g (float rounding: the same\n"
+           "additions in another order)\n", rel1);
+    if (part) printf("the losses part by more than 1e-6 relative at step %d; after step %d they are %.2g apart\n", part,
+                     r->steps, last_rel);
+    else printf("the losses stay within 1e-6 relative for all %d steps\n", r->steps);
+    if (f.found) {
+        printf("first ReLU that is on in one model and off in the other (Eq. 2's max(0, x W1 + b1)): before step %d,\n"
+               "  %s layer %d FFN unit %d, position %d of the batch: input %+.3g (tree) vs %+.3g (one pass)\n", flips,
+               f.decoder ? "decoder" : "encoder", f.layer, f.unit, f.row, f.in_a, f.in_b);
+        printf("  that step's gradients differ by %.2g relative (step 1: %.2g): a unit that fires for a token in\n"
+               "  one run and not in the other changes the gradient by that token's share, not by rounding;\n"
+               "  the weights were apart by %.2g relative before that step and %.2g after it\n", grad_at, rel1, before, after);
+    } else
+        printf("no ReLU input changed sign in %d steps\n", r->steps);
+    if (part && f.found && flips <= part)
+        printf("so P ranks stay equal to one process only if they add in the same order: hence the tree\n");
+    trainer_free(&ta), trainer_free(&tb), model_free(&a), model_free(&b);
 }
 
 /* ---- 5. time per step: compute vs communication ---------------------------------- */
@@ -366,8 +503,11 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
                1e3 * (v[0] - v[1]) / n, 1e3 * v[1] / n, 100 * v[1] / v[0]);
     }
     free(all);
-    printf("%d steps: %.0f target tokens/s over all ranks;\ncommunication = the two allreduces, %.1f KiB each step%s\n",
-           n, (double)tr->B * (tr->T - 1) * n / wall, (tr->n * 4.0 + 16) / 1024,
+    int rounds = 0;
+    while (1 << rounds < P) rounds++;
+    printf("%d steps: %.0f target tokens/s over all ranks;\ncommunication = the gather of each slice's (loss, tokens) and "
+           "%d exchange%s of %.1f KiB each step%s\n", n, (double)tr->B * (tr->T - 1) * n / wall, rounds,
+           rounds == 1 ? "" : "s", tr->n * 4.0 / 1024,
            P > 1 ? ",\nincluding each rank's wait there for the slowest one" : "");
 }
 
@@ -431,6 +571,7 @@ int main(int argc, char **argv) {
     section_allreduce(&r, &tr, &dt, &ref);
     int rc = section_curve(&r, &tr, &dt, &ref);
     if (!rc) {
+        if (ref.on) section_order(&r);
         section_timing(&r, &tr, &dt);
         section_paper(&tr);
         if (ref.on) rc = write_curves(&r, &ref);
