@@ -43,6 +43,7 @@
 #include "corpus.h"
 #include "decode.h"
 #include "dist.h"
+#include "fail.h"
 #include "model.h"
 #include "show.h"
 #include "tensor.h"
@@ -58,14 +59,6 @@ static double now_s(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-static void *xcalloc_or_die(size_t n, size_t s) {
-    void *p = calloc(n ? n : 1, s ? s : 1);
-    if (!p) {
-        fprintf(stderr, "%s: out of memory (%zu x %zu bytes)\n", PROG, n, s);
-        exit(1);
-    }
-    return p;
-}
 
 /* Prints "label text", wrapped at spaces so no line passes 100 columns
  * (continuation lines indented under the text). */
@@ -248,9 +241,9 @@ static void section_batches(const Opts *o, const Data *d, Batches *bs) {
  * exp of the mean negative log-likelihood of every target token, </s>
  * included, under teacher forcing, no dropout, no label smoothing. */
 static double perplexity(Model *m, const Encoded *e, const Batches *bs) {
-    int *src = xcalloc_or_die((size_t)bs->max_B * bs->max_Ts, sizeof(int));
-    int *tin = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *tout = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    int *src = xcalloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));
+    int *tin = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    int *tout = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
     double nll = 0;
     long n = 0;
     int V = m->cfg.vocab;
@@ -275,11 +268,11 @@ static double perplexity(Model *m, const Encoded *e, const Batches *bs) {
 static void translate_all(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, char **hyp,
                           const DecodeOpts *beam) {
     int T_cap = m->max_Tt + 1;
-    int *src = xcalloc_or_die((size_t)bs->max_B * bs->max_Ts, sizeof(int));
-    int *tin = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *tout = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *ys = xcalloc_or_die((size_t)bs->max_B * T_cap, sizeof(int));
-    int *prefix = xcalloc_or_die((size_t)bs->max_B * T_cap, sizeof(int));
+    int *src = xcalloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));
+    int *tin = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    int *tout = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    int *ys = xcalloc((size_t)bs->max_B * T_cap, sizeof(int));
+    int *prefix = xcalloc((size_t)bs->max_B * T_cap, sizeof(int));
     char buf[4096], err[512];
     Decoder dec = {0};
     /* Sec. 6.1: at most input length + offset output tokens (within the PE table) */
@@ -436,10 +429,10 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
 static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *r) {
     show_section("4. Training: Adam, warmup, label smoothing, dropout (Sec. 5.3, 5.4)");
     build_model(o, d, bs, r);
-    int *src = xcalloc_or_die((size_t)bs->max_B * bs->max_Ts, sizeof(int));
-    int *tin = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *tout = xcalloc_or_die((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *perm = xcalloc_or_die((size_t)bs->n, sizeof(int));
+    int *src = xcalloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));
+    int *tin = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    int *tout = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    int *perm = xcalloc((size_t)bs->n, sizeof(int));
     uint64_t first = r->tr.step;
     int todo = (uint64_t)o->steps > first ? o->steps - (int)first : 0;
     int every = todo / 8 > 1 ? todo / 8 : 1;
@@ -516,7 +509,7 @@ static void run_system(System *s, const char *name, Model *m, const Data *d, Run
                        double ppl) {
     BleuStats st;
     snprintf(s->name, sizeof s->name, "%s", name);
-    s->hyp = xcalloc_or_die((size_t)d->test.n, sizeof(char *));
+    s->hyp = xcalloc((size_t)d->test.n, sizeof(char *));
     double t0 = now_s();
     translate_all(m, &d->bpe, &d->etest, &r->test_b, s->hyp, beam);
     s->secs = now_s() - t0;
@@ -691,7 +684,7 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
     for (int j = 0; j < Ts; j++) bpe_symbol_str(bpe, src[j], sl[j], 64), slp[j] = sl[j];
     for (int i = 0; i < Tt; i++) bpe_symbol_str(bpe, ys[i + 1], tl[i], 64), tlp[i] = tl[i];   /* row i predicts y_{i+1} */
     int L = m->cfg.N, h = m->cfg.h;
-    float *avg = xcalloc_or_die((size_t)Tt * Ts, sizeof(float));
+    float *avg = xcalloc((size_t)Tt * Ts, sizeof(float));
     const float *w = model_attention(m, ATTN_DEC_CROSS, L - 1);   /* (1,h,Tt,Ts) */
     for (int i = 0; i < Tt * Ts; i++) {
         for (int k = 0; k < h; k++) avg[i] += w[(size_t)k * Tt * Ts + i] / h;
