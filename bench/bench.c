@@ -602,6 +602,8 @@ static int bench_decode(int threads) {
     decoder_free(&d);
     model_free(&m);
     return rc;
+}
+
 /* One run of a model child (ours: cmd; the load around it). */
 static ModelResult model_run(const char *cmd) {
     ModelResult r = {0};
