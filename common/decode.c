@@ -237,20 +237,47 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
     return 0;
 }
 
+#ifdef _OPENMP
+#define SIMD_LOOP _Pragma("omp simd")
+#define SIMD_SUM _Pragma("omp simd reduction(+:s)")
+#else
+#define SIMD_LOOP
+#define SIMD_SUM
+#endif
+
 /* One query against n keys of one head: out (d_v) = softmax(q K^T /
  * sqrt(d_k)) V, keys with keep[j] == 0 at -inf (keep NULL: none). w (n)
- * keeps the weights. K (n,d_k) and V (n,d_v) are rows of stride d_k, d_v. */
+ * keeps the weights. K (n,d_k) and V (n,d_v) are rows of stride d_k, d_v.
+ * fast = 0: each score is one chain of d_k additions (dot(), the plain
+ * version); fast = 1: summed in vector lanes (SIMD_SUM), then the lanes
+ * added: d_k = 64 multiply-adds in a few cycles instead of a chain of 64
+ * dependent additions (about 250 cycles) per key. Equal up to rounding. */
 static void attend_one(float *out, float *w, const float *q, const float *K, const float *V,
-                       const uint8_t *keep, int n, int d_k, int d_v) {
+                       const uint8_t *keep, int n, int d_k, int d_v, int fast) {
     float scale = 1.0f / sqrtf((float)d_k);
-    for (int j = 0; j < n; j++)
-        w[j] = (keep && !keep[j]) ? -INFINITY : dot(q, K + (size_t)j * d_k, d_k) * scale;
+    for (int j = 0; j < n; j++) {
+        const float *kj = K + (size_t)j * d_k;
+        float s = 0.0f;
+        if (keep && !keep[j]) {
+            w[j] = -INFINITY;
+            continue;
+        }
+        if (fast) {
+            SIMD_SUM
+            for (int c = 0; c < d_k; c++) s += q[c] * kj[c];
+        } else {
+            s = dot(q, kj, d_k);
+        }
+        w[j] = s * scale;
+    }
     softmax_forward(w, w, 1, n);           /* a fully masked row gives zeros, never NaN */
     for (int c = 0; c < d_v; c++) out[c] = 0.0f;
     for (int j = 0; j < n; j++) {
         if (w[j] == 0.0f) continue;
         const float *vj = V + (size_t)j * d_v;
-        for (int c = 0; c < d_v; c++) out[c] += w[j] * vj[c];
+        float wj = w[j];
+        SIMD_LOOP
+        for (int c = 0; c < d_v; c++) out[c] += wj * vj[c];
     }
 }
 
@@ -270,8 +297,10 @@ static void attend_one(float *out, float *w, const float *q, const float *K, con
  *     the result is the same bits on 1 or 2 threads (not the plain loop's:
  *     another order of the same sums, equal up to rounding; tests).
  *   - The logits (rows of E) and attention ((row, head) pairs, each a
- *     contiguous run of the cache) are cut by their outputs, and each
- *     chunk runs the plain loops: the same bits as the plain version.
+ *     contiguous run of the cache) are cut by their outputs. The logits'
+ *     chunks run the plain loops (the plain version's bits); attention's
+ *     sum each score in vector lanes (attend_one), equal up to rounding.
+ *     Either way no output depends on the thread count.
  * Work under ROWS_PARALLEL_MIN multiply-adds stays on the calling thread
  * (parallel_run, parallel.h): handing it out would cost more than it saves. */
 #define ROWS_PARALLEL_MIN (64 * 1024)
@@ -292,7 +321,7 @@ void attend_rows_forward_ref(float *out, float *weights, const float *q, const f
         for (int i = 0; i < h; i++)
             attend_one(out + ((size_t)r * h + i) * d_v, weights + ((size_t)r * h + i) * n,
                        q + ((size_t)r * h + i) * d_k, K + ((size_t)b * h + i) * stride * d_k,
-                       V + ((size_t)b * h + i) * stride * d_v, keep ? keep + (size_t)b * n : NULL, n, d_k, d_v);
+                       V + ((size_t)b * h + i) * stride * d_v, keep ? keep + (size_t)b * n : NULL, n, d_k, d_v, 0);
     }
 }
 
@@ -311,7 +340,7 @@ static void attend_chunk(void *ctx, long lo, long hi) {
         int r = (int)(p / h), i = (int)(p % h), b = r / a->group;
         attend_one(a->out + (size_t)p * a->d_v, a->weights + (size_t)p * n, a->q + (size_t)p * a->d_k,
                    a->K + ((size_t)b * h + i) * a->stride * a->d_k, a->V + ((size_t)b * h + i) * a->stride * a->d_v,
-                   a->keep ? a->keep + (size_t)b * n : NULL, n, a->d_k, a->d_v);
+                   a->keep ? a->keep + (size_t)b * n : NULL, n, a->d_k, a->d_v, 1);
     }
 }
 
@@ -328,14 +357,6 @@ void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitc
     for (int j = 0; j < n; j++)
         memcpy(dst + (size_t)j * dst_pitch, src + (size_t)(idx ? idx[j] : j) * src_pitch, width * sizeof(float));
 }
-
-#ifdef _OPENMP
-#define SIMD_LOOP _Pragma("omp simd")
-#define SIMD_SUM _Pragma("omp simd reduction(+:s)")
-#else
-#define SIMD_LOOP
-#define SIMD_SUM
-#endif
 
 /* The plain version: out[r,:] += inp[r,i] * W[i,:], one row of W at a
  * time: W is read once, the R output rows stay in cache. */

@@ -171,8 +171,9 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
  * linear_rows_forward: out (R,OUT) = inp (R,IN) @ W (IN,OUT) + bias (OUT or NULL)
  * logits_rows_forward: out (R,V) = x (R,D) @ E^T, E (V,D) the shared embedding
  * The _ref versions are the plain loops on one thread; the others share
- * their output columns (vocabulary entries, (row, head) pairs) among the
- * threads and give the _ref versions' bits (decode.c says why and how). */
+ * the work among the threads (linear: slices of W's rows, partial sums
+ * added in order; logits: vocabulary entries, the _ref bits) and give the
+ * same bits on any thread count (decode.c says why and how). */
 #define DECODE_FEW_ROWS 16
 void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
                          int R, int IN, int OUT);
@@ -190,8 +191,9 @@ void logits_rows_forward_ref(float *out, const float *x, const float *E, int R, 
  *   b = r / group (group rows share one sentence's keys: the beams in the
  *   cross-attention); keep (R/group, n) bytes, 0 = blocked, or NULL.
  *   out (R, h*d_v) = the heads concatenated; weights (R,h,n) the softmax.
- *   A fully blocked row gives zeros, never NaN. (_ref: the plain loop over
- *   rows and heads; the other shares the (row, head) pairs among threads.)
+ *   A fully blocked row gives zeros, never NaN. (_ref: the plain loops over
+ *   rows and heads; the other shares the (row, head) pairs among threads and
+ *   sums each score in vector lanes: equal up to rounding.)
  * gather_rows: for j < n, the width floats at dst + j*dst_pitch become those
  *   at src + idx[j]*src_pitch (idx NULL: j); idx is host memory, dst and src
  *   must not overlap. The cache's append (a strided copy), its reorder when
