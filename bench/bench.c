@@ -542,38 +542,46 @@ static void steps_table(double peak1) {
  * and without it (every step reruns model_decode over the whole prefix).
  * Vocabulary 1000, not 37000: the uncached path computes every position's
  * logits each step, so a large vocabulary would only widen the gap. Cached:
- * median of 3 runs; uncached: one run (it takes seconds). The cached step is
- * one row per sentence and runs on one thread (decode.h), while the uncached
- * one's large products use every thread; so the table is timed twice, with
- * all threads and with one. `build/bench decode` runs this part alone.
+ * median of --reps runs (at least 5); uncached: one run (it takes 15-25 s).
+ * The cached step is one row per sentence, bound by reading 84 MB of
+ * weights per token; its row ops share the work among the threads
+ * (decode.c), as the uncached path's large products do; so the table is
+ * timed with all threads and with one. Neither path calls OpenBLAS. The
+ * 1-minute load average before and after each line says whether another
+ * program held a core meanwhile. `build/bench decode` runs this part alone.
  * Returns 0, or 1 if the two decoders disagree. */
 static int bench_decode_run(Decoder *d, const Config *c, const int *src, int TS, int threads) {
     char err[256];
     set_threads(threads);
     DecodeOpts o = decode_opts_paper(1, -1);
     o.beam = 1, o.offset = d->max_T - TS;      /* exactly max_T tokens: no end symbol */
-    double cached[3];
+    enum { MAXR = 15 };
+    int reps = g_reps < 5 ? 5 : g_reps > MAXR ? MAXR : g_reps;
+    double cached[MAXR];
     int toks[1024];
-    for (int r = 0; r < 3; r++) {
+    double l0 = load_1min();
+    for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         if (decode_greedy(d, &o, src, 1, TS, err, sizeof err)) cli_fail(PROG, "decode bench: %s", err);
         cached[r] = now_s() - t0;
     }
+    double l1 = load_1min();
     int n = d->out_len[0];
     memcpy(toks, d->out, sizeof(int) * n);
     o.cached = 0;
     double t0 = now_s();
     if (decode_greedy(d, &o, src, 1, TS, err, sizeof err)) cli_fail(PROG, "decode bench: %s", err);
-    double uncached = now_s() - t0, tc = median(cached, 3);
+    double uncached = now_s() - t0, tc = median(cached, reps), l2 = load_1min();
     int same = n == d->out_len[0] && !memcmp(toks, d->out, sizeof(int) * n);
     double fc = 0, fu = 0;
     for (int t = 0; t < n; t++) fc += decode_flops_cached(c, t, TS), fu += decode_flops_uncached(c, t, TS);
     printf("  %d thread%s:\n", threads, threads > 1 ? "s" : " ");
-    printf("    %-32s %10.3f %10.1f %10.1f %8.1f   (median of 3)\n", "KV cache (common/decode.c)", tc, n / tc,
-           fc / 1e9, fc / 1e9 / tc);
-    printf("    %-32s %10.3f %10.1f %10.1f %8.1f   (one run)\n", "no cache: whole prefix every step", uncached,
-           n / uncached, fu / 1e9, fu / 1e9 / uncached);
-    printf("    the cache is %.1fx faster (target >= 10x); tokens %s\n", uncached / tc,
+    printf("    %-32s %10.3f %10.1f %10.1f %8.1f   median of %d, load %.1f-%.1f\n", "KV cache (common/decode.c)", tc,
+           n / tc, fc / 1e9, fc / 1e9 / tc, reps, l0, l1);
+    printf("    %-32s %10.3f %10.1f %10.1f %8.1f   one run,      load %.1f-%.1f\n",
+           "no cache: whole prefix every step", uncached, n / uncached, fu / 1e9, fu / 1e9 / uncached, l1, l2);
+    printf("    ratio %d thread%s: the cache is %.1fx faster (target >= 10x: %s); tokens %s\n", threads,
+           threads > 1 ? "s" : "", uncached / tc, uncached / tc >= 10 ? "met" : "MISSED",
            same ? "identical" : "DIFFERENT (a bug)");
     return same ? 0 : 1;
 }
@@ -594,11 +602,15 @@ static int bench_decode(int threads) {
     src[0] = 1;
     for (int t = 1; t < TS; t++) src[t] = 2 + rng_int(&rng, c.vocab - 2);
     printf("\nGreedy decoding, N=6 d_model=512 d_ff=2048 h=8 V=1000, source %d, output %d tokens\n", TS, OUT);
+    printf("  threads: %d, then 1; both decoders run this project's gemm() and row ops (decode.c); OpenBLAS\n"
+           "  (core %s, OPENBLAS_CORETYPE=%s) is not called by either\n", threads, blas_core(),
+           env_or("OPENBLAS_CORETYPE", "(unset)"));
     printf("    %-32s %10s %10s %10s %8s\n", "decoder", "total s", "tokens/s", "GFLOP", "GFLOP/s");
     int rc = bench_decode_run(&d, &c, src, TS, threads);
     if (threads > 1) rc |= bench_decode_run(&d, &c, src, TS, 1);
     set_threads(threads);
-    printf("  A shared machine is noisy: other jobs slow the multi-threaded products most.\n");
+    printf("  A shared machine is noisy: a load above ~1 means another program held a core, and then\n"
+           "  the thread pool's straggler guard may run jobs on one thread (parallel.c).\n");
     decoder_free(&d);
     model_free(&m);
     return rc;

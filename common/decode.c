@@ -16,6 +16,7 @@
 #include "gemm.h"
 #include "nn.h"
 #include "ops.h"
+#include "parallel.h"
 
 #include <assert.h>
 #include <math.h>
@@ -236,40 +237,6 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
     return 0;
 }
 
-/* One query against n keys of one head: out (d_v) = softmax(q K^T /
- * sqrt(d_k)) V, keys with keep[j] == 0 at -inf (keep NULL: none). w (n)
- * keeps the weights. K (n,d_k) and V (n,d_v) are rows of stride d_k, d_v. */
-static void attend_one(float *out, float *w, const float *q, const float *K, const float *V,
-                       const uint8_t *keep, int n, int d_k, int d_v) {
-    float scale = 1.0f / sqrtf((float)d_k);
-    for (int j = 0; j < n; j++)
-        w[j] = (keep && !keep[j]) ? -INFINITY : dot(q, K + (size_t)j * d_k, d_k) * scale;
-    softmax_forward(w, w, 1, n);           /* a fully masked row gives zeros, never NaN */
-    for (int c = 0; c < d_v; c++) out[c] = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (w[j] == 0.0f) continue;
-        const float *vj = V + (size_t)j * d_v;
-        for (int c = 0; c < d_v; c++) out[c] += w[j] * vj[c];
-    }
-}
-
-void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
-                         const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v) {
-    for (int r = 0; r < R; r++) {
-        int b = r / group;   /* rows b*group .. b*group+group-1 read the same keys */
-        for (int i = 0; i < h; i++)
-            attend_one(out + ((size_t)r * h + i) * d_v, weights + ((size_t)r * h + i) * n,
-                       q + ((size_t)r * h + i) * d_k, K + ((size_t)b * h + i) * stride * d_k,
-                       V + ((size_t)b * h + i) * stride * d_v, keep ? keep + (size_t)b * n : NULL, n, d_k, d_v);
-    }
-}
-
-void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
-                 size_t width) {
-    for (int j = 0; j < n; j++)
-        memcpy(dst + (size_t)j * dst_pitch, src + (size_t)(idx ? idx[j] : j) * src_pitch, width * sizeof(float));
-}
-
 #ifdef _OPENMP
 #define SIMD_LOOP _Pragma("omp simd")
 #define SIMD_SUM _Pragma("omp simd reduction(+:s)")
@@ -278,16 +245,129 @@ void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitc
 #define SIMD_SUM
 #endif
 
-void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
-                         int R, int IN, int OUT) {
+/* One query against n keys of one head: out (d_v) = softmax(q K^T /
+ * sqrt(d_k)) V, keys with keep[j] == 0 at -inf (keep NULL: none). w (n)
+ * keeps the weights. K (n,d_k) and V (n,d_v) are rows of stride d_k, d_v.
+ * fast = 0: each score is one chain of d_k additions (dot(), the plain
+ * version); fast = 1: summed in vector lanes (SIMD_SUM), then the lanes
+ * added: d_k = 64 multiply-adds in a few cycles instead of a chain of 64
+ * dependent additions (about 250 cycles) per key. Equal up to rounding. */
+static void attend_one(float *out, float *w, const float *q, const float *K, const float *V,
+                       const uint8_t *keep, int n, int d_k, int d_v, int fast) {
+    float scale = 1.0f / sqrtf((float)d_k);
+    for (int j = 0; j < n; j++) {
+        const float *kj = K + (size_t)j * d_k;
+        float s = 0.0f;
+        if (keep && !keep[j]) {
+            w[j] = -INFINITY;
+            continue;
+        }
+        if (fast) {
+            SIMD_SUM
+            for (int c = 0; c < d_k; c++) s += q[c] * kj[c];
+        } else {
+            s = dot(q, kj, d_k);
+        }
+        w[j] = s * scale;
+    }
+    softmax_forward(w, w, 1, n);           /* a fully masked row gives zeros, never NaN */
+    for (int c = 0; c < d_v; c++) out[c] = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (w[j] == 0.0f) continue;
+        const float *vj = V + (size_t)j * d_v;
+        float wj = w[j];
+        SIMD_LOOP
+        for (int c = 0; c < d_v; c++) out[c] += wj * vj[c];
+    }
+}
+
+/* ---- the step's row ops, and how they use every core ------------------------
+ * A greedy step is one row per sentence: each product reads its whole
+ * weight matrix (d_model x d_model, or x d_ff) to make one row. At the
+ * paper's sizes that is 84 MB of weights per token, more than the L3 cache,
+ * so the step is bound by memory, not arithmetic: here one core streams
+ * about 40 GB/s, two about 60 (bench/README.md). Two things decide how fast:
+ *   - Read memory in long contiguous runs. Cutting a product's output
+ *     columns among the threads makes each thread read a piece of every
+ *     row of W: measured, two threads that way were slower than one. So a
+ *     product is cut along its *input*: slice s is rows [s S, s S + S) of W
+ *     (S = ROWS_SLICE), a contiguous block, and makes a partial sum of
+ *     every output; the partials are added in slice order at the end.
+ *     The slices depend only on the shapes, never on the thread count, so
+ *     the result is the same bits on 1 or 2 threads (not the plain loop's:
+ *     another order of the same sums, equal up to rounding; tests).
+ *   - The logits (rows of E) and attention ((row, head) pairs, each a
+ *     contiguous run of the cache) are cut by their outputs. The logits'
+ *     chunks run the plain loops (the plain version's bits); attention's
+ *     sum each score in vector lanes (attend_one), equal up to rounding.
+ *     Either way no output depends on the thread count.
+ * Work under ROWS_PARALLEL_MIN multiply-adds stays on the calling thread
+ * (parallel_run, parallel.h): handing it out would cost more than it saves. */
+#define ROWS_PARALLEL_MIN (64 * 1024)
+#define ROWS_SLICE 128          /* rows of W per slice (a multiple of 4)        */
+#define ROWS_SCRATCH 32768      /* floats of partial sums, on the caller's stack */
+
+/* chunks of about a quarter of each thread's share, at least `least` long */
+static long rows_grain(long n, long least) {
+    int th = parallel_threads();
+    long g = (n + 4L * th - 1) / (4L * th);
+    return g < least ? least : g;
+}
+
+void attend_rows_forward_ref(float *out, float *weights, const float *q, const float *K, const float *V,
+                             const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v) {
+    for (int r = 0; r < R; r++) {
+        int b = r / group;   /* rows b*group .. b*group+group-1 read the same keys */
+        for (int i = 0; i < h; i++)
+            attend_one(out + ((size_t)r * h + i) * d_v, weights + ((size_t)r * h + i) * n,
+                       q + ((size_t)r * h + i) * d_k, K + ((size_t)b * h + i) * stride * d_k,
+                       V + ((size_t)b * h + i) * stride * d_v, keep ? keep + (size_t)b * n : NULL, n, d_k, d_v, 0);
+    }
+}
+
+typedef struct {
+    float *out, *weights;
+    const float *q, *K, *V;
+    const uint8_t *keep;
+    int group, h, n, stride, d_k, d_v;
+} AttendJob;
+
+/* (row, head) pairs lo..hi-1: pair p is row p / h, head p % h */
+static void attend_chunk(void *ctx, long lo, long hi) {
+    const AttendJob *a = ctx;
+    int h = a->h, n = a->n;
+    for (long p = lo; p < hi; p++) {
+        int r = (int)(p / h), i = (int)(p % h), b = r / a->group;
+        attend_one(a->out + (size_t)p * a->d_v, a->weights + (size_t)p * n, a->q + (size_t)p * a->d_k,
+                   a->K + ((size_t)b * h + i) * a->stride * a->d_k, a->V + ((size_t)b * h + i) * a->stride * a->d_v,
+                   a->keep ? a->keep + (size_t)b * n : NULL, n, a->d_k, a->d_v, 1);
+    }
+}
+
+void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
+                         const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v) {
+    long pairs = (long)R * h, work = pairs * n * (d_k + d_v);
+    AttendJob a = {out, weights, q, K, V, keep, group, h, n, stride, d_k, d_v};
+    if (work < ROWS_PARALLEL_MIN) attend_chunk(&a, 0, pairs);
+    else parallel_run(pairs, rows_grain(pairs, 1), attend_chunk, &a);
+}
+
+void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
+                 size_t width) {
+    for (int j = 0; j < n; j++)
+        memcpy(dst + (size_t)j * dst_pitch, src + (size_t)(idx ? idx[j] : j) * src_pitch, width * sizeof(float));
+}
+
+/* The plain version: out[r,:] += inp[r,i] * W[i,:], one row of W at a
+ * time: W is read once, the R output rows stay in cache. */
+void linear_rows_forward_ref(float *out, const float *inp, const float *W, const float *bias,
+                             int R, int IN, int OUT) {
     if (R > DECODE_FEW_ROWS) {
         linear_forward(out, inp, W, bias, R, IN, OUT);
         return;
     }
     for (int r = 0; r < R; r++)
         for (int j = 0; j < OUT; j++) out[(size_t)r * OUT + j] = bias ? bias[j] : 0.0f;
-    /* out[r,:] += inp[r,i] * W[i,:], one row of W at a time: W is read once,
-     * the R output rows stay in cache */
     for (int i = 0; i < IN; i++) {
         const float *w = W + (size_t)i * OUT;
         for (int r = 0; r < R; r++) {
@@ -299,7 +379,79 @@ void linear_rows_forward(float *out, const float *inp, const float *W, const flo
     }
 }
 
-void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
+typedef struct {
+    float *out, *part;          /* (R,OUT); (slices-1, R, OUT) partial sums */
+    const float *inp, *W, *bias;
+    int R, IN, OUT, slice;
+} RowsJob;
+
+/* Slices lo..hi-1. Slice s: rows i0..i1-1 of W into its own (R,OUT) sums
+ * (slice 0: out, started at the bias; the others: part, started at 0),
+ * four rows of W per pass: o + a0 w0 + a1 w1 + a2 w2 + a3 w3, left to
+ * right, the same roundings as four passes of the plain loop but each
+ * output loaded and stored once per four rows of W (on one core that alone
+ * made the step about 25% faster). */
+static void rows_chunk(void *ctx, long lo, long hi) {
+    const RowsJob *a = ctx;
+    int R = a->R, IN = a->IN, OUT = a->OUT;
+    for (long sl = lo; sl < hi; sl++) {
+        int i0 = (int)sl * a->slice, i1 = i0 + a->slice < IN ? i0 + a->slice : IN;
+        float *dst = sl == 0 ? a->out : a->part + (size_t)(sl - 1) * R * OUT;
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < OUT; j++) dst[(size_t)r * OUT + j] = sl == 0 && a->bias ? a->bias[j] : 0.0f;
+        int i = i0;
+        for (; i + 4 <= i1; i += 4) {
+            const float *w0 = a->W + (size_t)i * OUT, *w1 = w0 + OUT, *w2 = w1 + OUT, *w3 = w2 + OUT;
+            /* ask for the next pass's four rows now (one request per 64-byte
+             * line): the loads of this pass then overlap their trip from
+             * memory; measured 5-10% faster on one core */
+            if (i + 8 <= i1)
+                for (int j = 0; j < 4 * OUT; j += 16) __builtin_prefetch(w0 + 4 * (size_t)OUT + j);
+            for (int r = 0; r < R; r++) {
+                const float *x = a->inp + (size_t)r * IN + i;
+                float a0 = x[0], a1 = x[1], a2 = x[2], a3 = x[3];
+                float *o = dst + (size_t)r * OUT;
+                SIMD_LOOP
+                for (int j = 0; j < OUT; j++) o[j] = o[j] + a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j];
+            }
+        }
+        for (; i < i1; i++) {             /* the last rows when IN is not a multiple of 4 */
+            const float *w = a->W + (size_t)i * OUT;
+            for (int r = 0; r < R; r++) {
+                float x = a->inp[(size_t)r * IN + i], *o = dst + (size_t)r * OUT;
+                SIMD_LOOP
+                for (int j = 0; j < OUT; j++) o[j] += x * w[j];
+            }
+        }
+    }
+}
+
+void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
+                         int R, int IN, int OUT) {
+    if (R > DECODE_FEW_ROWS) {
+        linear_forward(out, inp, W, bias, R, IN, OUT);
+        return;
+    }
+    /* slices of ROWS_SLICE rows; fewer, longer ones when their partial sums
+     * would not fit the scratch; one (the whole product) when not even two do */
+    long ro = (long)R * OUT, most = 1 + ROWS_SCRATCH / (ro > 0 ? ro : 1);
+    int slice = ROWS_SLICE;
+    if ((IN + slice - 1) / slice > most) slice = (int)(((IN + most - 1) / most + 3) / 4 * 4);
+    long slices = most > 1 ? (IN + slice - 1) / slice : 1;
+    if (slices <= 1) slices = 1, slice = IN > 0 ? IN : 1;
+    float part[ROWS_SCRATCH];
+    RowsJob a = {out, part, inp, W, bias, R, IN, OUT, slice};
+    if ((long)R * IN * OUT < ROWS_PARALLEL_MIN) rows_chunk(&a, 0, slices);
+    else parallel_run(slices, 1, rows_chunk, &a);
+    /* out = slice 0 + slice 1 + ... in slice order, whoever computed them */
+    for (long sl = 1; sl < slices; sl++) {
+        const float *p = part + (size_t)(sl - 1) * ro;
+        SIMD_LOOP
+        for (long j = 0; j < ro; j++) out[j] += p[j];
+    }
+}
+
+void logits_rows_forward_ref(float *out, const float *x, const float *E, int R, int D, int V) {
     if (R > DECODE_FEW_ROWS) {
         gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
         return;
@@ -315,6 +467,38 @@ void logits_rows_forward(float *out, const float *x, const float *E, int R, int 
             out[(size_t)r * V + v] = s;
         }
     }
+}
+
+typedef struct {
+    float *out;
+    const float *x, *E;
+    int R, D, V;
+} LogitsJob;
+
+/* vocabulary entries lo..hi-1 of logits_rows_forward_ref, the same loops */
+static void logits_chunk(void *ctx, long lo, long hi) {
+    const LogitsJob *a = ctx;
+    int R = a->R, D = a->D, V = a->V;
+    for (long v = lo; v < hi; v++) {
+        const float *e = a->E + (size_t)v * D;
+        for (int r = 0; r < R; r++) {
+            const float *xr = a->x + (size_t)r * D;
+            float s = 0.0f;
+            SIMD_SUM
+            for (int c = 0; c < D; c++) s += xr[c] * e[c];
+            a->out[(size_t)r * V + v] = s;
+        }
+    }
+}
+
+void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
+    if (R > DECODE_FEW_ROWS) {
+        gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
+        return;
+    }
+    LogitsJob a = {out, x, E, R, D, V};
+    if ((long)R * D * V < ROWS_PARALLEL_MIN) logits_chunk(&a, 0, V);
+    else parallel_run(V, rows_grain(V, 16), logits_chunk, &a);
 }
 
 /* The residual sub-layer's input: x (post-LN) or LayerNorm(x) (pre-LN). */

@@ -169,11 +169,18 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
  * ops, equal up to rounding order (tests/check_decode.c); more than
  * DECODE_FEW_ROWS rows go to the plain ops.
  * linear_rows_forward: out (R,OUT) = inp (R,IN) @ W (IN,OUT) + bias (OUT or NULL)
- * logits_rows_forward: out (R,V) = x (R,D) @ E^T, E (V,D) the shared embedding */
+ * logits_rows_forward: out (R,V) = x (R,D) @ E^T, E (V,D) the shared embedding
+ * The _ref versions are the plain loops on one thread; the others share
+ * the work among the threads (linear: slices of W's rows, partial sums
+ * added in order; logits: vocabulary entries, the _ref bits) and give the
+ * same bits on any thread count (decode.c says why and how). */
 #define DECODE_FEW_ROWS 16
 void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
                          int R, int IN, int OUT);
 void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V);
+void linear_rows_forward_ref(float *out, const float *inp, const float *W, const float *bias,
+                             int R, int IN, int OUT);
+void logits_rows_forward_ref(float *out, const float *x, const float *E, int R, int D, int V);
 
 /* ---- the step's other two ops ------------------------------------------------
  * Both are backend ops (backend.h; these are the CPU's, cuda/decode_kernels.cu
@@ -184,13 +191,17 @@ void logits_rows_forward(float *out, const float *x, const float *E, int R, int 
  *   b = r / group (group rows share one sentence's keys: the beams in the
  *   cross-attention); keep (R/group, n) bytes, 0 = blocked, or NULL.
  *   out (R, h*d_v) = the heads concatenated; weights (R,h,n) the softmax.
- *   A fully blocked row gives zeros, never NaN.
+ *   A fully blocked row gives zeros, never NaN. (_ref: the plain loops over
+ *   rows and heads; the other shares the (row, head) pairs among threads and
+ *   sums each score in vector lanes: equal up to rounding.)
  * gather_rows: for j < n, the width floats at dst + j*dst_pitch become those
  *   at src + idx[j]*src_pitch (idx NULL: j); idx is host memory, dst and src
  *   must not overlap. The cache's append (a strided copy), its reorder when
  *   beams are pruned, and the split of the cross-attention K, V into heads. */
 void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
                          const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v);
+void attend_rows_forward_ref(float *out, float *weights, const float *q, const float *K, const float *V,
+                             const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v);
 void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
                  size_t width);
 

@@ -25,6 +25,9 @@
 #include "nn.h"
 #include "ops.h"
 #include "testutil.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 enum { V = 11, PAD = 0, START = 1, END = 2, NB = 3, TS = 8, MAXOUT = 16, KMAX = 12 };
 
@@ -134,6 +137,93 @@ START_TEST(test_rows_twins) {
         gemm_ref(0, 1, R, OUT, IN, 1.0f, x, IN, W, IN, 0.0f, want, OUT);
         ck_assert_close_arrays(got, want, (size_t)R * OUT, 1e-4);
     }
+}
+END_TEST
+
+/* The tuned row ops (the ones the CPU backend's step calls) against their
+ * plain _ref versions, at sizes big enough to be shared among threads:
+ *   - linear_rows_forward cuts W's input rows into slices and adds the
+ *     slices' partial sums: the same products summed in another order, so
+ *     close to the plain loop, not equal; but the slices depend only on the
+ *     shapes, so 1 thread and all threads give the same bits;
+ *   - logits and attention cut their outputs: the logits keep the plain
+ *     loops (the plain bits), attention sums its scores in vector lanes
+ *     (close to the plain chain); both give the same bits on any thread count. */
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+START_TEST(test_rows_tuned_vs_plain) {
+    /* IN not a multiple of 4 nor of the 128-row slice; OUT not of 16; the
+     * last case's partial sums do not fit the scratch (fewer, longer slices),
+     * the one before it not even two (one slice: the plain order) */
+    static const int cases[][3] = {{1, 517, 131}, {3, 512, 512}, {1, 2048, 512}, {16, 600, 1000}, {16, 300, 2100}};
+    enum { MAXF = 16 * 2100 * 2 };
+    float *x = malloc(sizeof(float) * 16 * 2048), *W = malloc(sizeof(float) * 2048 * 2100);
+    float *b = malloc(sizeof(float) * 2100), *got = malloc(sizeof(float) * MAXF), *want = malloc(sizeof(float) * MAXF);
+    float *one = malloc(sizeof(float) * MAXF);
+    for (int i = 0; i < 16 * 2048; i++) x[i] = sinf(0.37f * i);
+    for (int i = 0; i < 2048 * 2100; i++) W[i] = 0.05f * cosf(0.71f * i);
+    for (int i = 0; i < 2100; i++) b[i] = 0.01f * i;
+    int threads = max_threads();
+    for (int k = 0; k < 5; k++) {
+        int R = cases[k][0], IN = cases[k][1], OUT = cases[k][2];
+        size_t n = (size_t)R * OUT;
+        for (int bias = 0; bias < 2; bias++) {
+            linear_rows_forward_ref(want, x, W, bias ? b : NULL, R, IN, OUT);
+            linear_rows_forward(got, x, W, bias ? b : NULL, R, IN, OUT);
+            /* two orders of the same float sums of up to 2048 terms: within
+             * 1e-5 of the largest output (float's epsilon is 1.2e-7) */
+            double big = 0;
+            for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
+            ck_assert_close_arrays(got, want, n, 1e-5 * big);
+            set_threads(1);
+            linear_rows_forward(one, x, W, bias ? b : NULL, R, IN, OUT);
+            set_threads(threads);
+            ck_assert_msg(memcmp(one, got, n * sizeof(float)) == 0, "linear_rows_forward %dx%dx%d: 1 thread "
+                          "differs from %d", R, IN, OUT, threads);
+        }
+        /* logits: x (R,IN) against W viewed as E (OUT rows of IN) */
+        logits_rows_forward_ref(want, x, W, R, IN, OUT);
+        logits_rows_forward(got, x, W, R, IN, OUT);
+        ck_assert_msg(memcmp(want, got, n * sizeof(float)) == 0, "logits_rows_forward %dx%dx%d differs from _ref",
+                      R, IN, OUT);
+    }
+    /* attention: 4 rows in 2 groups (beams sharing a sentence's keys), 8 heads,
+     * 300 keys of stride 320, a padding mask with one fully blocked sentence */
+    enum { AR = 4, AG = 2, AH = 8, AN = 300, AS = 320, AD = 64 };
+    static uint8_t keep[(AR / AG) * AN];
+    for (int j = 0; j < AN; j++) keep[j] = j % 7 != 3, keep[AN + j] = 0;
+    float *q = x, *Kc = W, *Vc = W + (size_t)(AR / AG) * AH * AS * AD;
+    float *wg = malloc(sizeof(float) * AR * AH * AN), *ww = malloc(sizeof(float) * AR * AH * AN);
+    for (int masked = 0; masked < 2; masked++) {
+        const uint8_t *kp = masked ? keep : NULL;
+        attend_rows_forward_ref(want, ww, q, Kc, Vc, kp, AR, AG, AH, AN, AS, AD, AD);
+        attend_rows_forward(got, wg, q, Kc, Vc, kp, AR, AG, AH, AN, AS, AD, AD);
+        /* the scores are summed in vector lanes: the same up to rounding */
+        ck_assert_close_arrays(got, want, AR * AH * AD, 1e-6);
+        ck_assert_close_arrays(wg, ww, AR * AH * AN, 1e-6);
+        set_threads(1);
+        attend_rows_forward(one, ww, q, Kc, Vc, kp, AR, AG, AH, AN, AS, AD, AD);
+        set_threads(threads);
+        ck_assert_msg(memcmp(one, got, sizeof(float) * AR * AH * AD) == 0 &&
+                      memcmp(ww, wg, sizeof(float) * AR * AH * AN) == 0, "attention: 1 thread differs from %d",
+                      threads);
+    }
+    for (int i = 0; i < AR * AH * AD; i++) ck_assert(isfinite(got[i]));   /* blocked rows: zeros, not NaN */
+    ck_assert(got[(AR - 1) * AH * AD] == 0.0f);
+    free(x); free(W); free(b); free(got); free(want); free(one); free(wg); free(ww);
 }
 END_TEST
 
@@ -443,6 +533,7 @@ Suite *decode_suite(void) {
     tcase_add_test(core, test_length_penalty);
     tcase_add_test(core, test_cache_bytes_and_flops);
     tcase_add_test(core, test_rows_twins);
+    tcase_add_test(core, test_rows_tuned_vs_plain);
     suite_add_tcase(s, core);
     TCase *cache = tcase_create("Cache");
     tcase_add_test(cache, test_greedy_post_ln);
