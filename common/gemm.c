@@ -525,17 +525,11 @@ static void scale_c(float *C, int ldc, int M, int N, float beta) {
 }
 
 
-/* One product, cut into chunks of whole tiles along N (split_n) or M. */
+/* One product (gemm.h's GemmArgs), cut into chunks of whole tiles along N
+ * (split_n) or M. */
 typedef struct {
-    int transA, transB, M, N, K;
-    float alpha;
-    const float *A;
-    int lda;
-    const float *B;
-    int ldb;
-    float beta;
-    float *C;
-    int ldc, split_n, unit;
+    GemmArgs g;
+    int split_n, unit;
 } GemmJob;
 
 /* tiles [u0, u1) of the split side: a smaller product on this thread's
@@ -543,15 +537,16 @@ typedef struct {
  * loop does not depend on the cut), so any cut gives the same bits. */
 static void gemm_chunk(void *ctx, long u0, long u1) {
     const GemmJob *j = ctx;
-    int n = j->split_n ? j->N : j->M;
+    const GemmArgs *g = &j->g;
+    int n = j->split_n ? g->N : g->M;
     int lo = (int)(u0 * j->unit), hi = (int)(u1 * j->unit) < n ? (int)(u1 * j->unit) : n;
     if (j->split_n)
-        gemm_part(ws_get(), j->transA, j->transB, j->M, hi - lo, j->K, j->alpha, j->A, j->lda,
-                  j->transB ? j->B + (size_t)lo * j->ldb : j->B + lo, j->ldb, j->beta, j->C + lo, j->ldc);
+        gemm_part(ws_get(), g->transA, g->transB, g->M, hi - lo, g->K, g->alpha, g->A, g->lda,
+                  g->transB ? g->B + (size_t)lo * g->ldb : g->B + lo, g->ldb, g->beta, g->C + lo, g->ldc);
     else
-        gemm_part(ws_get(), j->transA, j->transB, hi - lo, j->N, j->K, j->alpha,
-                  j->transA ? j->A + lo : j->A + (size_t)lo * j->lda, j->lda, j->B, j->ldb, j->beta,
-                  j->C + (size_t)lo * j->ldc, j->ldc);
+        gemm_part(ws_get(), g->transA, g->transB, hi - lo, g->N, g->K, g->alpha,
+                  g->transA ? g->A + lo : g->A + (size_t)lo * g->lda, g->lda, g->B, g->ldb, g->beta,
+                  g->C + (size_t)lo * g->ldc, g->ldc);
 }
 
 #endif /* !USE_OPENBLAS */
@@ -582,7 +577,7 @@ void gemm(int transA, int transB, int M, int N, int K,
      * parallel_run): a core slowed by another program does fewer of them
      * instead of holding the others up. Each chunk packs its own share. */
     long per = (units + (long)threads * GEMM_CHUNKS_PER_THREAD - 1) / ((long)threads * GEMM_CHUNKS_PER_THREAD);
-    GemmJob job = {transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, split_n, unit};
+    GemmJob job = {{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, split_n, unit};
     parallel_run(units, per, gemm_chunk, &job);
 #endif
 }
@@ -632,8 +627,7 @@ void gemm_many(int count, const GemmArgs *a) {
                        ? units
                        : (units + (long)threads * GEMM_CHUNKS_PER_THREAD - 1) / ((long)threads * GEMM_CHUNKS_PER_THREAD);
         int k = g.count++;
-        g.job[k] = (GemmJob){x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B, x->ldb,
-                             x->beta, x->C, x->ldc, split_n, unit};
+        g.job[k] = (GemmJob){*x, split_n, unit};
         g.units[k] = units;
         g.per[k] = per;
         g.first[k] = total;
