@@ -53,6 +53,7 @@
 #include "optim.h"
 #include "rng.h"
 #include "train.h"
+#include "parallel.h"
 
 #define PROG "bench"
 
@@ -84,13 +85,6 @@ static int max_threads(void) {
 #endif
 }
 
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
 
 static const char *env_or(const char *name, const char *dflt) {
     const char *v = getenv(name);
@@ -509,7 +503,7 @@ static void steps_table(double peak1) {
         int reps = v == 0 ? 1 : (g_reps < 3 ? g_reps : 3);
         double t[8];
         for (int r = 0; r < reps; r++) {
-            set_threads(v == 5 ? threads : 1);
+            parallel_set_threads(v == 5 ? threads : 1);
             double t0 = now_s();
             switch (v) {
             case 0: gemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); break;
@@ -521,7 +515,7 @@ static void steps_table(double peak1) {
             }
             t[r] = (now_s() - t0) / (v >= 4 ? 10 : 1);
         }
-        set_threads(threads);
+        parallel_set_threads(threads);
         if (v == 0) memcpy(R, C, sizeof(float) * M * N);
         double maxd = 0;
         for (size_t i = 0; i < (size_t)M * N; i++) maxd = fmax(maxd, fabs(C[i] - R[i]));
@@ -552,7 +546,7 @@ static void steps_table(double peak1) {
  * Returns 0, or 1 if the two decoders disagree. */
 static int bench_decode_run(Decoder *d, const Config *c, const int *src, int TS, int threads) {
     char err[256];
-    set_threads(threads);
+    parallel_set_threads(threads);
     DecodeOpts o = decode_opts_paper(1, -1);
     o.beam = 1, o.offset = d->max_T - TS;      /* exactly max_T tokens: no end symbol */
     enum { MAXR = 15 };
@@ -608,7 +602,7 @@ static int bench_decode(int threads) {
     printf("    %-32s %10s %10s %10s %8s\n", "decoder", "total s", "tokens/s", "GFLOP", "GFLOP/s");
     int rc = bench_decode_run(&d, &c, src, TS, threads);
     if (threads > 1) rc |= bench_decode_run(&d, &c, src, TS, 1);
-    set_threads(threads);
+    parallel_set_threads(threads);
     printf("  A shared machine is noisy: a load above ~1 means another program held a core, and then\n"
            "  the thread pool's straggler guard may run jobs on one thread (parallel.c).\n");
     decoder_free(&d);
@@ -788,7 +782,7 @@ int main(int argc, char **argv) {
     g_reps = reps;
     setvbuf(stdout, NULL, _IOLBF, 0);   /* show each table as it is done */
     model_cases_init();
-    set_threads(nthreads);
+    parallel_set_threads(nthreads);
     int threads = max_threads();
     if (decode_only) return bench_decode(threads);
 

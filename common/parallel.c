@@ -28,6 +28,14 @@ int parallel_cap_threads(const char *prog) {
 #endif
 }
 
+void parallel_set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
 /* ---- the work-sharing pool (see parallel.h) ------------------------------ */
 #ifdef _OPENMP
 #include <limits.h>

@@ -48,6 +48,9 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx);
 /* threads parallel_run would use now (1 inside a parallel_run) */
 int parallel_threads(void);
 
+/* asks for n threads from now on (omp_set_num_threads; a no-op without OpenMP) */
+void parallel_set_threads(int n);
+
 /* Caps OpenMP's thread count at PARALLEL_MAX_THREADS_PER_CPU threads per
  * processor before the first parallel region: OMP_NUM_THREADS=100000 would
  * otherwise make libgomp try to start 100000 threads (and crash when their

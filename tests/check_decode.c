@@ -25,6 +25,7 @@
 #include "nn.h"
 #include "ops.h"
 #include "testutil.h"
+#include "parallel.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -149,13 +150,6 @@ END_TEST
  *   - logits and attention cut their outputs: the logits keep the plain
  *     loops (the plain bits), attention sums its scores in vector lanes
  *     (close to the plain chain); both give the same bits on any thread count. */
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
 static int max_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();
@@ -188,9 +182,9 @@ START_TEST(test_rows_tuned_vs_plain) {
             double big = 0;
             for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
             ck_assert_close_arrays(got, want, n, 1e-5 * big);
-            set_threads(1);
+            parallel_set_threads(1);
             linear_rows_forward(one, x, W, bias ? b : NULL, R, IN, OUT);
-            set_threads(threads);
+            parallel_set_threads(threads);
             ck_assert_msg(memcmp(one, got, n * sizeof(float)) == 0, "linear_rows_forward %dx%dx%d: 1 thread "
                           "differs from %d", R, IN, OUT, threads);
         }
@@ -214,9 +208,9 @@ START_TEST(test_rows_tuned_vs_plain) {
         /* the scores are summed in vector lanes: the same up to rounding */
         ck_assert_close_arrays(got, want, AR * AH * AD, 1e-6);
         ck_assert_close_arrays(wg, ww, AR * AH * AN, 1e-6);
-        set_threads(1);
+        parallel_set_threads(1);
         attend_rows_forward(one, ww, q, Kc, Vc, kp, AR, AG, AH, AN, AS, AD, AD);
-        set_threads(threads);
+        parallel_set_threads(threads);
         ck_assert_msg(memcmp(one, got, sizeof(float) * AR * AH * AD) == 0 &&
                       memcmp(ww, wg, sizeof(float) * AR * AH * AN) == 0, "attention: 1 thread differs from %d",
                       threads);

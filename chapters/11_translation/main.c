@@ -17,7 +17,7 @@
  *   build/11_translation --corpus pairs.tsv       the same on your own data
  *   build/11_translation --translate "the man sees the big dog"
  *   build/11_translation --resume out/11_translation/model.ckpt --steps 3000
- *   build/11_translation --threads 2              a second OpenMP thread (see set_threads)
+ *   build/11_translation --threads 2              a second thread (the default is 1)
  *   mpirun -np 2 build/11_translation             data parallel (chapter 13): the same flags,
  *                                                 the same training loop; rank 0 prints and saves
  *
@@ -49,6 +49,7 @@
 #include "tensor.h"
 #include "train.h"
 #include "translate.h"
+#include "parallel.h"
 
 static const char *PROG = "11_translation";
 #define N_AVG_MAX 16
@@ -83,18 +84,6 @@ static void print_wrapped(const char *label, const char *text) {
         while (*p == ' ') p++;
     }
     putchar('\n');
-}
-
-/* OpenMP threads. The default is 1: this model's matrices are small, and
- * on a shared machine a second thread that spins waiting for the first
- * costs far more than it gains (150 steps: 8.3 s with 1 thread, 75 s with
- * 2 at a load average of 9; 12 s with 2 and OMP_WAIT_POLICY=passive). */
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
 }
 
 /* ---- the run's settings ------------------------------------------------------ */
@@ -883,7 +872,7 @@ int main(int argc, char **argv) {
     if (o.translate && dist_size() > 1) dist_exit(2, "--translate runs as one process, not under mpirun");
     dist_quiet_others();                /* rank 0 alone prints and writes */
     if (dist_max_int(dist_rank() == 0 && plot_mkdir(o.out))) dist_exit(1, "cannot create the output folder --out %s", o.out);
-    set_threads(o.threads);
+    parallel_set_threads(o.threads);
     if (o.translate) {
         int rc = run_translate(&o);
         dist_finalize();
