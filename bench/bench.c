@@ -33,9 +33,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -75,14 +72,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *x, int n) {
     qsort(x, n, sizeof *x, cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
 
 
@@ -254,7 +243,7 @@ static void gemm_table_measure(double *ours, double *blas) {
     Rng rng;
     rng_seed(&rng, 1);
 #ifdef USE_OPENBLAS_REF
-    openblas_set_num_threads(max_threads());
+    openblas_set_num_threads(parallel_threads());
 #endif
     for (int i = 0; i < NSHAPES; i++) {
         const Shape *s = &shapes[i];
@@ -489,7 +478,7 @@ static void steps_table(double peak1) {
     rng_fill_uniform(&rng, A, (size_t)M * K, -1, 1);
     rng_fill_uniform(&rng, B, (size_t)K * N, -1, 1);
     double flops = 2.0 * M * N * K;
-    int threads = max_threads();
+    int threads = parallel_threads();
     printf("\nFrom the triple loop to gemm(): C = A B, %dx%d . %dx%d (1 thread unless said)\n", M, K, K, N);
     printf("  %-44s %9s %9s %8s %8s\n", "step", "ms", "GFLOP/s", "% peak1", "speed-up");
     double base = 0;
@@ -762,7 +751,7 @@ static void model_section(int threads, int no_torch, const char *script, const B
 }
 
 int main(int argc, char **argv) {
-    int reps = 5, no_torch = 0, no_model = 0, no_steps = 0, no_decode = 0, nthreads = max_threads();
+    int reps = 5, no_torch = 0, no_model = 0, no_steps = 0, no_decode = 0, nthreads = parallel_threads();
     int decode_only = argc >= 2 && !strcmp(argv[1], "decode");   /* build/bench decode */
     if (decode_only) argv[1] = argv[0], argc--, argv++;
     const char *child = "";
@@ -783,7 +772,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* show each table as it is done */
     model_cases_init();
     parallel_set_threads(nthreads);
-    int threads = max_threads();
+    int threads = parallel_threads();
     if (decode_only) return bench_decode(threads);
 
     if (*child) {

@@ -26,9 +26,6 @@
 #include "ops.h"
 #include "testutil.h"
 #include "parallel.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 enum { V = 11, PAD = 0, START = 1, END = 2, NB = 3, TS = 8, MAXOUT = 16, KMAX = 12 };
 
@@ -150,14 +147,6 @@ END_TEST
  *   - logits and attention cut their outputs: the logits keep the plain
  *     loops (the plain bits), attention sums its scores in vector lanes
  *     (close to the plain chain); both give the same bits on any thread count. */
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 START_TEST(test_rows_tuned_vs_plain) {
     /* IN not a multiple of 4 nor of the 128-row slice; OUT not of 16; the
      * last case's partial sums do not fit the scratch (fewer, longer slices),
@@ -170,7 +159,7 @@ START_TEST(test_rows_tuned_vs_plain) {
     for (int i = 0; i < 16 * 2048; i++) x[i] = sinf(0.37f * i);
     for (int i = 0; i < 2048 * 2100; i++) W[i] = 0.05f * cosf(0.71f * i);
     for (int i = 0; i < 2100; i++) b[i] = 0.01f * i;
-    int threads = max_threads();
+    int threads = parallel_threads();
     for (int k = 0; k < 5; k++) {
         int R = cases[k][0], IN = cases[k][1], OUT = cases[k][2];
         size_t n = (size_t)R * OUT;

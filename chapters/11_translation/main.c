@@ -32,9 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "batch.h"
 #include "bleu.h"
