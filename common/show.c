@@ -144,7 +144,8 @@ static double max_abs_finite(const float *x, int rows, int cols) {
 
 /* ---- lecture mode: --pause and --section N ---------------------------------- */
 
-/* A program's sections are its "N. title" banners. --pause waits for Enter
+/* A program's sections are its "N. title" banners; "Nb. title" is a part of
+ * section N (its own screen, the same number). --pause waits for Enter
  * before each one after the first, so that an instructor can talk over
  * what is on the screen; it does nothing when stdin is not a terminal (a
  * pipe, /dev/null, CI), so the same command runs straight through there.
@@ -197,20 +198,24 @@ void show_lecture_begin(const char *prog) {
     if (g_only) hide_stdout(1); /* the header before section 1 belongs to no section */
 }
 
-/* Waits for Enter (on stdin, prompt on stderr). End of input ends pausing. */
-static void lecture_pause(int next) {
+/* Waits for Enter (on stdin, prompt on stderr). End of input ends pausing.
+ * label: the next banner's number, "4" or "4b". */
+static void lecture_pause(const char *label) {
     fflush(stdout);
-    fprintf(stderr, "-- Enter: section %d --", next);
+    fprintf(stderr, "-- Enter: section %s --", label);
     fflush(stderr);
     int c;
     while ((c = getchar()) != '\n' && c != EOF) {}
     if (c == EOF) g_pause = 0;
 }
 
-/* "3. Masked attention" -> 3; no leading number -> 0. */
-static int section_number(const char *title) {
+/* "3. Masked attention" -> 3, and "4b. A part of 4" -> 4 with *len 2 (the
+ * label's length); no leading number -> 0. */
+static int section_number(const char *title, int *len) {
     int n = 0, k = 0;
     while (title[k] >= '0' && title[k] <= '9' && k < 4) n = n * 10 + (title[k++] - '0');
+    if (k > 0 && title[k] >= 'a' && title[k] <= 'z') k++;
+    *len = k;
     return k > 0 && title[k] == '.' ? n : 0;
 }
 
@@ -218,9 +223,13 @@ static int section_number(const char *title) {
 
 void show_section(const char *title) {
     char buf[SCREEN_W * 4 + 1];
-    int num = section_number(title ? title : "");
+    int len = 0, num = section_number(title ? title : "", &len);
     if (num > 0) {
-        if (g_pause && !g_only && g_cur > 0 && isatty(STDIN_FILENO)) lecture_pause(num);
+        if (g_pause && !g_only && g_cur > 0 && isatty(STDIN_FILENO)) {
+            char label[8];
+            snprintf(label, sizeof label, "%.*s", len, title);
+            lecture_pause(label);
+        }
         g_cur = num;
         if (num > g_most) g_most = num;
         if (g_only) hide_stdout(num != g_only);

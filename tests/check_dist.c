@@ -406,6 +406,12 @@ END_TEST
  * steps; the 2-leaf tree (the old 2-rank cut) parts from one pass after
  * one ReLU input of ~5e-7 takes another sign */
 START_TEST(test_order_matters) {
+#ifndef __AVX512F__
+    /* the figures are the AVX-512 kernels' last bits (see the README) */
+    fprintf(stderr, "check_dist: this build has no AVX-512 kernels: chapter 13's section 4b rounds "
+                    "differently from the README's run, its figures not compared\n");
+    return;
+#endif
     const char *b = getenv("BUILD_DIR");
     if (!b || !*b) {
         fprintf(stderr, "check_dist: BUILD_DIR not set, chapter 13's section 4b not checked\n");
@@ -420,10 +426,10 @@ START_TEST(test_order_matters) {
     static const char *g4[] = {"max |grad| = 3.6e-07", "the losses stay within 1e-6 relative for all 50 steps",
                                "no ReLU input changed sign in 50 steps"};
     static const char *g2[] = {"part by more than 1e-6 relative at step 41; after step 50 they are 0.00036 apart",
-                               "before step 39,",
-                               "decoder layer 0 FFN unit 58, position 158 of the batch: input -5.21e-07 (tree) vs +4.8e-07",
+                               "before step 39, decoder layer 0 FFN unit 58, position 158 of the batch:",
+                               "input -5.21e-07 (tree) vs +4.8e-07 (one pass)",
                                "gradients differ by 0.00071 relative (step 1: 2.9e-07)",
-                               "apart by 2.5e-07 relative before that step and 9.7e-05 after it"};
+                               "The weights were 2.5e-07 apart (relative) before that step, 9.7e-05 after it"};
     for (size_t i = 0; i < sizeof g4 / sizeof *g4; i++)
         ck_assert_msg(sh("grep -qF '%s' %s/g4.txt", g4[i], dir) == 0, "--micro-batches 4: no '%s'", g4[i]);
     for (size_t i = 0; i < sizeof g2 / sizeof *g2; i++)

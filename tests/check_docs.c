@@ -21,7 +21,9 @@
  * Runs the binaries in $BUILD_DIR (set by `make test`); skipped without it;
  * DOCS_SKIP lists chapters not to run (see skipped()).
  * When a quote is stale the test says which README, which line and which
- * command: rerun the command and update the README. */
+ * command: rerun the command and update the README. The quotes are the
+ * default build's on an AVX-512 machine; a build without AVX-512 kernels
+ * skips them (and says so), as its arithmetic rounds differently. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -241,6 +243,14 @@ END_TEST
 /* README.md and every chapters/NN_name/README.md. */
 START_TEST(test_readme_quotes) {
     if (!have_build()) return;
+#ifndef __AVX512F__
+    /* The READMEs quote the default build on an AVX-512 machine. Other
+     * kernels (make PORTABLE=1, valgrind's build, an AVX2 machine) round
+     * differently in the last bits, and after training every figure moves. */
+    fprintf(stderr, "check_docs: this build has no AVX-512 kernels, so its figures differ in the last bits "
+                    "from the READMEs' run: quotes not compared (widths and heights are)\n");
+    return;
+#endif
     int bad = 0, blocks = 0, files = 0;
     bad += check_readme("README.md", &blocks, stderr);
     DIR *d = opendir("chapters");
@@ -334,25 +344,31 @@ END_TEST
  * each numbered section into rows[number] (sections 1..max_n); returns the
  * number of the tallest section, 0 when there is none. */
 static int section_rows(const char *out, int *rows, int max_n) {
-    int cur = 1, tallest = 0;
+    int cur = 1, screen = 0, tallest = 0;   /* screen: rows on screen since the last pause */
     for (int i = 0; i <= max_n; i++) rows[i] = 0;
     for (const char *p = out; *p;) {
         size_t len = strcspn(p, "\n");
-        int n = 0;
-        if (!strncmp(p, "== ", 3)) {
+        int n = 0, part = 0;
+        if (!strncmp(p, "== ", 3)) {          /* "== 4. ..." or a part of it, "== 4b. ..." */
             const char *q = p + 3;
             while (*q >= '0' && *q <= '9') n = n * 10 + (*q++ - '0');
+            if (*q >= 'a' && *q <= 'z') q++, part = 1;
             if (*q != '.') n = 0;
         }
         if (n > 0 && n <= max_n) {
-            if (rows[cur] > 0) rows[cur]--;   /* the blank line above a banner is the banner's screen */
+            if (screen > 0) screen--;         /* the blank line above a banner is the banner's screen */
+            if (n != cur || part) {           /* a new screen (the text before section 1 shares its) */
+                if (screen > rows[cur]) rows[cur] = screen;
+                screen = 0;
+            }
             cur = n;
-            rows[cur] += 2;                   /* that blank line, and the prompt under the section */
+            screen += 2;                      /* that blank line, and the prompt under the section */
         }
-        rows[cur]++;
+        screen++;
         p += len;
         if (*p) p++;
     }
+    if (screen > rows[cur]) rows[cur] = screen;
     for (int i = 1; i <= max_n; i++)
         if (rows[i] > MAX_ROWS && (!tallest || rows[i] > rows[tallest])) tallest = i;
     return tallest;
@@ -374,6 +390,14 @@ START_TEST(test_section_counter) {
         ck_assert_int_eq(rows[3], 4);
         ck_assert_int_eq(tallest, extra ? 2 : 0);
         free(s);
+    }
+    /* a part of a section ("== 2b.") is a screen of its own: 2 is the taller of its two */
+    {
+        char s[512];
+        snprintf(s, sizeof s, "== 1. One ==\nx\n\n== 2. Two ==\na\nb\nc\n\n== 2b. Two, part b ==\nd\n");
+        int rows[4];
+        section_rows(s, rows, 3);
+        ck_assert_int_eq(rows[2], 6);   /* blank, banner, a, b, c, prompt; 2b: blank, banner, d, prompt = 4 */
     }
 }
 END_TEST

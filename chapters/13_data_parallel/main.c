@@ -466,12 +466,15 @@ static void section_order(const Run *r) {
                      r->steps, last_rel);
     else printf("the losses stay within 1e-6 relative for all %d steps\n", r->steps);
     if (f.found) {
-        printf("first ReLU that is on in one model and off in the other (Eq. 2's max(0, x W1 + b1)): before step %d,\n"
-               "  %s layer %d FFN unit %d, position %d of the batch: input %+.3g (tree) vs %+.3g (one pass)\n", flips,
+        /* one figure or name per line where it can be long: at most 100 columns for any values */
+        printf("first ReLU that is on in one model and off in the other (Eq. 2's max(0, x W1 + b1)):\n"
+               "  before step %d, %s layer %d FFN unit %d, position %d of the batch:\n"
+               "  input %+.3g (tree) vs %+.3g (one pass)\n", flips,
                f.decoder ? "decoder" : "encoder", f.layer, f.unit, f.row, f.in_a, f.in_b);
-        printf("  that step's gradients differ by %.2g relative (step 1: %.2g): a unit that fires for a token in\n"
-               "  one run and not in the other changes the gradient by that token's share, not by rounding;\n"
-               "  the weights were apart by %.2g relative before that step and %.2g after it\n", grad_at, rel1, before, after);
+        printf("  that step's gradients differ by %.2g relative (step 1: %.2g): a unit that fires\n"
+               "  for a token in one run and not in the other changes the gradient by that token's share,\n"
+               "  not by rounding. The weights were %.2g apart (relative) before that step, %.2g after it\n",
+               grad_at, rel1, before, after);
     } else
         printf("no ReLU input changed sign in %d steps\n", r->steps);
     if (part && f.found && flips <= part)
