@@ -138,18 +138,22 @@ TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, lon
     return TRAIN_OK;
 }
 
-double trtask_perplexity(Model *m, TrTask *t) {
+double perplexity_of(Model *m, const Encoded *e, const Batches *bs, int *src, int *tin, int *tout) {
     double nll = 0;
     long n = 0;
     int V = m->cfg.vocab;
-    for (int k = 0; k < t->dev_b.n; k++) {
-        const Batch *b = &t->dev_b.b[k];
-        fill_batch(&t->edev, b, t->src, t->tin, t->tout);
-        const float *logp = model_forward(m, t->src, t->tin, b->n, b->Ts, b->Tt, 0);
+    for (int k = 0; k < bs->n; k++) {
+        const Batch *b = &bs->b[k];
+        fill_batch(e, b, src, tin, tout);
+        const float *logp = model_forward(m, src, tin, b->n, b->Ts, b->Tt, 0);
         for (int i = 0; i < b->n * b->Tt; i++)
-            if (t->tout[i] != BPE_PAD) nll -= logp[(size_t)i * V + t->tout[i]], n++;
+            if (tout[i] != BPE_PAD) nll -= logp[(size_t)i * V + tout[i]], n++;
     }
     return exp(nll / (n ? n : 1));
+}
+
+double trtask_perplexity(Model *m, TrTask *t) {
+    return perplexity_of(m, &t->edev, &t->dev_b, t->src, t->tin, t->tout);
 }
 
 int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out) {

@@ -67,9 +67,12 @@ void trtask_free(TrTask *t);
  * leaves the last step's numbers in *st. TRAIN_OK, or the first failure. */
 TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, long *tokens, StepStats *st);
 
-/* Dev perplexity per subword (Table 3's PPL column is per wordpiece): exp
- * of the mean negative log-likelihood of every target token, </s> included,
- * under teacher forcing, no dropout, no label smoothing. */
+/* Perplexity per subword (Table 3's PPL column is per wordpiece): exp of
+ * the mean negative log-likelihood of every target token of e, </s>
+ * included, under teacher forcing, no dropout, no label smoothing, batched
+ * as bs. src, tin, tout: (bs->max_B, max T) scratch. */
+double perplexity_of(Model *m, const Encoded *e, const Batches *bs, int *src, int *tin, int *tout);
+/* ... of the task's dev set */
 double trtask_perplexity(Model *m, TrTask *t);
 
 /* Corpus BLEU-4 (bleu.h) of greedy translations of the dev set against its

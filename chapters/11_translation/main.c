@@ -223,27 +223,16 @@ static void section_batches(const Opts *o, const Data *d, Batches *bs) {
 
 /* ---- evaluation helpers -------------------------------------------------------------- */
 
-/* Dev perplexity per subword (Table 3's PPL column is per wordpiece):
- * exp of the mean negative log-likelihood of every target token, </s>
- * included, under teacher forcing, no dropout, no label smoothing. */
+/* Dev perplexity per subword (translate.h's perplexity_of, Table 3's PPL) */
 static double perplexity(Model *m, const Encoded *e, const Batches *bs) {
     int *src = xcalloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));
     int *tin = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
     int *tout = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    double nll = 0;
-    long n = 0;
-    int V = m->cfg.vocab;
-    for (int k = 0; k < bs->n; k++) {
-        const Batch *b = &bs->b[k];
-        fill_batch(e, b, src, tin, tout);
-        const float *logp = model_forward(m, src, tin, b->n, b->Ts, b->Tt, 0);
-        for (int i = 0; i < b->n * b->Tt; i++)
-            if (tout[i] != BPE_PAD) nll -= logp[(size_t)i * V + tout[i]], n++;
-    }
+    double ppl = perplexity_of(m, e, bs, src, tin, tout);
     free(src);
     free(tin);
     free(tout);
-    return exp(nll / (n ? n : 1));
+    return ppl;
 }
 
 /* Translations of every pair of e (in the order of e) into hyp[i] (owned
