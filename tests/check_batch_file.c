@@ -193,11 +193,6 @@ START_TEST(test_loss_grad_and_dump) {
 }
 END_TEST
 
-static int run_status(const char *cmd) {
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 START_TEST(test_program) {
     const char *build = getenv("BUILD_DIR");
     if (!build || !*build) {
@@ -212,7 +207,7 @@ START_TEST(test_program) {
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --batch-file %s --grad-dump %s/g.st >/dev/null 2>&1",
              build, dir, p, dir);
-    ck_assert_int_eq(run_status(cmd), 2);
+    ck_assert_int_eq(sh("%s", cmd), 2);
     snprintf(p, sizeof p, "%s/g.st", dir);
     ck_assert_int_ne(access(p, F_OK), 0);          /* nothing written */
     snprintf(p, sizeof p, "%s/b.txt", dir);
@@ -221,7 +216,7 @@ START_TEST(test_program) {
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --batch-file %s --grad-dump %s/g.st --adam-dump %s/a.st "
              ">/dev/null 2>&1", build, dir, p, dir, dir);
-    ck_assert_int_eq(run_status(cmd), 0);
+    ck_assert_int_eq(sh("%s", cmd), 0);
     snprintf(p, sizeof p, "%s/g.st", dir);
     ck_assert_int_eq(access(p, F_OK), 0);
     unlink(p);
@@ -230,9 +225,9 @@ START_TEST(test_program) {
     unlink(p);
     /* --grad-dump without --batch-file is a usage error */
     snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --grad-dump %s/g.st >/dev/null 2>&1", build, dir, dir);
-    ck_assert_int_eq(run_status(cmd), 2);
+    ck_assert_int_eq(sh("%s", cmd), 2);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(run_status(cmd), 0);
+    ck_assert_int_eq(sh("%s", cmd), 0);
 }
 END_TEST
 

@@ -29,6 +29,7 @@
 #include "dist.h"
 #include "dropout_mask.h"
 #include "model.h"
+#include "testutil.h"
 #include "train.h"
 
 /* ---- slices ------------------------------------------------------------------- */
@@ -246,17 +247,6 @@ static int have_mpi(int say) {
         known = 1;
     }
     return known;
-}
-
-/* runs a shell command; its exit status (-1: killed by a signal) */
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* the loss column of chapter 13's loss.csv at step `step` */

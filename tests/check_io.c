@@ -86,17 +86,6 @@ START_TEST(test_open_read_refuses_non_files) {
 }
 END_TEST
 
-/* Runs the shell command and returns its exit status. */
-static int sh(const char *fmt, ...) {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 START_TEST(test_writer_commit_abort_fail) {
     char dir[] = "/tmp/check_io_XXXXXX", path[64], err[512];
     ck_assert_ptr_nonnull(mkdtemp(dir));

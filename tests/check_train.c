@@ -352,10 +352,7 @@ END_TEST
  * plain error, exit code 2, before any training. */
 static int run_chapter(const char *args) {
     const char *dir = getenv("BUILD_DIR");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/08_training %s >/dev/null 2>&1", dir && *dir ? dir : "build", args);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return sh("%s/08_training %s >/dev/null 2>&1", dir && *dir ? dir : "build", args);
 }
 START_TEST(test_chapter_rejects_bad_input) {
     ck_assert_int_eq(run_chapter("--decode '2 3 4 5 6 7 8 9 11' --out /tmp/check_train_bad"), 2);

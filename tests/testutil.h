@@ -2,15 +2,17 @@
  *
  * ck_assert_close_arrays(a, b, n, tol): fails with the first mismatches and
  * the max difference, so a failing test says where and by how much.
- * chapter_binary / fresh_dir / remove_dir: for suites that run a chapter.
+ * chapter_binary / fresh_dir / remove_dir / sh: for suites that run a chapter.
  */
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
 
 #include <check.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "tensor.h"
 
@@ -57,6 +59,18 @@ static inline void remove_dir(const char *dir) {
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs a printf-formatted shell command; its exit status (-1: killed by a signal). */
+__attribute__((format(printf, 1, 2)))
+static inline int sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 #endif
