@@ -79,14 +79,19 @@ static void wt_free(WordTable *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* The next space-separated word of *s: its start in *w, its length
+ * returned (0 at the end); *s moves past it. */
+static size_t next_word(const char **s, const char **w) {
+    while (**s == ' ') (*s)++;
+    *w = *s;
+    while (**s && **s != ' ') (*s)++;
+    return (size_t)(*s - *w);
+}
+
 /* Calls fn on every space-separated word of s. */
 static void each_word(const char *s, void (*fn)(void *, const char *, size_t), void *ctx) {
-    while (*s) {
-        while (*s == ' ') s++;
-        const char *w = s;
-        while (*s && *s != ' ') s++;
-        if (s > w) fn(ctx, w, (size_t)(s - w));
-    }
+    const char *w;
+    for (size_t n; (n = next_word(&s, &w)) > 0;) fn(ctx, w, n);
 }
 static void count_word(void *ctx, const char *w, size_t n) { wt_add(ctx, w, n, 1); }
 
@@ -374,12 +379,8 @@ void bpe_set_words(Bpe *b, char *const *sent, int n) {
 
 int bpe_unknown_word(const Bpe *b, const char *s, char *buf, size_t len) {
     if (b->n_words == 0) return 0;
-    while (*s) {
-        while (*s == ' ') s++;
-        const char *w = s;
-        while (*s && *s != ' ') s++;
-        size_t n = (size_t)(s - w);
-        if (!n) break;
+    const char *w;
+    for (size_t n; (n = next_word(&s, &w)) > 0;) {
         char key[512];
         int found = 0;
         if (n < sizeof key) {
@@ -425,12 +426,8 @@ static int encode_word(const Bpe *b, const char *w, size_t n, int *s) {
 int bpe_encode(const Bpe *b, const char *s, int *ids, int cap) {
     int total = 0;
     int small[256];
-    while (*s) {
-        while (*s == ' ') s++;
-        const char *w = s;
-        while (*s && *s != ' ') s++;
-        size_t n = (size_t)(s - w);
-        if (!n) break;
+    const char *w;
+    for (size_t n; (n = next_word(&s, &w)) > 0;) {
         int *buf = n <= 256 ? small : xmalloc(n * sizeof(int));
         int k = encode_word(b, w, n, buf);
         for (int j = 0; j < k; j++) {
