@@ -159,13 +159,9 @@ void cli_parse(int argc, char **argv, const char *prog, const char *about,
 }
 
 _Noreturn void cli_fail(const char *prog, const char *fmt, ...) {
-    fprintf(stderr, "%s: error: ", prog);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(2);
+    fio_vfail(2, prog, fmt, ap);
 }
 
 size_t cli_check_floats(const char *prog, const char *what, int n_factors, ...) {

@@ -174,15 +174,18 @@ void fio_watch_stdout(const char *prog) {
     if (!registered && atexit(check_stdout) == 0) registered = 1;
 }
 
-void fio_fail(const char *prog, const char *fmt, ...) {
-    fflush(stdout);
+void fio_vfail(int code, const char *prog, const char *fmt, va_list ap) {
+    fflush(stdout);   /* what the program printed comes before the error */
     fprintf(stderr, "%s: error: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    exit(code);
+}
+
+void fio_fail(const char *prog, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(1);
+    fio_vfail(1, prog, fmt, ap);
 }
 
 /* ---- escaping ----------------------------------------------------------------- */

@@ -31,6 +31,7 @@
 #define FILEIO_H
 
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdio.h>
 
 /* Opens path for reading ("rb") if it is a regular file; *size (may be
@@ -76,5 +77,7 @@ char *fio_escape(char *dst, size_t cap, const char *src, size_t n);
 __attribute__((format(printf, 2, 3)))
 #endif
 _Noreturn void fio_fail(const char *prog, const char *fmt, ...);
+/* the same with a va_list and an exit code (cli_fail: 2) */
+_Noreturn void fio_vfail(int code, const char *prog, const char *fmt, va_list ap);
 
 #endif
