@@ -192,10 +192,67 @@ static Workspace *ws_get(void) {
  * gather collects the MR (or 16) values that sit one leading dimension
  * apart (a column of a row-major matrix) in one instruction. */
 #if defined(__AVX512F__)
+/* rows ahead that packing asks the memory for (a prefetch never faults,
+ * so asking past the block's end is harmless) */
+#ifndef PACK_AHEAD
+#define PACK_AHEAD 8
+#endif
+
+/* r[0..16) rows of 16 floats -> r[j] = column j of the input (16 x 16
+ * transpose in registers: 64 shuffles for 256 floats, against 16 gathers
+ * that move one float at a time). Three stages, each pairing vectors and
+ * doubling the size of the transposed blocks: 1x1 within pairs of rows
+ * (unpack), 2x2 within groups of 4 rows (shuffle_ps), then 4x4 blocks of
+ * 128-bit lanes (shuffle_f32x4, twice). */
+static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);       /* lane l: a4l b4l a4l+1 b4l+1 */
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);   /* lane l: a4l+2 b4l+2 a4l+3 b4l+3 */
+    }
+    /* u[4q + c], lane l: rows 4q..4q+3 of column 4l + c */
+    for (int q = 0; q < 16; q += 4) {
+        u[q] = _mm512_shuffle_ps(t[q], t[q + 2], 0x44);
+        u[q + 1] = _mm512_shuffle_ps(t[q], t[q + 2], 0xEE);
+        u[q + 2] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+        u[q + 3] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);   /* lanes 0, 2 of each */
+        __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);   /* lanes 1, 3 of each */
+        __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+    }
+}
+
+/* A block of `rows` (<= 16) rows of a row-major matrix, k along each row,
+ * ld apart -> dst[k * dst_ld + row] for k < kc: one transpose per 16 k.
+ * Rows past `rows` come out as zeros; store_mask says which of the 16 rows
+ * to write (MR = 14 of them for A, all 16 for a half panel of B). */
+static inline __attribute__((always_inline))
+void pack_rows_transposed(float *dst, int dst_ld, __mmask16 store_mask, const float *src, size_t ld,
+                          int rows, int kc) {
+    for (int k = 0; k < kc; k += 16) {
+        int n = kc - k < 16 ? kc - k : 16;
+        __mmask16 m = (__mmask16)((1u << n) - 1);   /* n <= 16: no read past kc */
+        __m512 r[16];
+        for (int i = 0; i < 16; i++) {
+            /* the next 16 k of this row, ahead of time: the rows are far
+             * apart, and without the request each load here waits for memory */
+            if (i < rows && k + 16 < kc) _mm_prefetch((const char *)(src + (size_t)i * ld + k + 16), _MM_HINT_T0);
+            r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + (size_t)i * ld + k) : _mm512_setzero_ps();
+        }
+        transpose16(r);
+        for (int j = 0; j < n; j++) _mm512_mask_storeu_ps(dst + (size_t)(k + j) * dst_ld, store_mask, r[j]);
+    }
+}
+
 static void pack_a(float *Ap, const float *A, int lda, int transA, int i0, int p0, int mc, int kc) {
     const __mmask16 tile_rows = (__mmask16)((1u << MR) - 1);
-    const __m512i col = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(lda));
     for (int ir = 0; ir < mc; ir += MR) {
         int mr = mc - ir < MR ? mc - ir : MR;
         __mmask16 m = (__mmask16)((1u << mr) - 1);
@@ -203,40 +260,38 @@ static void pack_a(float *Ap, const float *A, int lda, int transA, int i0, int p
         if (transA) {
             /* op(A)[i][p] = A[p][i]: the MR values of one k are contiguous */
             const float *src = A + (size_t)p0 * lda + i0 + ir;
-            for (int k = 0; k < kc; k++)
+            for (int k = 0; k < kc; k++) {
+                _mm_prefetch((const char *)(src + (size_t)(k + PACK_AHEAD) * lda), _MM_HINT_T0);
                 _mm512_mask_storeu_ps(dst + k * MR, tile_rows, _mm512_maskz_loadu_ps(m, src + (size_t)k * lda));
+            }
         } else {
-            /* op(A)[i][p] = A[i][p]: the MR values of one k are lda apart */
-            const float *src = A + (size_t)(i0 + ir) * lda + p0;
-            for (int k = 0; k < kc; k++)
-                _mm512_mask_storeu_ps(dst + k * MR, tile_rows,
-                                      _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, col, src + k, 4));
+            /* op(A)[i][p] = A[i][p]: the MR values of one k are lda apart,
+             * so 16 k of MR rows are read along the rows and transposed */
+            pack_rows_transposed(dst, MR, tile_rows, A + (size_t)(i0 + ir) * lda + p0, (size_t)lda, mr, kc);
         }
     }
 }
 
 static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j0, int kc, int nc) {
-    const __m512i row = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(ldb));
     for (int jr = 0; jr < nc; jr += NR) {
         int nr = nc - jr < NR ? nc - jr : NR;
         __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
         __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
         float *dst = Bp + (size_t)jr * kc;
         if (transB) {
-            /* op(B)[p][j] = B[j][p]: the NR values of one k are ldb apart */
+            /* op(B)[p][j] = B[j][p]: the NR values of one k are ldb apart;
+             * each half of the panel (16 rows of B) is read along the rows
+             * and transposed, 16 k at a time */
             const float *src = B + (size_t)(j0 + jr) * ldb + p0;
-            const float *src16 = src + (size_t)16 * ldb;
-            for (int k = 0; k < kc; k++) {
-                _mm512_store_ps(dst + k * NR, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, row, src + k, 4));
-                _mm512_store_ps(dst + k * NR + 16,
-                                m1 ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, row, src16 + k, 4)
-                                   : _mm512_setzero_ps());
-            }
+            pack_rows_transposed(dst, NR, 0xFFFF, src, (size_t)ldb, nr < 16 ? nr : 16, kc);
+            pack_rows_transposed(dst + 16, NR, 0xFFFF, src + (size_t)16 * ldb, (size_t)ldb,
+                                 nr > 16 ? nr - 16 : 0, kc);
         } else {
             /* op(B)[p][j] = B[p][j]: NR contiguous floats per k */
             const float *src = B + (size_t)p0 * ldb + j0 + jr;
             for (int k = 0; k < kc; k++) {
+                _mm_prefetch((const char *)(src + (size_t)(k + PACK_AHEAD) * ldb), _MM_HINT_T0);
+                _mm_prefetch((const char *)(src + (size_t)(k + PACK_AHEAD) * ldb + 16), _MM_HINT_T0);
                 _mm512_store_ps(dst + k * NR, _mm512_maskz_loadu_ps(m0, src + (size_t)k * ldb));
                 _mm512_store_ps(dst + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + (size_t)k * ldb + 16));
             }
