@@ -64,11 +64,22 @@ void parallel_set_threads(int n) {
 #define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
 
 /* The job is one 64-bit word, so that taking a chunk is one compare-and-swap
- * on it: generation (24 bits) | chunks (20 bits) | next chunk (20 bits).
- * A worker holding an old generation can never take a chunk of a newer job. */
+ * on it: generation (24 bits) | hi (20 bits) | lo (20 bits); chunks [lo, hi)
+ * are still to be taken. A worker holding an old generation can never take
+ * a chunk of a newer job.
+ *
+ * The caller takes chunks from the front (lo), the workers from the back
+ * (hi): with two threads the caller does the first rows of every op and
+ * the worker the last ones, wherever they meet. So the rows one op wrote
+ * are, mostly, read by the next op on the same core, from its own cache;
+ * handing them to the other core costs a trip between the cores for every
+ * cache line, which on this virtual machine (the two vCPUs are sometimes
+ * far apart on the host) took as long as the work itself in chapter 08's
+ * small steps. */
 #define ST_GEN(s) ((uint32_t)((s) >> 40))
-#define ST_NCH(s) ((uint32_t)(((s) >> 20) & 0xFFFFF))
-#define ST_NEXT(s) ((uint32_t)((s)&0xFFFFF))
+#define ST_HI(s) ((uint32_t)(((s) >> 20) & 0xFFFFF))
+#define ST_LO(s) ((uint32_t)((s)&0xFFFFF))
+#define ST_ONE_HI ((uint64_t)1 << 20)
 #define ST_MAXCH 0xFFFFFu
 
 static struct {
@@ -96,24 +107,26 @@ static long now_ns(void) {
 /* this thread is running a chunk (initial-exec TLS: see tls_ws in gemm.c) */
 static _Thread_local int in_job __attribute__((tls_model("initial-exec")));
 
-/* Takes the next chunk of generation gen: 1 and its index, or 0 if none is left. */
-static int pool_claim(uint32_t gen, uint32_t *chunk) {
+/* Takes a chunk of generation gen, the first one left or (from_back) the
+ * last: 1 and its index, or 0 if none is left. */
+static int pool_claim(uint32_t gen, int from_back, uint32_t *chunk) {
     uint64_t s = atomic_load_explicit(&pool.state, memory_order_acquire);
     for (;;) {
-        if (ST_GEN(s) != gen || ST_NEXT(s) >= ST_NCH(s)) return 0;
-        if (atomic_compare_exchange_weak_explicit(&pool.state, &s, s + 1, memory_order_acq_rel,
+        if (ST_GEN(s) != gen || ST_LO(s) >= ST_HI(s)) return 0;
+        uint64_t next = from_back ? s - ST_ONE_HI : s + 1;
+        if (atomic_compare_exchange_weak_explicit(&pool.state, &s, next, memory_order_acq_rel,
                                                   memory_order_acquire)) {
-            *chunk = ST_NEXT(s);
+            *chunk = from_back ? ST_HI(s) - 1 : ST_LO(s);
             return 1;
         }
     }
 }
 
 /* runs chunks of job gen until none is left; returns how many it ran */
-static long pool_chunks(uint32_t gen) {
+static long pool_chunks(uint32_t gen, int from_back) {
     uint32_t c;
     long ran = 0;
-    while (pool_claim(gen, &c)) {
+    while (pool_claim(gen, from_back, &c)) {
         long lo = (long)c * pool.grain, hi = lo + pool.grain < pool.n ? lo + pool.grain : pool.n;
         pool.fn(pool.ctx, lo, hi);
         atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
@@ -145,7 +158,7 @@ static void *pool_worker(void *arg) {
             t0 = now_ns();
         }
         seen = ST_GEN(s);
-        if (id < atomic_load(&pool.active)) pool_chunks(seen);
+        if (id < atomic_load(&pool.active)) pool_chunks(seen, 1);
     }
     return NULL;
 }
@@ -228,7 +241,7 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         syscall(SYS_futex, &pool.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
     in_job = 1;
     long w0 = now_ns();
-    long mine = pool_chunks(gen);
+    long mine = pool_chunks(gen, 0);
     long per_chunk = mine > 0 ? (now_ns() - w0) / mine : 0;   /* this thread's time per chunk */
     in_job = 0;
     /* wait only for chunks a worker has taken and not finished */
