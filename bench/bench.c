@@ -399,6 +399,7 @@ static int model_child(const char *key) {
     double fwd[32], step[32];
     if (reps > 32) reps = 32;
     StepStats st = {0};
+    double trip0 = core_trip_ns();   /* where the host put the cores, before and after */
     for (int r = -2; r < reps; r++) {   /* 2 warm-up rounds */
         double t0 = now_s();
         model_forward(&m, src, tgt_in, B, Ts, Tt, 0);
@@ -418,8 +419,9 @@ static int model_child(const char *key) {
             step[r] = t2 - t1;
         }
     }
-    printf("MODEL fwd_ms=%.4f step_ms=%.4f rss_kb=%ld params=%zu loss=%.4f\n",
-           1e3 * median(fwd, reps), 1e3 * median(step, reps), vm_hwm_kb(), m.params.n, st.loss);
+    double trip1 = core_trip_ns();
+    printf("MODEL fwd_ms=%.4f step_ms=%.4f rss_kb=%ld params=%zu loss=%.4f trip_ns=%.0f-%.0f\n",
+           1e3 * median(fwd, reps), 1e3 * median(step, reps), vm_hwm_kb(), m.params.n, st.loss, trip0, trip1);
     free(src); free(tgt_in); free(tgt_out);
     trainer_free(&tr);
     model_free(&m);
@@ -433,12 +435,16 @@ typedef struct {
     char err[256];
     char core[64];        /* PyTorch: the OpenBLAS core its library picked */
     double load0, load1;  /* 1-minute load average before and after */
+    double trip0, trip1;  /* ours: core-to-core round trip (ns) before and after */
 } ModelResult;
 
 static void parse_model_line(const char *line, void *ctx) {
     ModelResult *r = ctx;
-    if (sscanf(line, "MODEL fwd_ms=%lf step_ms=%lf rss_kb=%ld", &r->fwd_ms, &r->step_ms, &r->rss_kb) == 3)
+    if (sscanf(line, "MODEL fwd_ms=%lf step_ms=%lf rss_kb=%ld", &r->fwd_ms, &r->step_ms, &r->rss_kb) == 3) {
         r->ok = 1;
+        const char *t = strstr(line, "trip_ns=");
+        if (t) sscanf(t, "trip_ns=%lf-%lf", &r->trip0, &r->trip1);
+    }
     else if (sscanf(line, "TORCH fwd_ms=%lf step_ms=%lf rss_kb=%ld", &r->fwd_ms, &r->step_ms, &r->rss_kb) == 3)
         r->ok = 1;
     else if (sscanf(line, "TORCH_CORE %63s", r->core) == 1) {
@@ -618,9 +624,9 @@ static void print_ours(const char *title, const char *who, const ModelCase *mc, 
                r->fwd_ms, "-", mc->B * (mc->Ts + mc->Tt) / (r->fwd_ms / 1e3), r->rss_kb / 1024.0, "-", "-",
                r->load0, r->load1);
     else
-        printf("  %-52s %-14s %8.2f %9.2f %9.0f %6.1f MiB %8.2f %5.2fx  load %.1f-%.1f\n", title, who, r->fwd_ms,
-               r->step_ms, ntok / (r->step_ms / 1e3), r->rss_kb / 1024.0, floor_ms, r->step_ms / floor_ms,
-               r->load0, r->load1);
+        printf("  %-52s %-14s %8.2f %9.2f %9.0f %6.1f MiB %8.2f %5.2fx  load %.1f-%.1f  trip %.0f-%.0f ns\n",
+               title, who, r->fwd_ms, r->step_ms, ntok / (r->step_ms / 1e3), r->rss_kb / 1024.0, floor_ms,
+               r->step_ms / floor_ms, r->load0, r->load1, r->trip0, r->trip1);
 }
 
 /* the goals of the training-step work, each computed from this run */
@@ -655,7 +661,9 @@ static void model_section(int threads, int no_torch, const char *script, const B
            "    + label-smoothed loss + backward + gradient check + global norm + Adam\n"
            "  tokens/s: target tokens (B x Tt) per training step; RSS = peak resident memory of the process\n"
            "  floor = the step's matrix-product FLOPs / the best sgemm rate of the gemm table (%.1f GFLOP/s)\n"
-           "  load = 1-minute load average before-after the figure (2 cores: above ~2 the cores are shared)\n",
+           "  load = 1-minute load average before-after the figure (2 cores: above ~2 the cores are shared)\n"
+           "  trip = a cache line's round trip between two threads before-after (floor.c): on a VM it\n"
+           "    moves with where the host puts the cores, and the 2-thread step of small models with it\n",
            best);
     printf("  %-52s %-14s %8s %9s %9s %9s %8s %6s\n", "config", "who", "fwd ms", "step ms", "tokens/s",
            "peak RSS", "floor ms", "/floor");

@@ -11,10 +11,12 @@ void gemm_step_packed(float *C, const float *A, const float *B, int M, int N, in
 
 /* floor.c: FLOPs of every matrix product of one training step (forward and
  * backward) of the post-LN encoder-decoder; the 1-minute load average; a
- * CPU-bound child process for the contention run (hog_stop kills it). */
+ * cache line's round trip between two threads, in ns; a CPU-bound child
+ * process for the contention run (hog_stop kills it). */
 #include <sys/types.h>
 double step_matmul_flops(int N, int d_model, int d_ff, int vocab, int B, int Ts, int Tt);
 double load_1min(void);
+double core_trip_ns(void);
 pid_t hog_start(void);
 void hog_stop(pid_t pid);
 

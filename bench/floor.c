@@ -10,14 +10,25 @@
  * The load: /proc/loadavg's 1-minute average, read before and after each
  * timed part, so every figure carries the load it was taken under.
  *
+ * The core-to-core trip: the time for one cache line to go from one thread
+ * to another and back. A multi-threaded step hands rows between the cores
+ * hundreds of times, so this bounds what a second thread gains on small
+ * models. On a virtual machine it moves with where the host puts the
+ * vCPUs: this project's 2-vCPU machine measured 70-90 ns at some times and
+ * 370-600 ns at others within one hour, and chapter 08's 2-thread step
+ * followed (about 6.4 and 9.5-11 ms).
+ *
  * The hog: a CPU-bound child process (a busy loop), for the contention
  * run: "with one core busy elsewhere, is the 2-thread step still no slower
  * than the 1-thread step?"
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -55,6 +66,44 @@ double load_1min(void) {
         fclose(f);
     }
     return l;
+}
+
+/* Two threads take turns writing one counter, TRIP_TURNS turns each: the
+ * median of 5 runs, in ns per round trip. */
+#define TRIP_TURNS 20000
+static _Atomic long trip_turn __attribute__((aligned(64)));
+
+static void *trip_partner(void *arg) {
+    (void)arg;
+    for (long i = 0; i < TRIP_TURNS; i++) {
+        while (atomic_load(&trip_turn) != 2 * i + 1) {}
+        atomic_store(&trip_turn, 2 * i + 2);
+    }
+    return NULL;
+}
+
+double core_trip_ns(void) {
+    double t[5];
+    for (int r = 0; r < 5; r++) {
+        pthread_t th;
+        struct timespec a, b;
+        atomic_store(&trip_turn, 0);
+        if (pthread_create(&th, NULL, trip_partner, NULL)) return -1;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < TRIP_TURNS; i++) {
+            atomic_store(&trip_turn, 2 * i + 1);
+            while (atomic_load(&trip_turn) != 2 * i + 2) {}
+        }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        pthread_join(th, NULL);
+        t[r] = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / TRIP_TURNS;
+        for (int i = r; i > 0 && t[i] < t[i - 1]; i--) {   /* insertion sort */
+            double x = t[i];
+            t[i] = t[i - 1];
+            t[i - 1] = x;
+        }
+    }
+    return t[2];
 }
 
 pid_t hog_start(void) {
