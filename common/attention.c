@@ -19,9 +19,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "simd512.h"
 
 /* ---- masks ---------------------------------------------------------------
  * A mask is one byte per (query, key) pair: 1 = may attend, 0 = blocked.
@@ -261,6 +259,83 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 }
 #endif
 
+#ifdef HAVE_EXP16
+/* head_forward for up to 16 keys and d_k <= 64 (chapter 08's and the
+ * Annotated configuration's 10 x 10 heads): a query's scores are one
+ * vector, lane j for key j. K is transposed once per head, so that
+ * kt[ch][c] holds column 16 ch + c of every key; then q . k_j for all j is
+ * d_k vector FMAs, instead of one dot_n per key with a horizontal sum at
+ * the end of each. The 16 lanes of dot_n's accumulator are added in the
+ * tree _mm512_reduce_add_ps uses (8 + 8, 4 + 4, then 0+2 and 1+3, then the
+ * two), so every score has dot_n's bits; exp16_ps has expf's; the sum of
+ * the weights runs in key order; the weighted sum of v is mix_rows's. So
+ * the weights and the output are bit-for-bit head_forward's (tested). */
+static void head_forward_k16(float *o, size_t ro, float *w, const float *q, size_t rq,
+                             const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
+                             int Tq, int Tk, int d_k, int d_v, float scale) {
+    const __mmask16 keys = tail_mask(Tk);
+    __m512 kt[4][16];
+    int nch = (d_k + 15) / 16;
+    for (int ch = 0; ch < nch; ch++) {
+        __mmask16 cols = tail_mask(d_k - 16 * ch);
+        for (int j = 0; j < 16; j++)
+            kt[ch][j] = j < Tk ? _mm512_maskz_loadu_ps(cols, k + j * rk + 16 * ch) : _mm512_setzero_ps();
+        transpose16(kt[ch]);
+    }
+    for (int i = 0; i < Tq; i++) {
+        const float *qi = q + i * rq;
+        /* lane j of acc(c): dot_n's accumulator lane c for key j, then
+         * reduce_add's tree: t3 = 8 + 8 lanes, t6 = 4 + 4, then 0+2, 1+3 */
+        __m512 t3[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+            for (int ch = 0; ch < nch; ch++) {
+                int ca = 16 * ch + c, cb = ca + 8;
+                a = _mm512_fmadd_ps(ca < d_k ? _mm512_set1_ps(qi[ca]) : _mm512_setzero_ps(), kt[ch][c], a);
+                b = _mm512_fmadd_ps(cb < d_k ? _mm512_set1_ps(qi[cb]) : _mm512_setzero_ps(), kt[ch][c + 8], b);
+            }
+            t3[c] = _mm512_add_ps(b, a);
+        }
+        __m512 t6[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) t6[c] = _mm512_add_ps(t3[c + 4], t3[c]);
+        __m512 s = _mm512_mul_ps(_mm512_set1_ps(scale),
+                                 _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3])));
+        /* Sec. 3.2.3: a blocked pair gets -inf; lanes past Tk too */
+        __mmask16 open = keys;
+        if (m) open &= _mm_mask_cmpneq_epi8_mask(keys, _mm_maskz_loadu_epi8(keys, m + (size_t)i * Tk),
+                                                 _mm_setzero_si128());
+        s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), open, s);
+        float max = _mm512_reduce_max_ps(s);
+        __m512 wv = _mm512_setzero_ps();   /* nothing to attend to: zeros, not NaN */
+        if (max != -INFINITY) {
+            __m512 e = exp16_ps(_mm512_sub_ps(s, _mm512_set1_ps(max)));
+            /* the sum in key order, lane by lane in a register (a vector
+             * stored and read back as floats would wait for the store) */
+            __m128 sum = _mm_setzero_ps();
+            for (int j = 0; j < Tk; j++)
+                sum = _mm_add_ss(sum, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set1_epi32(j), e)));
+            wv = _mm512_mul_ps(e, _mm512_set1_ps(1.0f / _mm_cvtss_f32(sum)));
+        }
+        _mm512_mask_storeu_ps(w + (size_t)i * Tk, keys, wv);
+        /* out_i = sum_j w_ij v_j: mix_rows with the weights in a register,
+         * skipping the zero ones as it does */
+        __mmask16 nz = _mm512_mask_cmpneq_ps_mask(keys, wv, _mm512_setzero_ps());
+        for (int c = 0; c < d_v; c += 16) {
+            __mmask16 mc = tail_mask(d_v - c);
+            __m512 acc = _mm512_setzero_ps();
+            for (__mmask16 b = nz; b; b &= (__mmask16)(b - 1)) {
+                int t = __builtin_ctz(b);
+                acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(t), wv),
+                                      _mm512_maskz_loadu_ps(mc, v + t * rv + c), acc);
+            }
+            _mm512_mask_storeu_ps(o + i * ro + c, mc, acc);
+        }
+    }
+}
+#endif
+
 /* One head, forward. o (Tq,d_v) rows ro apart; w (Tq,Tk) contiguous;
  * q (Tq,d_k), k (Tk,d_k), v (Tk,d_v) rows rq/rk/rv apart; m (Tq,Tk) or NULL.
  * One pass per query row: its scores stay in L1 from the dot products to
@@ -268,6 +343,12 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 static void head_forward(float *o, size_t ro, float *w, const float *q, size_t rq,
                          const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
                          int Tq, int Tk, int d_k, int d_v, float scale) {
+#ifdef HAVE_EXP16
+    if (Tk <= 16 && d_k <= 64) {
+        head_forward_k16(o, ro, w, q, rq, k, rk, v, rv, m, Tq, Tk, d_k, d_v, scale);
+        return;
+    }
+#endif
     for (int i = 0; i < Tq; i++) {
         const float *qi = q + i * rq;
         const uint8_t *mi = m ? m + (size_t)i * Tk : NULL;
@@ -287,11 +368,10 @@ static void head_forward(float *o, size_t ro, float *w, const float *q, size_t r
         } else {
             /* stable softmax (as softmax_forward): subtract the row max, so
              * every exponent is <= 0 and the sum is >= 1 */
+            for (int j = 0; j < Tk; j++) wi[j] -= max;
+            exp_array(wi, wi, Tk);             /* expf's bits, 16 at a time */
             float sum = 0.0f;
-            for (int j = 0; j < Tk; j++) {
-                wi[j] = expf(wi[j] - max);
-                sum += wi[j];
-            }
+            for (int j = 0; j < Tk; j++) sum += wi[j];
             float inv = 1.0f / sum;
             for (int j = 0; j < Tk; j++) wi[j] *= inv;
         }

@@ -72,6 +72,7 @@
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
+#include "simd512.h"
 
 #ifndef USE_OPENBLAS
 
@@ -197,37 +198,6 @@ static Workspace *ws_get(void) {
 #ifndef PACK_AHEAD
 #define PACK_AHEAD 8
 #endif
-
-/* r[0..16) rows of 16 floats -> r[j] = column j of the input (16 x 16
- * transpose in registers: 64 shuffles for 256 floats, against 16 gathers
- * that move one float at a time). Three stages, each pairing vectors and
- * doubling the size of the transposed blocks: 1x1 within pairs of rows
- * (unpack), 2x2 within groups of 4 rows (shuffle_ps), then 4x4 blocks of
- * 128-bit lanes (shuffle_f32x4, twice). */
-static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);       /* lane l: a4l b4l a4l+1 b4l+1 */
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);   /* lane l: a4l+2 b4l+2 a4l+3 b4l+3 */
-    }
-    /* u[4q + c], lane l: rows 4q..4q+3 of column 4l + c */
-    for (int q = 0; q < 16; q += 4) {
-        u[q] = _mm512_shuffle_ps(t[q], t[q + 2], 0x44);
-        u[q + 1] = _mm512_shuffle_ps(t[q], t[q + 2], 0xEE);
-        u[q + 2] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0x44);
-        u[q + 3] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);   /* lanes 0, 2 of each */
-        __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);   /* lanes 1, 3 of each */
-        __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-        r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-        r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-    }
-}
 
 /* A block of `rows` (<= 16) rows of a row-major matrix, k along each row,
  * ld apart -> dst[k * dst_ld + row] for k < kc: one transpose per 16 k.

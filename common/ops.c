@@ -4,6 +4,8 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdint.h>
+#include "simd512.h"
 
 /* ---- matrix multiply ------------------------------------------------------ */
 
@@ -46,6 +48,22 @@ float dot(const float *a, const float *b, int n) {
     return sum;
 }
 
+/* ---- exp of an array ------------------------------------------------------- */
+
+#ifdef HAVE_EXP16
+void exp_array(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i += 16) {
+        int left = n - i;
+        __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        _mm512_mask_storeu_ps(y + i, m, exp16_ps(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+#else
+void exp_array(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+#endif
+
 /* ---- softmax -------------------------------------------------------------- */
 
 void softmax_forward(float *out, const float *inp, int N, int C) {
@@ -62,11 +80,10 @@ void softmax_forward(float *out, const float *inp, int N, int C) {
             for (int i = 0; i < C; i++) y[i] = 0.0f;
             continue;
         }
+        for (int i = 0; i < C; i++) y[i] = x[i] - max;
+        exp_array(y, y, C);            /* exp(-inf) = 0: masked entries vanish */
         float sum = 0.0f;
-        for (int i = 0; i < C; i++) {
-            y[i] = expf(x[i] - max);   /* exp(-inf) = 0: masked entries vanish */
-            sum += y[i];
-        }
+        for (int i = 0; i < C; i++) sum += y[i];
         float inv = 1.0f / sum;        /* sum >= 1: the max entry gave exp(0) */
         for (int i = 0; i < C; i++) y[i] *= inv;
     }

@@ -19,6 +19,10 @@ void matmul_backward(float *da, float *db, const float *dout,
 
 float dot(const float *a, const float *b, int n);
 
+/* y[i] = expf(x[i]) for i < n, the same bits as expf() (y may be x). With
+ * AVX-512, 16 at a time (ops.c); otherwise the plain loop. */
+void exp_array(float *y, const float *x, int n);
+
 /* ---- softmax (Eq. 1's softmax, along the last axis) -----------------------
  * out (N,C) = softmax(inp (N,C)) row by row, computed stably: subtract the
  * row max before exp so nothing overflows. Entries of -INFINITY get weight

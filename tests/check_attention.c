@@ -397,6 +397,56 @@ START_TEST(test_sdpa_sweep) {
 }
 END_TEST
 
+/* ---- Twins: the few-keys path (AVX-512, Tk <= 16, d_k <= 64) is the general one -------
+ * sdpa_forward with Tk keys takes the vector path; the same problem with
+ * 17 keys, the extra ones blocked, takes the per-key loop. A blocked key
+ * adds exactly 0 to the softmax sum and is skipped in the weighted sum,
+ * so both must give the same bits: weights, and every output. _i picks
+ * (Tk, d_k, d_v); every case runs without a mask and with causal & padding
+ * (which blocks every key of some rows). */
+static const int few_dims[][3] = {{1, 16, 16}, {7, 3, 5}, {10, 16, 16}, {10, 64, 64}, {16, 20, 33}, {16, 64, 7}};
+
+START_TEST(test_sdpa_few_keys_bits) {
+    enum { B = 2, H = 3, TQ = 6, TK_GEN = 17 };
+    int Tk = few_dims[_i][0], dk = few_dims[_i][1], dv = few_dims[_i][2];
+    size_t nq = (size_t)B * H * TQ * dk, no = (size_t)B * H * TQ * dv;
+    float *Q = malloc(nq * 4), *K = malloc((size_t)B * H * Tk * dk * 4), *V = malloc((size_t)B * H * Tk * dv * 4);
+    float *K17 = malloc((size_t)B * H * TK_GEN * dk * 4), *V17 = malloc((size_t)B * H * TK_GEN * dv * 4);
+    float *out = malloc(no * 4), *out17 = malloc(no * 4);
+    float *w = malloc((size_t)B * H * TQ * Tk * 4), *w17 = malloc((size_t)B * H * TQ * TK_GEN * 4);
+    uint8_t *m = malloc((size_t)B * TQ * Tk), *pad = malloc((size_t)B * TQ * Tk), *m17 = malloc((size_t)B * TQ * TK_GEN);
+    Rng r;
+    rng_seed(&r, 77 + (uint64_t)_i);
+    rng_fill_normal(&r, Q, nq, 0, 2.0f);
+    rng_fill_normal(&r, K17, (size_t)B * H * TK_GEN * dk, 0, 2.0f);
+    rng_fill_normal(&r, V17, (size_t)B * H * TK_GEN * dv, 0, 1.0f);
+    for (int bh = 0; bh < B * H; bh++) {   /* the first Tk keys of each head */
+        memcpy(K + (size_t)bh * Tk * dk, K17 + (size_t)bh * TK_GEN * dk, sizeof(float) * Tk * dk);
+        memcpy(V + (size_t)bh * Tk * dv, V17 + (size_t)bh * TK_GEN * dv, sizeof(float) * Tk * dv);
+    }
+    int len[B] = {Tk > 2 ? Tk - 2 : 1, Tk};
+    mask_causal(m, B, TQ, Tk);
+    mask_padding(pad, len, B, TQ, Tk);
+    mask_and(m, pad, B * TQ * Tk);
+    if (Tk > 1) m[0] = 0;   /* query 0 of sequence 0: every key blocked */
+    for (int pass = 0; pass < 2; pass++) {
+        const uint8_t *mk = pass ? m : NULL;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < TQ; i++)
+                for (int j = 0; j < TK_GEN; j++)
+                    m17[((size_t)b * TQ + i) * TK_GEN + j] = j < Tk && (!mk || mk[((size_t)b * TQ + i) * Tk + j]);
+        sdpa_forward(out, w, Q, K, V, mk, B, H, TQ, Tk, dk, dv);
+        sdpa_forward(out17, w17, Q, K17, V17, m17, B, H, TQ, TK_GEN, dk, dv);
+        ck_assert_msg(memcmp(out, out17, no * 4) == 0, "Tk=%d d_k=%d d_v=%d mask=%d: outputs differ", Tk, dk, dv, pass);
+        for (size_t row = 0; row < (size_t)B * H * TQ; row++)
+            ck_assert_msg(memcmp(w + row * Tk, w17 + row * TK_GEN, sizeof(float) * Tk) == 0,
+                          "Tk=%d d_k=%d: weights of row %zu differ", Tk, dk, row);
+    }
+    free(Q); free(K); free(V); free(K17); free(V17); free(out); free(out17); free(w); free(w17);
+    free(m); free(pad); free(m17);
+}
+END_TEST
+
 START_TEST(test_mha_cross_attention) {
     /* queries from a 2-token sequence, keys/values from a 5-token one, with
      * h*d_k != d_model and d_k != d_v so a mixed-up size would show */
@@ -806,6 +856,7 @@ Suite *attention_suite(void) {
     TCase *twins = tcase_create("Twins");
     tcase_add_loop_test(twins, test_sdpa_twins, 0, (int)(sizeof twin_dims / sizeof twin_dims[0]));
     tcase_add_test(twins, test_mha_heads_in_place);
+    tcase_add_loop_test(twins, test_sdpa_few_keys_bits, 0, (int)(sizeof few_dims / sizeof few_dims[0]));
     suite_add_tcase(s, twins);
 
     TCase *grad = tcase_create("Gradient");

@@ -2,6 +2,7 @@
  * values, finite differences, and the worked examples of chapters 01/02. */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gemm.h"
@@ -320,6 +321,40 @@ START_TEST(test_elementwise) {
 }
 END_TEST
 
+/* exp_array must give expf()'s bits for every input, so that softmax and
+ * attention round as they did with the scalar loop. Every input was
+ * checked once (all 2^32 bit patterns, 22 s: none differ); here a
+ * stride through all of them (about 1M, every sign and exponent), the
+ * edges of expf's special cases, and lengths that leave a ragged end. */
+static void check_exp_bits(const float *x, int n) {
+    float y[64], z[64];
+    ck_assert_int_le(n, 64);
+    exp_array(y, x, n);
+    memcpy(z, x, sizeof(float) * n);
+    exp_array(z, z, n);   /* in place, as softmax calls it */
+    for (int i = 0; i < n; i++) {
+        float e = expf(x[i]);
+        if (isnan(e) ? !isnan(y[i]) || !isnan(z[i]) : memcmp(&e, &y[i], sizeof e) || memcmp(&e, &z[i], sizeof e))
+            ck_abort_msg("exp_array(%a) = %a (in place %a), expf = %a", x[i], y[i], z[i], e);
+    }
+}
+
+START_TEST(test_exp_array_bits) {
+    float x[64];
+    int n = 0;
+    for (uint64_t u = 0; u < (1ull << 32); u += 4093) {   /* 4093: prime, so every low bit pattern too */
+        uint32_t b = (uint32_t)u;
+        memcpy(&x[n++], &b, sizeof b);
+        if (n == 64) check_exp_bits(x, n), n = 0;
+    }
+    const float edge[] = {-INFINITY, INFINITY, NAN, 0.0f, -0.0f, 88.0f, -88.0f, 0x1.62e42ep6f, 0x1.62e430p6f,
+                          -0x1.9fe368p6f, -0x1.9fe36ap6f, -0x1.9d1d9ep6f, -0x1.9d1da0p6f, -87.99f, 1e-30f, -1e-30f,
+                          0x1p-149f, -0x1p-149f, 0.5f, -0.5f, 1.0f, -1.0f, -10.0f, -103.0f, -104.0f, 87.9f, 89.0f};
+    int ne = (int)(sizeof edge / sizeof edge[0]);
+    for (int len = 1; len <= ne; len++) check_exp_bits(edge, len);   /* every ragged end, 1..27 */
+}
+END_TEST
+
 Suite *ops_suite(void) {
     Suite *s = suite_create("ops");
     TCase *core = tcase_create("Core");
@@ -329,6 +364,7 @@ Suite *ops_suite(void) {
     tcase_add_test(core, test_dot_golden);
     tcase_add_test(core, test_softmax_golden);
     tcase_add_test(core, test_elementwise);
+    tcase_add_test(core, test_exp_array_bits);
     suite_add_tcase(s, core);
     TCase *sweep = tcase_create("Sweep");
     tcase_add_loop_test(sweep, test_gemm_vs_ref_sweep, 0, (int)(sizeof SWEEP / sizeof SWEEP[0]));

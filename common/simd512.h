@@ -1,0 +1,116 @@
+/* simd512.h - AVX-512 helpers shared by gemm.c, ops.c and attention.c.
+ *
+ *   transpose16(r)  16 rows of 16 floats -> 16 columns, in registers
+ *   exp16_ps(x)     expf() of 16 floats, with expf()'s bits
+ *
+ * Only with AVX-512 (transpose16: F; exp16_ps: F and DQ); the files that
+ * include it have plain-C loops for other CPUs. */
+#ifndef SIMD512_H
+#define SIMD512_H
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+/* r[0..16) rows of 16 floats -> r[j] = column j of the input (16 x 16
+ * transpose in registers: 64 shuffles for 256 floats, against 16 gathers
+ * that move one float at a time). Three stages, each pairing vectors and
+ * doubling the size of the transposed blocks: 1x1 within pairs of rows
+ * (unpack), 2x2 within groups of 4 rows (shuffle_ps), then 4x4 blocks of
+ * 128-bit lanes (shuffle_f32x4, twice). */
+static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);       /* lane l: a4l b4l a4l+1 b4l+1 */
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);   /* lane l: a4l+2 b4l+2 a4l+3 b4l+3 */
+    }
+    /* u[4q + c], lane l: rows 4q..4q+3 of column 4l + c */
+    for (int q = 0; q < 16; q += 4) {
+        u[q] = _mm512_shuffle_ps(t[q], t[q + 2], 0x44);
+        u[q + 1] = _mm512_shuffle_ps(t[q], t[q + 2], 0xEE);
+        u[q + 2] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+        u[q + 3] = _mm512_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);   /* lanes 0, 2 of each */
+        __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);   /* lanes 1, 3 of each */
+        __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+    }
+}
+
+#if defined(__AVX512DQ__)
+#define HAVE_EXP16 1
+/* glibc's expf (since 2.27; ARM's optimized-routines algorithm), 8 lanes of
+ * double at a time, in the order of operations of its FMA build
+ * (__expf_fma, what glibc runs on every CPU with AVX-512), so each lane
+ * rounds exactly as expf() does:
+ *   exp(x) = 2^(k/32) * 2^(r/32),  x * 32/ln2 = k + r,  |r| <= 1/2
+ *   2^(k/32) = 2^(k div 32) * T[k mod 32]  (the table, with k's high bits
+ *   added straight into the exponent field), 2^(r/32) ~ C0 r^3 + C1 r^2 + C2 r + 1.
+ * tests/check_ops.c compares it with expf() bit for bit. */
+static const uint64_t exp2f_tab[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+static inline __m256 exp8_ps(__m256 xf) {
+    const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+5);   /* 32 / ln 2 */
+    const __m512d shift = _mm512_set1_pd(0x1.8p+52);                  /* rounds to an integer */
+    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-20), c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-13);
+    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm512_set1_pd(1.0);
+    __m512d x = _mm512_cvtps_pd(xf);
+    __m512d kd = _mm512_fmadd_pd(inv_ln2_n, x, shift);   /* k + shift; k in its low bits */
+    __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    __m512d r = _mm512_fmsub_pd(inv_ln2_n, x, kd);
+    /* T[k mod 32]: two 16-entry register lookups, bit 4 picks one (a
+     * gather is several times slower on some CPUs) */
+    __m512i idx = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+    __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(exp2f_tab), idx, _mm512_loadu_si512(exp2f_tab + 8));
+    __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(exp2f_tab + 16), idx,
+                                           _mm512_loadu_si512(exp2f_tab + 24));
+    __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(idx, _mm512_set1_epi64(16)), lo, hi);
+    __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+    __m512d z = _mm512_fmadd_pd(r, c0, c1);
+    __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(r, c2, one);
+    y = _mm512_fmadd_pd(z, r2, y);
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
+}
+
+/* expf of 16 lanes. exp(-inf) = 0 (masked scores) in the vector path;
+ * |x| >= 88, +inf and NaN go through expf() itself, which handles
+ * overflow, underflow and errno. */
+static inline __m512 exp16_ps(__m512 x) {
+    __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(exp8_ps(_mm512_castps512_ps256(x))),
+                                  exp8_ps(_mm512_extractf32x8_ps(x, 1)), 1);
+    __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20), _mm512_set1_epi32(0x7ff));
+    __mmask16 neg_inf = _mm512_cmpeq_ps_mask(x, _mm512_set1_ps(-INFINITY));
+    __mmask16 other = _mm512_cmpge_epi32_mask(top, _mm512_set1_epi32(0x42b)) & ~neg_inf;
+    e = _mm512_mask_mov_ps(e, neg_inf, _mm512_setzero_ps());
+    if (other) {
+        float in[16], out[16];
+        _mm512_storeu_ps(in, x);
+        _mm512_storeu_ps(out, e);
+        for (; other; other &= other - 1) {
+            int j = __builtin_ctz(other);
+            out[j] = expf(in[j]);
+        }
+        e = _mm512_loadu_ps(out);
+    }
+    return e;
+}
+
+#endif /* __AVX512DQ__ */
+#endif /* __AVX512F__ */
+#endif
