@@ -260,48 +260,71 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 #endif
 
 #ifdef HAVE_EXP16
-/* head_forward for up to 16 keys and d_k <= 64 (chapter 08's and the
- * Annotated configuration's 10 x 10 heads): a query's scores are one
- * vector, lane j for key j. K is transposed once per head, so that
- * kt[ch][c] holds column 16 ch + c of every key; then q . k_j for all j is
- * d_k vector FMAs, instead of one dot_n per key with a horizontal sum at
- * the end of each. The 16 lanes of dot_n's accumulator are added in the
- * tree _mm512_reduce_add_ps uses (8 + 8, 4 + 4, then 0+2 and 1+3, then the
- * two), so every score has dot_n's bits; exp16_ps has expf's; the sum of
- * the weights runs in key order; the weighted sum of v is mix_rows's. So
- * the weights and the output are bit-for-bit head_forward's (tested). */
-static void head_forward_k16(float *o, size_t ro, float *w, const float *q, size_t rq,
+/* ---- heads of up to 16 keys (AVX-512) -------------------------------------------
+ * Chapter 08's and the Annotated configuration's heads are 10 x 10. For
+ * them a query's scores are one vector, lane j for key j: the keys (or, in
+ * the backward pass, the values) are transposed once per head, so that
+ * kt[ch][c] holds column 16 ch + c of every key, and a . k_j for all j is
+ * d FMAs on vectors instead of one dot_n per key, each ending in a
+ * horizontal sum. Every step keeps the per-key loop's bits (tested):
+ *   - dots16 adds the 16 lanes of dot_n's accumulator in the tree
+ *     _mm512_reduce_add_ps uses (8 + 8, 4 + 4, then 0+2 and 1+3, then the two);
+ *   - exp16_ps has expf's bits;
+ *   - sums over the keys run in key order, lane by lane in a register;
+ *   - the weighted sums are mix_rows, its coefficients from a local array
+ *     written with full vector stores (a float read back from a masked
+ *     store waits for the store to reach the cache; from a full one it is
+ *     forwarded at once). */
+#define FEW_KEYS 16
+#define FEW_KEYS_MAX_D 64
+
+/* kt[ch][c] lane j = x[j][16 ch + c] for j < n (else 0): x (n, d) rows rx apart */
+static void transpose_keys(__m512 kt[FEW_KEYS_MAX_D / 16][16], const float *x, size_t rx, int n, int d) {
+    for (int ch = 0; ch < (d + 15) / 16; ch++) {
+        __mmask16 cols = tail_mask(d - 16 * ch);
+        for (int j = 0; j < 16; j++)
+            kt[ch][j] = j < n ? _mm512_maskz_loadu_ps(cols, x + j * rx + 16 * ch) : _mm512_setzero_ps();
+        transpose16(kt[ch]);
+    }
+}
+
+/* lane j: dot_n(a, x_j, d), the same bits */
+static inline __m512 dots16(const float *a, __m512 kt[FEW_KEYS_MAX_D / 16][16], int d) {
+    int nch = (d + 15) / 16;
+    __m512 t3[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();   /* accumulator lanes c, c + 8 */
+        for (int ch = 0; ch < nch; ch++) {
+            int cl = 16 * ch + c, ch8 = cl + 8;
+            lo = _mm512_fmadd_ps(cl < d ? _mm512_set1_ps(a[cl]) : _mm512_setzero_ps(), kt[ch][c], lo);
+            hi = _mm512_fmadd_ps(ch8 < d ? _mm512_set1_ps(a[ch8]) : _mm512_setzero_ps(), kt[ch][c + 8], hi);
+        }
+        t3[c] = _mm512_add_ps(hi, lo);
+    }
+    __m512 t6[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) t6[c] = _mm512_add_ps(t3[c + 4], t3[c]);
+    return _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+}
+
+/* x[0] + x[1] + ... + x[n-1], added in that order, from 0 */
+static inline float sum_in_order(__m512 x, int n) {
+    __m128 s = _mm_setzero_ps();
+    for (int j = 0; j < n; j++)
+        s = _mm_add_ss(s, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set1_epi32(j), x)));
+    return _mm_cvtss_f32(s);
+}
+
+/* head_forward, Tk <= FEW_KEYS and d_k <= FEW_KEYS_MAX_D */
+static void head_forward_few(float *o, size_t ro, float *w, const float *q, size_t rq,
                              const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
                              int Tq, int Tk, int d_k, int d_v, float scale) {
     const __mmask16 keys = tail_mask(Tk);
-    __m512 kt[4][16];
-    int nch = (d_k + 15) / 16;
-    for (int ch = 0; ch < nch; ch++) {
-        __mmask16 cols = tail_mask(d_k - 16 * ch);
-        for (int j = 0; j < 16; j++)
-            kt[ch][j] = j < Tk ? _mm512_maskz_loadu_ps(cols, k + j * rk + 16 * ch) : _mm512_setzero_ps();
-        transpose16(kt[ch]);
-    }
+    __m512 kt[FEW_KEYS_MAX_D / 16][16];
+    transpose_keys(kt, k, rk, Tk, d_k);
     for (int i = 0; i < Tq; i++) {
-        const float *qi = q + i * rq;
-        /* lane j of acc(c): dot_n's accumulator lane c for key j, then
-         * reduce_add's tree: t3 = 8 + 8 lanes, t6 = 4 + 4, then 0+2, 1+3 */
-        __m512 t3[8];
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
-            __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
-            for (int ch = 0; ch < nch; ch++) {
-                int ca = 16 * ch + c, cb = ca + 8;
-                a = _mm512_fmadd_ps(ca < d_k ? _mm512_set1_ps(qi[ca]) : _mm512_setzero_ps(), kt[ch][c], a);
-                b = _mm512_fmadd_ps(cb < d_k ? _mm512_set1_ps(qi[cb]) : _mm512_setzero_ps(), kt[ch][c + 8], b);
-            }
-            t3[c] = _mm512_add_ps(b, a);
-        }
-        __m512 t6[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) t6[c] = _mm512_add_ps(t3[c + 4], t3[c]);
-        __m512 s = _mm512_mul_ps(_mm512_set1_ps(scale),
-                                 _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3])));
+        __m512 s = _mm512_mul_ps(_mm512_set1_ps(scale), dots16(q + i * rq, kt, d_k));
         /* Sec. 3.2.3: a blocked pair gets -inf; lanes past Tk too */
         __mmask16 open = keys;
         if (m) open &= _mm_mask_cmpneq_epi8_mask(keys, _mm_maskz_loadu_epi8(keys, m + (size_t)i * Tk),
@@ -311,28 +334,41 @@ static void head_forward_k16(float *o, size_t ro, float *w, const float *q, size
         __m512 wv = _mm512_setzero_ps();   /* nothing to attend to: zeros, not NaN */
         if (max != -INFINITY) {
             __m512 e = exp16_ps(_mm512_sub_ps(s, _mm512_set1_ps(max)));
-            /* the sum in key order, lane by lane in a register (a vector
-             * stored and read back as floats would wait for the store) */
-            __m128 sum = _mm_setzero_ps();
-            for (int j = 0; j < Tk; j++)
-                sum = _mm_add_ss(sum, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set1_epi32(j), e)));
-            wv = _mm512_mul_ps(e, _mm512_set1_ps(1.0f / _mm_cvtss_f32(sum)));
+            wv = _mm512_mul_ps(e, _mm512_set1_ps(1.0f / sum_in_order(e, Tk)));
         }
         _mm512_mask_storeu_ps(w + (size_t)i * Tk, keys, wv);
-        /* out_i = sum_j w_ij v_j: mix_rows with the weights in a register,
-         * skipping the zero ones as it does */
-        __mmask16 nz = _mm512_mask_cmpneq_ps_mask(keys, wv, _mm512_setzero_ps());
-        for (int c = 0; c < d_v; c += 16) {
-            __mmask16 mc = tail_mask(d_v - c);
-            __m512 acc = _mm512_setzero_ps();
-            for (__mmask16 b = nz; b; b &= (__mmask16)(b - 1)) {
-                int t = __builtin_ctz(b);
-                acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(t), wv),
-                                      _mm512_maskz_loadu_ps(mc, v + t * rv + c), acc);
-            }
-            _mm512_mask_storeu_ps(o + i * ro + c, mc, acc);
-        }
+        float wl[16] __attribute__((aligned(64)));   /* a full store: read back at once */
+        _mm512_store_ps(wl, wv);
+        mix_rows(o + i * ro, wl, 1, v, rv, Tk, d_v, 0);   /* out_i = sum_j w_ij v_j */
     }
+}
+
+/* head_backward, Tq and Tk <= FEW_KEYS, d_v <= FEW_KEYS_MAX_D: the rows of
+ * ds from dots16, into a local array of 16 floats per query (ds is not
+ * written to the scratch); dq, dk, dv as head_backward computes them. */
+static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, float *dv, size_t rdv,
+                              const float *dO, size_t rdo, const float *w,
+                              const float *q, size_t rq, const float *k, size_t rk, const float *v, size_t rv,
+                              int Tq, int Tk, int d_k, int d_v, float scale, int accumulate) {
+    const __mmask16 keys = tail_mask(Tk);
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 vt[FEW_KEYS_MAX_D / 16][16];
+    transpose_keys(vt, v, rv, Tk, d_v);
+    float dsl[FEW_KEYS * 16] __attribute__((aligned(64)));   /* (Tq, 16): ds_ij at [i*16 + j] */
+    for (int i = 0; i < Tq; i++) {
+        __m512 wv = _mm512_maskz_loadu_ps(keys, w + (size_t)i * Tk);
+        /* dw_ij = dO_i . v_j, 0 where w_ij = 0 (a blocked pair) */
+        __m512 dw = _mm512_mask_mov_ps(dots16(dO + i * rdo, vt, d_v), _mm512_cmpeq_ps_mask(wv, zero), zero);
+        float s = sum_in_order(_mm512_mul_ps(dw, wv), Tk);
+        _mm512_store_ps(dsl + i * 16,
+                        _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_mul_ps(wv, _mm512_sub_ps(dw, _mm512_set1_ps(s)))));
+    }
+    if (dq)
+        for (int i = 0; i < Tq; i++) mix_rows(dq + i * rdq, dsl + i * 16, 1, k, rk, Tk, d_k, accumulate);
+    if (dk)
+        for (int j = 0; j < Tk; j++) mix_rows(dk + j * rdk, dsl + j, 16, q, rq, Tq, d_k, accumulate);
+    if (dv)
+        for (int j = 0; j < Tk; j++) mix_rows(dv + j * rdv, w + j, (size_t)Tk, dO, rdo, Tq, d_v, accumulate);
 }
 #endif
 
@@ -344,8 +380,8 @@ static void head_forward(float *o, size_t ro, float *w, const float *q, size_t r
                          const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
                          int Tq, int Tk, int d_k, int d_v, float scale) {
 #ifdef HAVE_EXP16
-    if (Tk <= 16 && d_k <= 64) {
-        head_forward_k16(o, ro, w, q, rq, k, rk, v, rv, m, Tq, Tk, d_k, d_v, scale);
+    if (Tk <= FEW_KEYS && d_k <= FEW_KEYS_MAX_D) {
+        head_forward_few(o, ro, w, q, rq, k, rk, v, rv, m, Tq, Tk, d_k, d_v, scale);
         return;
     }
 #endif
@@ -388,6 +424,13 @@ static void head_backward(float *dq, size_t rdq, float *dk, size_t rdk, float *d
                           float *ds, const float *dO, size_t rdo, const float *w,
                           const float *q, size_t rq, const float *k, size_t rk, const float *v, size_t rv,
                           int Tq, int Tk, int d_k, int d_v, float scale, int accumulate) {
+#ifdef HAVE_EXP16
+    if (Tq <= FEW_KEYS && Tk <= FEW_KEYS && d_v <= FEW_KEYS_MAX_D) {
+        head_backward_few(dq, rdq, dk, rdk, dv, rdv, dO, rdo, w, q, rq, k, rk, v, rv, Tq, Tk, d_k, d_v, scale,
+                          accumulate);
+        return;
+    }
+#endif
     for (int i = 0; i < Tq; i++) {
         const float *wi = w + (size_t)i * Tk, *dOi = dO + i * rdo;
         float *dsi = ds + (size_t)i * Tk;

@@ -397,11 +397,12 @@ START_TEST(test_sdpa_sweep) {
 }
 END_TEST
 
-/* ---- Twins: the few-keys path (AVX-512, Tk <= 16, d_k <= 64) is the general one -------
- * sdpa_forward with Tk keys takes the vector path; the same problem with
- * 17 keys, the extra ones blocked, takes the per-key loop. A blocked key
- * adds exactly 0 to the softmax sum and is skipped in the weighted sum,
- * so both must give the same bits: weights, and every output. _i picks
+/* ---- Twins: the few-keys path (AVX-512, Tk <= 16, d <= 64) is the general one -------
+ * sdpa_forward and sdpa_backward with Tk keys take the vector path; the
+ * same problem with 17 keys, the extra ones blocked, takes the per-key
+ * loop. A blocked key adds exactly 0 to every sum over the keys and is
+ * skipped in the weighted sums, so both must give the same bits: weights,
+ * outputs, dQ, dK, dV. _i picks
  * (Tk, d_k, d_v); every case runs without a mask and with causal & padding
  * (which blocks every key of some rows). */
 static const int few_dims[][3] = {{1, 16, 16}, {7, 3, 5}, {10, 16, 16}, {10, 64, 64}, {16, 20, 33}, {16, 64, 7}};
@@ -415,6 +416,10 @@ START_TEST(test_sdpa_few_keys_bits) {
     float *out = malloc(no * 4), *out17 = malloc(no * 4);
     float *w = malloc((size_t)B * H * TQ * Tk * 4), *w17 = malloc((size_t)B * H * TQ * TK_GEN * 4);
     uint8_t *m = malloc((size_t)B * TQ * Tk), *pad = malloc((size_t)B * TQ * Tk), *m17 = malloc((size_t)B * TQ * TK_GEN);
+    size_t nk17 = (size_t)B * H * TK_GEN * dk, nv17 = (size_t)B * H * TK_GEN * dv;
+    float *dout = malloc(no * 4), *dQ = malloc(nq * 4), *dQ17 = malloc(nq * 4);
+    float *dK = malloc(nk17 * 4), *dK17 = malloc(nk17 * 4), *dV = malloc(nv17 * 4), *dV17 = malloc(nv17 * 4);
+    float *scr = malloc((size_t)B * H * TQ * TK_GEN * 4), *scr17 = malloc((size_t)B * H * TQ * TK_GEN * 4);
     Rng r;
     rng_seed(&r, 77 + (uint64_t)_i);
     rng_fill_normal(&r, Q, nq, 0, 2.0f);
@@ -441,9 +446,25 @@ START_TEST(test_sdpa_few_keys_bits) {
         for (size_t row = 0; row < (size_t)B * H * TQ; row++)
             ck_assert_msg(memcmp(w + row * Tk, w17 + row * TK_GEN, sizeof(float) * Tk) == 0,
                           "Tk=%d d_k=%d: weights of row %zu differ", Tk, dk, row);
+        /* backward: dQ whole, dK and dV of the first Tk keys; the blocked
+         * keys get exactly nothing */
+        rng_fill_normal(&r, dout, no, 0, 1.0f);
+        memset(dQ, 0, nq * 4), memset(dQ17, 0, nq * 4);
+        memset(dK, 0, nk17 * 4), memset(dK17, 0, nk17 * 4), memset(dV, 0, nv17 * 4), memset(dV17, 0, nv17 * 4);
+        sdpa_backward(dQ, dK, dV, scr, dout, w, Q, K, V, B, H, TQ, Tk, dk, dv);
+        sdpa_backward(dQ17, dK17, dV17, scr17, dout, w17, Q, K17, V17, B, H, TQ, TK_GEN, dk, dv);
+        ck_assert_msg(memcmp(dQ, dQ17, nq * 4) == 0, "Tk=%d d_k=%d d_v=%d mask=%d: dQ differs", Tk, dk, dv, pass);
+        for (int bh = 0; bh < B * H; bh++) {
+            ck_assert_msg(memcmp(dK + (size_t)bh * Tk * dk, dK17 + (size_t)bh * TK_GEN * dk, sizeof(float) * Tk * dk) == 0
+                          && memcmp(dV + (size_t)bh * Tk * dv, dV17 + (size_t)bh * TK_GEN * dv,
+                                    sizeof(float) * Tk * dv) == 0,
+                          "Tk=%d d_k=%d d_v=%d mask=%d: dK or dV of head %d differs", Tk, dk, dv, pass, bh);
+            for (int x = Tk * dk; x < TK_GEN * dk; x++) ck_assert(dK17[(size_t)bh * TK_GEN * dk + x] == 0.0f);
+        }
     }
     free(Q); free(K); free(V); free(K17); free(V17); free(out); free(out17); free(w); free(w17);
     free(m); free(pad); free(m17);
+    free(dout); free(dQ); free(dQ17); free(dK); free(dK17); free(dV); free(dV17); free(scr); free(scr17);
 }
 END_TEST
 
