@@ -622,13 +622,18 @@ typedef struct {
     long per[GEMM_MANY_MAX], units[GEMM_MANY_MAX], first[GEMM_MANY_MAX + 1];
 } GemmMany;
 
+/* Chunks [c0, c1): each product's run of them as one gemm_chunk (when the
+ * pool runs a whole job on one thread, each product is then one gemm, as
+ * on one thread, not its chunks one by one, each packing its own A). */
 static void gemm_many_chunk(void *ctx, long c0, long c1) {
     const GemmMany *g = ctx;
-    for (long c = c0; c < c1; c++) {
+    for (long c = c0; c < c1;) {
         int i = 0;
         while (c >= g->first[i + 1]) i++;
-        long u0 = (c - g->first[i]) * g->per[i], u1 = u0 + g->per[i] < g->units[i] ? u0 + g->per[i] : g->units[i];
-        gemm_chunk((void *)&g->job[i], u0, u1);
+        long end = c1 < g->first[i + 1] ? c1 : g->first[i + 1];
+        long u0 = (c - g->first[i]) * g->per[i], u1 = (end - g->first[i]) * g->per[i];
+        gemm_chunk((void *)&g->job[i], u0, u1 < g->units[i] ? u1 : g->units[i]);
+        c = end;
     }
 }
 
