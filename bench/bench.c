@@ -637,7 +637,7 @@ typedef struct {
 static void verdict(const char *what, double got, const char *op, double goal) {
     int met = strcmp(op, "<=") == 0 ? got <= goal : got >= goal;
     printf("  %-66s %7.2f  goal %s %.2f: %s", what, got, op, goal, met ? "met" : "MISSED");
-    if (!met) printf(" (by %.0f%%)", 100.0 * (strcmp(op, "<=") == 0 ? got / goal - 1 : 1 - got / goal));
+    if (!met) printf(" (by %.1f%%)", 100.0 * (strcmp(op, "<=") == 0 ? got / goal - 1 : 1 - got / goal));
     printf("\n");
 }
 

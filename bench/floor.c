@@ -70,7 +70,7 @@ double load_1min(void) {
 
 /* Two threads take turns writing one counter, TRIP_TURNS turns each: the
  * median of 5 runs, in ns per round trip. */
-#define TRIP_TURNS 20000
+#define TRIP_TURNS 5000
 static _Atomic long trip_turn __attribute__((aligned(64)));
 
 static void *trip_partner(void *arg) {
