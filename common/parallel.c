@@ -60,6 +60,8 @@ void parallel_set_threads(int n) {
 #define POOL_WAIT_NS 200000L   /* the caller waited this much longer than one of its
                                 * own chunks takes for a worker's chunk: that core
                                 * is busy elsewhere (see below)                    */
+#define POOL_PREEMPTED_NS 500000L /* a spinning worker saw this long between two
+                                * looks at the clock: it lost its core meanwhile */
 #define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone,     */
 #define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
 
@@ -135,16 +137,43 @@ static long pool_chunks(uint32_t gen, int from_back) {
     return ran;
 }
 
+/* A worker that finds it was not running for a while (another program
+ * shares its core) stays out of the jobs for a while: it sleeps
+ * POOL_SOLO_NS, doubled up to POOL_SOLO_MAX_NS while it keeps happening,
+ * and the caller does the chunks meanwhile. A worker holding a chunk when
+ * it loses its core holds the caller up; this way it mostly notices while
+ * it is between jobs, and gives up its place before taking one. */
+static void retreat(long *period, long *until) {
+    long now = now_ns();
+    int again = *until && now - *until < 2 * *period;
+    *period = again ? (2 * *period < POOL_SOLO_MAX_NS ? 2 * *period : POOL_SOLO_MAX_NS) : POOL_SOLO_NS;
+    struct timespec ts = {*period / 1000000000L, *period % 1000000000L};
+    while (nanosleep(&ts, &ts) != 0) {}
+    *until = now_ns();
+}
+
 static void *pool_worker(void *arg) {
     int id = (int)(intptr_t)arg;
     in_job = 1;                                   /* a worker never starts a nested job */
     uint32_t seen = ST_GEN(atomic_load(&pool.state));
+    long retreat_ns = 0, retreat_end = 0;
     for (;;) {
         uint64_t s;
         int spins = 0;
-        long t0 = now_ns();
+        long t0 = now_ns(), last = t0;
         while (ST_GEN(s = atomic_load_explicit(&pool.state, memory_order_acquire)) == seen) {
-            if (++spins % 64 || now_ns() - t0 < POOL_SPIN_NS) {
+            if (++spins % 64) {
+                CPU_RELAX();
+                continue;
+            }
+            long t = now_ns();
+            if (t - last > POOL_PREEMPTED_NS) {   /* this thread was off its core */
+                retreat(&retreat_ns, &retreat_end);
+                t0 = last = now_ns();
+                continue;
+            }
+            last = t;
+            if (t - t0 < POOL_SPIN_NS) {
                 CPU_RELAX();
                 continue;
             }
@@ -155,7 +184,7 @@ static void *pool_worker(void *arg) {
             if (ST_GEN(atomic_load(&pool.state)) == seen)
                 syscall(SYS_futex, &pool.wake, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
             atomic_fetch_sub(&pool.sleepers, 1);
-            t0 = now_ns();
+            t0 = last = now_ns();
         }
         seen = ST_GEN(s);
         if (id < atomic_load(&pool.active)) pool_chunks(seen, 1);
