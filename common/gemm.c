@@ -114,11 +114,6 @@
 /* chunks per thread when a product is shared (see gemm) */
 #define GEMM_CHUNKS_PER_THREAD 3
 
-/* Up to this many columns of C, full tiles read A in place instead of
- * packing it (see gemm_blocked). */
-#ifndef GEMM_DIRECT_A_MAX_N
-#define GEMM_DIRECT_A_MAX_N (4 * NR)
-#endif
 
 /* ---- per-thread packing workspace ------------------------------------------ */
 typedef struct Workspace {
@@ -487,14 +482,17 @@ static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, in
                          float beta, float *C, int ldc) {
     for (int jc = 0; jc < N; jc += NC) {
         int nc = N - jc < NC ? N - jc : NC;
-        /* Packing A pays off when the packed block is read by many NR-wide
-         * micro-panels of B. For a narrow C (a layer of a small model:
-         * d_model = 64 is 2 micro-panels) the copy costs about as much as
-         * the multiply it serves, so full MR-row tiles read A in place
-         * instead (same products, same order: the same result). */
+        /* Full MR-row tiles read A where it lies (kernel_direct_*: same
+         * products, same order, the same result); only a ragged last tile
+         * is packed, zero-padded. Packing A was meant to pay for itself by
+         * being read by many NR-wide micro-panels of B, but it waits on
+         * memory (A's rows are far apart) and the kernel's own reads of A
+         * hide that better: in place, the Annotated training step took 6%
+         * less time on this machine, and a narrow C (d_model = 64: 2
+         * micro-panels) gains more (bench/README.md). */
         int direct = 0;
 #ifdef HAVE_KERNEL_DIRECT
-        direct = nc <= GEMM_DIRECT_A_MAX_N;
+        direct = 1;
 #endif
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
