@@ -31,14 +31,17 @@
  *     with no TLB or cache-set conflicts. Packing also absorbs transA /
  *     transB and lda/ldb, so there is one kernel for all four cases, and it
  *     zero-pads the ragged edges so the kernel never branches inside its loop.
+ *     (With AVX-512, full 14-row tiles of A turned out faster read in place
+ *     - the kernel broadcasts each value straight from A - so only B and a
+ *     ragged last tile of A are packed; see gemm_blocked.)
  *  3. Cache blocking. Choose the packed blocks to fit the caches:
  *       KC x NR  B micro-panel  stays in L1 (256*32*4 = 32 KiB of 48 KiB)
  *       MC x KC  A block        stays in L2 (168*256*4 = 168 KiB of 2 MiB)
  *       KC x NC  B panel        stays in L2 (256*1024*4 = 1 MiB of 2 MiB)
  *     so every float brought from memory is used many times before it leaves.
  *  4. Threads. The C matrix is cut into chunks of whole tiles along its
- *     columns (or rows), about 3 per thread; the threads take chunks in
- *     turn (parallel_run) and run 1-3 on each with their own packing buffers.
+ *     columns (3 per thread) or rows (1 per thread); the threads take
+ *     chunks in turn (parallel_run), each with its own packing buffers.
  *
  * Determinism: every C element is summed in the same order - k blocks of KC
  * in increasing order, k increasing inside a block, one FMA per k - whatever
