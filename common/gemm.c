@@ -192,9 +192,12 @@ static Workspace *ws_get(void) {
  * Packing touches every element once per block, so it must not cost more
  * than a few percent of the kernel's time. The plain loops below move one
  * float per instruction (about 2 cycles each, 15-20% of a large multiply);
- * with AVX-512 a masked load moves a contiguous row piece in one go, and a
- * gather collects the MR (or 16) values that sit one leading dimension
- * apart (a column of a row-major matrix) in one instruction. */
+ * with AVX-512 a masked load moves a contiguous row piece in one go, and
+ * values that sit one leading dimension apart (a column of a row-major
+ * matrix) are read 16 rows x 16 columns at a time and transposed in
+ * registers (a gather, one instruction for 16 of them, still moves one
+ * float at a time). Rows far apart defeat the hardware prefetcher, so
+ * packing asks for the next rows itself. */
 #if defined(__AVX512F__)
 /* rows ahead that packing asks the memory for (a prefetch never faults,
  * so asking past the block's end is harmless) */
