@@ -316,30 +316,41 @@ static inline float sum_in_order(__m512 x, int n) {
     return _mm_cvtss_f32(s);
 }
 
-/* head_forward, Tk <= FEW_KEYS and d_k <= FEW_KEYS_MAX_D */
+/* head_forward, Tk <= FEW_KEYS and d_k <= FEW_KEYS_MAX_D. Up to 16 queries
+ * at a time, in three passes (scores, softmax, weighted sums): each pass's
+ * rows are independent, so the core overlaps their long dependency chains
+ * (the exp, the sum in key order, the FMAs of mix_rows) instead of
+ * waiting for one row at a time. */
 static void head_forward_few(float *o, size_t ro, float *w, const float *q, size_t rq,
                              const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
                              int Tq, int Tk, int d_k, int d_v, float scale) {
     const __mmask16 keys = tail_mask(Tk);
-    __m512 kt[FEW_KEYS_MAX_D / 16][16];
+    __m512 kt[FEW_KEYS_MAX_D / 16][16], s[16];
+    float wl[16][16] __attribute__((aligned(64)));   /* the weights, full stores: read back at once */
     transpose_keys(kt, k, rk, Tk, d_k);
-    for (int i = 0; i < Tq; i++) {
-        __m512 s = _mm512_mul_ps(_mm512_set1_ps(scale), dots16(q + i * rq, kt, d_k));
-        /* Sec. 3.2.3: a blocked pair gets -inf; lanes past Tk too */
-        __mmask16 open = keys;
-        if (m) open &= _mm_mask_cmpneq_epi8_mask(keys, _mm_maskz_loadu_epi8(keys, m + (size_t)i * Tk),
-                                                 _mm_setzero_si128());
-        s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), open, s);
-        float max = _mm512_reduce_max_ps(s);
-        __m512 wv = _mm512_setzero_ps();   /* nothing to attend to: zeros, not NaN */
-        if (max != -INFINITY) {
-            __m512 e = exp16_ps(_mm512_sub_ps(s, _mm512_set1_ps(max)));
-            wv = _mm512_mul_ps(e, _mm512_set1_ps(1.0f / sum_in_order(e, Tk)));
+    for (int i0 = 0; i0 < Tq; i0 += 16) {
+        int rows = Tq - i0 < 16 ? Tq - i0 : 16;
+        for (int r = 0; r < rows; r++) {
+            int i = i0 + r;
+            s[r] = _mm512_mul_ps(_mm512_set1_ps(scale), dots16(q + i * rq, kt, d_k));
+            /* Sec. 3.2.3: a blocked pair gets -inf; lanes past Tk too */
+            __mmask16 open = keys;
+            if (m) open &= _mm_mask_cmpneq_epi8_mask(keys, _mm_maskz_loadu_epi8(keys, m + (size_t)i * Tk),
+                                                     _mm_setzero_si128());
+            s[r] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), open, s[r]);
         }
-        _mm512_mask_storeu_ps(w + (size_t)i * Tk, keys, wv);
-        float wl[16] __attribute__((aligned(64)));   /* a full store: read back at once */
-        _mm512_store_ps(wl, wv);
-        mix_rows(o + i * ro, wl, 1, v, rv, Tk, d_v, 0);   /* out_i = sum_j w_ij v_j */
+        for (int r = 0; r < rows; r++) {
+            float max = _mm512_reduce_max_ps(s[r]);
+            __m512 wv = _mm512_setzero_ps();   /* nothing to attend to: zeros, not NaN */
+            if (max != -INFINITY) {
+                __m512 e = exp16_ps(_mm512_sub_ps(s[r], _mm512_set1_ps(max)));
+                wv = _mm512_mul_ps(e, _mm512_set1_ps(1.0f / sum_in_order(e, Tk)));
+            }
+            _mm512_mask_storeu_ps(w + (size_t)(i0 + r) * Tk, keys, wv);
+            _mm512_store_ps(wl[r], wv);
+        }
+        for (int r = 0; r < rows; r++)   /* out_i = sum_j w_ij v_j */
+            mix_rows(o + (i0 + r) * ro, wl[r], 1, v, rv, Tk, d_v, 0);
     }
 }
 
@@ -355,13 +366,16 @@ static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, floa
     __m512 vt[FEW_KEYS_MAX_D / 16][16];
     transpose_keys(vt, v, rv, Tk, d_v);
     float dsl[FEW_KEYS * 16] __attribute__((aligned(64)));   /* (Tq, 16): ds_ij at [i*16 + j] */
-    for (int i = 0; i < Tq; i++) {
-        __m512 wv = _mm512_maskz_loadu_ps(keys, w + (size_t)i * Tk);
+    __m512 dw[FEW_KEYS], wv[FEW_KEYS];
+    for (int i = 0; i < Tq; i++) {   /* two passes, as in head_forward_few */
+        wv[i] = _mm512_maskz_loadu_ps(keys, w + (size_t)i * Tk);
         /* dw_ij = dO_i . v_j, 0 where w_ij = 0 (a blocked pair) */
-        __m512 dw = _mm512_mask_mov_ps(dots16(dO + i * rdo, vt, d_v), _mm512_cmpeq_ps_mask(wv, zero), zero);
-        float s = sum_in_order(_mm512_mul_ps(dw, wv), Tk);
-        _mm512_store_ps(dsl + i * 16,
-                        _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_mul_ps(wv, _mm512_sub_ps(dw, _mm512_set1_ps(s)))));
+        dw[i] = _mm512_mask_mov_ps(dots16(dO + i * rdo, vt, d_v), _mm512_cmpeq_ps_mask(wv[i], zero), zero);
+    }
+    for (int i = 0; i < Tq; i++) {
+        float s = sum_in_order(_mm512_mul_ps(dw[i], wv[i]), Tk);
+        _mm512_store_ps(dsl + i * 16, _mm512_mul_ps(_mm512_set1_ps(scale),
+                                                    _mm512_mul_ps(wv[i], _mm512_sub_ps(dw[i], _mm512_set1_ps(s)))));
     }
     if (dq)
         for (int i = 0; i < Tq; i++) mix_rows(dq + i * rdq, dsl + i * 16, 1, k, rk, Tk, d_k, accumulate);
