@@ -282,8 +282,17 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 static void transpose_keys(__m512 kt[FEW_KEYS_MAX_D / 16][16], const float *x, size_t rx, int n, int d) {
     for (int ch = 0; ch < (d + 15) / 16; ch++) {
         __mmask16 cols = tail_mask(d - 16 * ch);
-        for (int j = 0; j < 16; j++)
-            kt[ch][j] = j < n ? _mm512_maskz_loadu_ps(cols, x + j * rx + 16 * ch) : _mm512_setzero_ps();
+        for (int j = 0; j < 16; j++) {
+            if (j >= n) {
+                kt[ch][j] = _mm512_setzero_ps();
+                continue;
+            }
+            /* the next head's columns of this row (heads side by side in a
+             * row, the usual layout): asked for now, they are in the cache
+             * when that head starts, about a microsecond from now */
+            _mm_prefetch((const char *)(x + j * rx + d + 16 * ch), _MM_HINT_T0);
+            kt[ch][j] = _mm512_maskz_loadu_ps(cols, x + j * rx + 16 * ch);
+        }
         transpose16(kt[ch]);
     }
 }
