@@ -114,13 +114,15 @@
  * can be low enough that chapter 08's d_model = 64 layers are shared. */
 #define GEMM_MIN_PARALLEL (1L << 19)
 
-/* Chunks per thread when a product is shared (see gemm). Cut along N,
- * each chunk packs only its own columns of B, and several per thread let
- * a faster core do more of them. Cut along M, each chunk packs all of B
- * again, so one chunk per thread: at 800x2048 . 2048x512 that was 459
- * against 423 GFLOP/s with three. */
+/* Chunks per thread when a product is shared (see gemm, cut_along_n). Cut
+ * along N, each chunk packs only its own columns of B, and several per
+ * thread let a faster core do more of them. Cut along M, each chunk packs
+ * all of B again, so one chunk per thread (at 800x2048 . 2048x512, before
+ * such products were cut along N: 459 against 423 GFLOP/s with three). */
 #define GEMM_CHUNKS_PER_THREAD 3
 #define GEMM_CHUNKS_PER_THREAD_M 1
+#define GEMM_CUT_N_MIN 512
+#define GEMM_MIN_CHUNK_TILES 4
 
 
 /* ---- per-thread packing workspace ------------------------------------------ */
@@ -562,8 +564,21 @@ static void scale_c(float *C, int ldc, int M, int N, float beta) {
 /* Tiles per chunk when `units` tiles of C are shared by `threads`. */
 static long chunk_tiles(long units, int threads, int split_n) {
     long chunks = (long)threads * (split_n ? GEMM_CHUNKS_PER_THREAD : GEMM_CHUNKS_PER_THREAD_M);
-    return (units + chunks - 1) / chunks;
+    long per = (units + chunks - 1) / chunks;
+    /* columns: at least 4 tiles (128) a chunk when there are that many per
+     * thread (800x512 . 512x512 on 2 threads: 6 chunks of 96 columns ran
+     * at 446 GFLOP/s, 4 of 128 at 501) */
+    if (split_n && per < GEMM_MIN_CHUNK_TILES && units >= (long)GEMM_MIN_CHUNK_TILES * threads) per = GEMM_MIN_CHUNK_TILES;
+    return per;
 }
+
+/* Cut C along N (columns) when it is at least as wide as tall, or wide
+ * enough anyway: then each chunk packs only its own columns of B, where a
+ * cut along M packs all of B once per thread (the Annotated configuration's
+ * 800 x 512 products: step 181.7 -> 174.0 ms). A small model's narrow
+ * products (d_model 64) stay cut along M, by rows, as the ops around them
+ * are (see parallel_run). */
+static int cut_along_n(int M, int N) { return N >= M || N >= GEMM_CUT_N_MIN; }
 
 /* One product (gemm.h's GemmArgs), cut into chunks of whole tiles along N
  * (split_n) or M. */
@@ -606,7 +621,7 @@ void gemm(int transA, int transB, int M, int N, int K,
     int threads = (long)M * N * K >= GEMM_MIN_PARALLEL ? parallel_threads() : 1;
     /* Split the wider side of C, in whole tiles, so every chunk is big
      * enough to keep a micro-kernel busy. */
-    int split_n = N >= M;
+    int split_n = cut_along_n(M, N);
     int unit = split_n ? NR : MR, n = split_n ? N : M;
     long units = (n + unit - 1) / unit;
     if (threads <= 1 || units < 2) {
@@ -665,7 +680,7 @@ void gemm_many(int count, const GemmArgs *a) {
                  x->ldc);
             continue;
         }
-        int split_n = x->N >= x->M, unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
+        int split_n = cut_along_n(x->M, x->N), unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
         long units = (n + unit - 1) / unit;
         /* a small product is one chunk; a large one is cut as gemm() cuts it */
         long per = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL ? units : chunk_tiles(units, threads, split_n);
