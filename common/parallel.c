@@ -90,6 +90,7 @@ static struct {
     _Atomic uint32_t wake;      /* futex word, bumped with every job         */
     _Atomic int sleepers;       /* workers asleep (or about to be) on wake   */
     _Atomic int active;         /* workers this job may use                  */
+    _Atomic int away;           /* workers in retreat (see retreat)           */
     ParallelFn fn;              /* written before state, read after a claim  */
     void *ctx;
     long n, grain;
@@ -148,7 +149,9 @@ static void retreat(long *period, long *until) {
     int again = *until && now - *until < 2 * *period;
     *period = again ? (2 * *period < POOL_SOLO_MAX_NS ? 2 * *period : POOL_SOLO_MAX_NS) : POOL_SOLO_NS;
     struct timespec ts = {*period / 1000000000L, *period % 1000000000L};
+    atomic_fetch_add(&pool.away, 1);
     while (nanosleep(&ts, &ts) != 0) {}
+    atomic_fetch_sub(&pool.away, 1);
     *until = now_ns();
 }
 
@@ -201,6 +204,7 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
 static void pool_after_fork(void) {
     pool.started = 0;
+    atomic_store(&pool.away, 0);
     atomic_store(&pool.sleepers, 0);
     pthread_mutex_init(&pool.lock, NULL);
 }
@@ -242,7 +246,10 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
      * (a time slice, milliseconds). When that happened recently, the
      * caller does the jobs alone for a while (the worker goes to sleep
      * and leaves its core to the other program), then tries again. */
-    if (pool.solo_until && now_ns() < pool.solo_until) {
+    /* (Likewise while every worker is in retreat: the job is then one
+     * call, as on one thread, not chunk by chunk.) */
+    if ((pool.solo_until && now_ns() < pool.solo_until) ||
+        (pool.started > 0 && atomic_load(&pool.away) >= pool.started)) {
         pthread_mutex_unlock(&pool.lock);
         fn(ctx, 0, n);
         return;
