@@ -233,6 +233,14 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         return;
     }
     long nch = (n + grain - 1) / grain;
+    /* An even share: a few chunks that are not a multiple of the threads
+     * leave one thread more than the others (3 chunks on 2 threads: 2
+     * against 1), so a few are cut finer. The cut never changes a result. */
+    if (grain > 1 && nch < 4L * threads && nch % threads) {
+        long want = (nch / threads + 1) * threads;
+        grain = (n + want - 1) / want;
+        nch = (n + grain - 1) / grain;
+    }
     if (nch > ST_MAXCH) {                         /* coarser chunks, same cut rule */
         grain = (n + ST_MAXCH - 1) / ST_MAXCH;
         nch = (n + grain - 1) / grain;
