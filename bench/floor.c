@@ -14,9 +14,9 @@
  * to another and back. A multi-threaded step hands rows between the cores
  * hundreds of times, so this bounds what a second thread gains on small
  * models. On a virtual machine it moves with where the host puts the
- * vCPUs: this project's 2-vCPU machine measured 70-90 ns at some times and
- * 370-600 ns at others within one hour, and chapter 08's 2-thread step
- * followed (about 6.4 and 9.5-11 ms).
+ * vCPUs: this project's 2-vCPU machine measured 70-130 ns at some times
+ * and 370-600 ns at others within one hour, and chapter 08's 2-thread step
+ * followed (about 6 against 7.6-9 ms; bench/README.md).
  *
  * The hog: a CPU-bound child process (a busy loop), for the contention
  * run: "with one core busy elsewhere, is the 2-thread step still no slower

@@ -654,7 +654,7 @@ typedef struct {
 
 /* Chunks [c0, c1): each product's run of them as one gemm_chunk (when the
  * pool runs a whole job on one thread, each product is then one gemm, as
- * on one thread, not its chunks one by one, each packing its own A). */
+ * on one thread, not its chunks one by one, each packing its own B). */
 static void gemm_many_chunk(void *ctx, long c0, long c1) {
     const GemmMany *g = ctx;
     for (long c = c0; c < c1;) {

@@ -138,16 +138,24 @@ static long pool_chunks(uint32_t gen, int from_back) {
     return ran;
 }
 
+/* The length of the next period of staying out (the caller working alone,
+ * or a worker in retreat), the last one `period` long and ended at
+ * `ended`: held up again soon after it ended (the other program is still
+ * there), twice as long, up to POOL_SOLO_MAX_NS, so under lasting
+ * contention the trials cost less and less; otherwise POOL_SOLO_NS again. */
+static long next_period(long period, long ended, long now) {
+    int again = ended && now - ended < 2 * period;
+    return again ? (2 * period < POOL_SOLO_MAX_NS ? 2 * period : POOL_SOLO_MAX_NS) : POOL_SOLO_NS;
+}
+
 /* A worker that finds it was not running for a while (another program
  * shares its core) stays out of the jobs for a while: it sleeps
- * POOL_SOLO_NS, doubled up to POOL_SOLO_MAX_NS while it keeps happening,
- * and the caller does the chunks meanwhile. A worker holding a chunk when
- * it loses its core holds the caller up; this way it mostly notices while
- * it is between jobs, and gives up its place before taking one. */
+ * next_period() and the caller does the chunks meanwhile. A worker holding
+ * a chunk when it loses its core holds the caller up; this way it mostly
+ * notices while it is between jobs, and gives up its place before taking
+ * one. */
 static void retreat(long *period, long *until) {
-    long now = now_ns();
-    int again = *until && now - *until < 2 * *period;
-    *period = again ? (2 * *period < POOL_SOLO_MAX_NS ? 2 * *period : POOL_SOLO_MAX_NS) : POOL_SOLO_NS;
+    *period = next_period(*period, *until, now_ns());
     struct timespec ts = {*period / 1000000000L, *period % 1000000000L};
     atomic_fetch_add(&pool.away, 1);
     while (nanosleep(&ts, &ts) != 0) {}
@@ -211,15 +219,10 @@ static void pool_after_fork(void) {
 
 static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
 
-/* Work alone for a while. Held up again soon after the last solo period
- * ended (the other program is still there): twice as long as last time, so
- * under lasting contention the trials cost less and less; otherwise
- * POOL_SOLO_NS again. */
+/* Work alone for a while (next_period). */
 static void go_solo(void) {
     long now = now_ns();
-    int again = pool.solo_until && now - pool.solo_until < 2 * pool.solo_ns;
-    pool.solo_ns = again ? (2 * pool.solo_ns < POOL_SOLO_MAX_NS ? 2 * pool.solo_ns : POOL_SOLO_MAX_NS)
-                         : POOL_SOLO_NS;
+    pool.solo_ns = next_period(pool.solo_ns, pool.solo_until, now);
     pool.solo_until = now + pool.solo_ns;
 }
 
