@@ -93,41 +93,31 @@ static void ew_run(EwOp op, float *y, float *y2, const float *a, const float *b,
     parallel_run((long)n, NN_PARALLEL_MIN, ew_chunk, &(EwJob){op, y, y2, a, b});
 }
 
-/* ---- sums over rows, over the threads by columns ----------------------------
- * acc[c] += sum_n w(n, c) for c in [0, C): each thread takes whole 16-column
- * blocks and runs down every row in order, so each column is summed in the
- * same order as on one thread: the same bits. Used for the bias and
- * LayerNorm gradients (the sums over positions of Sec. 3.1 / Eq. 2). */
-typedef struct {
-    float *dgamma, *dbeta;
-    const float *dy, *x, *mean, *rstd;
-    int N, C;
-} ColSumJob;
-
-static void colsum_chunk(void *ctx, long b0, long b1) {
-    const ColSumJob *j = ctx;
-    int c0 = (int)b0 * 16, c1 = (int)b1 * 16 < j->C ? (int)b1 * 16 : j->C;
-    for (int n = 0; n < j->N; n++) {
-        const float *dy = j->dy + (long)n * j->C;
-        if (j->dgamma) {   /* LayerNorm: dgamma += dy * norm (x given) */
-            const float *x = j->x + (long)n * j->C;
-            float m = j->mean[n], s = j->rstd[n];
+/* ---- sums over rows -------------------------------------------------------------
+ * acc[c] += sum_n w(n, c) for c in [0, C), every column summed over the rows
+ * in order. Used for the bias and LayerNorm gradients (the sums over
+ * positions of Sec. 3.1 / Eq. 2). One thread does it: the rows were written
+ * mostly by the thread that computed them (the caller the first ones, a
+ * worker the last: parallel.c), so splitting the columns over two threads
+ * made each read half of its rows from the other core, one cache line per
+ * row, and that took longer than one thread reading all the rows as one
+ * stream (chapter 08 on 2 threads, cores far apart: 7.02 -> 6.44 ms a
+ * step; the Annotated step did not change). */
+static void colsum_rows(float *dgamma, float *dbeta, const float *dy, const float *x,
+                        const float *mean, const float *rstd, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        const float *d = dy + (long)n * C;
+        if (dgamma) {   /* LayerNorm: dgamma += dy * norm (x given) */
+            const float *xr = x + (long)n * C;
+            float m = mean[n], s = rstd[n];
             SIMD
-            for (int c = c0; c < c1; c++) j->dgamma[c] += dy[c] * ((x[c] - m) * s);
+            for (int c = 0; c < C; c++) dgamma[c] += d[c] * ((xr[c] - m) * s);
         }
-        if (j->dbeta) {    /* bias / beta: += dy */
+        if (dbeta) {    /* bias / beta: += dy */
             SIMD
-            for (int c = c0; c < c1; c++) j->dbeta[c] += dy[c];
+            for (int c = 0; c < C; c++) dbeta[c] += d[c];
         }
     }
-}
-
-/* 16-column blocks per chunk so a chunk has about NN_PARALLEL_MIN floats */
-static void colsum_run(float *dgamma, float *dbeta, const float *dy, const float *x,
-                       const float *mean, const float *rstd, int N, int C) {
-    long blocks = (C + 15) / 16, per = NN_PARALLEL_MIN / (16L * (N > 0 ? N : 1));
-    parallel_run(blocks, per > 0 ? per : 1, colsum_chunk,
-                 &(ColSumJob){dgamma, dbeta, dy, x, mean, rstd, N, C});
 }
 
 /* ========================================================================== */
@@ -172,7 +162,7 @@ void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
     if (dinp) g[n++] = (GemmArgs){0, 1, N, IN, OUT, 1.0f, dout, OUT, W, OUT, 1.0f, dinp, IN};
     if (dW) g[n++] = (GemmArgs){1, 0, IN, OUT, N, 1.0f, inp, IN, dout, OUT, 1.0f, dW, OUT};
     gemm_many(n, g);
-    if (dbias) colsum_run(NULL, dbias, dout, NULL, NULL, NULL, N, OUT);   /* rows in order */
+    if (dbias) colsum_rows(NULL, dbias, dout, NULL, NULL, NULL, N, OUT);   /* rows in order */
 }
 
 /* ========================================================================== */
@@ -408,7 +398,7 @@ void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *d
                      &(LnBackJob){dinp, dout, inp, mean, rstd, gamma, C});
     /* Sums over rows, rows in order for every column, so the same bits for
      * any thread count. */
-    if (dgamma || dbeta) colsum_run(dgamma, dbeta, dout, inp, mean, rstd, N, C);
+    if (dgamma || dbeta) colsum_rows(dgamma, dbeta, dout, inp, mean, rstd, N, C);
 }
 
 /* ========================================================================== */
