@@ -41,19 +41,22 @@
  *     so every float brought from memory is used many times before it leaves.
  *  4. Threads. The C matrix is cut into chunks of whole tiles along its
  *     columns (3 per thread) or rows (1 per thread); the threads take
- *     chunks in turn (parallel_run), each with its own packing buffers.
+ *     chunks in turn (parallel_run), each with its own packing buffers. A
+ *     small C summed over many rows (a small model's weight gradient) is
+ *     cut along K instead, in KC blocks of rows (see "cut along K").
  *
  * Determinism: every C element is summed in the same order - k blocks of KC
  * in increasing order, k increasing inside a block, one FMA per k - whatever
- * the thread count, the slab boundaries or whether its tile is at an edge.
- * So the result is bit-for-bit the same for the same inputs, with 1 or 64
+ * the thread count, the slab boundaries or whether its tile is at an edge
+ * (a cut along K adds its blocks to C in that order too). So the result is bit-for-bit the same for the same inputs, with 1 or 64
  * threads. (Different builds - AVX-512, AVX2, portable - round differently.)
  *
  * Memory: ops never allocate per call. Each thread that calls gemm gets one
  * packing workspace (A block + B panel, about 1.2 MiB with AVX-512), made
  * the first time that thread needs it, kept for the next call, and freed at
  * exit by an atexit handler that owns the list of all workspaces. So the
- * memory is bounded by (threads that ever ran gemm) x 1.2 MiB.
+ * memory is bounded by (threads that ever ran gemm) x 1.2 MiB, plus up to
+ * 4 MiB per calling thread for blocks of a cut along K kept aside.
  */
 #include "gemm.h"
 #include "parallel.h"
@@ -129,6 +132,8 @@
 typedef struct Workspace {
     float *a;                  /* (MC, KC) packed A block, MR-row panels    */
     float *b;                  /* (KC, NC) packed B panel, NR-column panels */
+    float *aside;              /* gemm_many's blocks kept aside (cut along K), */
+    size_t aside_n;            /*   aside_n floats; the calling thread's        */
     struct Workspace *next;    /* every workspace, for freeing at exit      */
 } Workspace;
 
@@ -147,6 +152,7 @@ static void ws_free_all(void) {
         all_ws = w->next;
         free(w->a);
         free(w->b);
+        free(w->aside);
         free(w);
     }
     pthread_mutex_unlock(&ws_lock);
@@ -604,6 +610,8 @@ static void gemm_chunk(void *ctx, long u0, long u1) {
                   g->C + (size_t)lo * g->ldc, g->ldc);
 }
 
+static int split_k_blocks(const GemmArgs *x);   /* see gemm_many */
+
 #endif /* !USE_OPENBLAS */
 
 void gemm(int transA, int transB, int M, int N, int K,
@@ -628,6 +636,11 @@ void gemm(int transA, int transB, int M, int N, int K,
         gemm_part(ws_get(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+    GemmArgs x = {transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+    if (split_k_blocks(&x)) {                     /* a weight gradient of a small model */
+        gemm_many(1, &x);
+        return;
+    }
     /* Chunks of whole tiles, taken in turn (see parallel_run): a core
      * slowed by another program does fewer of them instead of holding the
      * others up. Each chunk packs its own share of B. */
@@ -643,35 +656,138 @@ void gemm_many(int count, const GemmArgs *g) {
         gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, g[i].alpha, g[i].A, g[i].lda, g[i].B,
              g[i].ldb, g[i].beta, g[i].C, g[i].ldc);
 }
+long gemm_blocks_kept_aside(void) { return 0; }
 #else
-/* The products' chunks numbered one after the other: chunk c belongs to
- * product i when first[i] <= c < first[i + 1]. */
+/* ---- cut along K ------------------------------------------------------------------
+ * A weight gradient of a small model, dW = X^T dY (chapter 08: 64 x 192,
+ * summed over B*T = 1280 rows), has few tiles of C and many rows to sum.
+ * Cut along M or N, every chunk reads every row of X and dY, and with two
+ * threads about half of those rows were written by the other core (the
+ * caller does the first rows of every op, a worker the last: parallel.c),
+ * a trip between the cores for every cache line. Cut along K instead, a
+ * chunk is one KC block of rows, so each thread sums the rows it wrote.
+ *
+ * The bits stay gemm()'s. The kernel sums one KC block in registers (acc)
+ * and then does C = fma(alpha, acc, C), the blocks in increasing order (the
+ * first block: alpha*acc, or fma(alpha, acc, beta*C)). A block whose
+ * predecessors are all in C already (front == its index) does exactly
+ * that, in place. Any other block keeps its acc aside (a product with
+ * alpha = 1, beta = 0 stores acc itself), and when the job is done the
+ * caller adds the kept blocks to C in order with that same fma. Every
+ * element sees the same operations in the same order either way. Memory
+ * for the blocks kept aside is the caller's (Workspace.aside). */
+#define GEMM_MANY_CHUNKS 64              /* chunks of one product at most      */
+#define SPLIT_K_MAX_BLOCKS 32            /* K up to 8192 */
+#define SPLIT_K_MAX_FLOATS (1L << 18)    /* blocks x M x N kept aside: 1 MiB */
+
+/* KC blocks if x is better cut along K (above), else 0: at least two
+ * blocks, K at least 4 x the longer side of C (so the Annotated model's
+ * 512 x 512 gradients over 800 rows, and decoding's one-row products, are
+ * cut as before), and the blocks kept aside small. */
+static int split_k_blocks(const GemmArgs *x) {
+    long nb = ((long)x->K + KC - 1) / KC, side = x->M > x->N ? x->M : x->N;
+    if (x->K < 2 * KC || x->K < 4 * side || nb > SPLIT_K_MAX_BLOCKS) return 0;
+    if ((long)x->M * x->N * nb > SPLIT_K_MAX_FLOATS) return 0;
+    return (int)nb;
+}
+
+/* The caller's room for blocks kept aside: at least n floats, or NULL. */
+static float *ws_aside(Workspace *w, size_t n) {
+    if (!w) return NULL;
+    if (w->aside_n < n) {
+        free(w->aside);
+        w->aside = aligned_alloc(64, sizeof(float) * ((n + 15) / 16 * 16));
+        w->aside_n = w->aside ? n : 0;
+    }
+    return w->aside;
+}
+
+/* Blocks kept aside so far (split_k_finish): the tests check that the
+ * path they mean to test ran. */
+static _Atomic long aside_count;
+long gemm_blocks_kept_aside(void) { return atomic_load(&aside_count); }
+
+/* The products' chunks, in the order the threads take them (see gemm_many):
+ * product prod's tiles [u0, u1) of the side it is cut along, or its KC block
+ * u0 when it is cut along K. */
 typedef struct {
-    int count;
+    int prod;
+    long u0, u1;
+} GemmChunk;
+typedef struct {
+    int count, nch;
     GemmJob job[GEMM_MANY_MAX];
-    long per[GEMM_MANY_MAX], units[GEMM_MANY_MAX], first[GEMM_MANY_MAX + 1];
+    int nb[GEMM_MANY_MAX];              /* cut along K: its KC blocks; else 0      */
+    _Atomic int front[GEMM_MANY_MAX];   /* cut along K: blocks [0, front) are in C */
+    float *aside[GEMM_MANY_MAX];        /* cut along K: (nb, M, N) blocks kept aside */
+    long units[GEMM_MANY_MAX];
+    GemmChunk ch[GEMM_MANY_MAX * GEMM_MANY_CHUNKS];
 } GemmMany;
 
-/* Chunks [c0, c1): each product's run of them as one gemm_chunk (when the
- * pool runs a whole job on one thread, each product is then one gemm, as
- * on one thread, not its chunks one by one, each packing its own B). */
-static void gemm_many_chunk(void *ctx, long c0, long c1) {
-    const GemmMany *g = ctx;
-    for (long c = c0; c < c1;) {
-        int i = 0;
-        while (c >= g->first[i + 1]) i++;
-        long end = c1 < g->first[i + 1] ? c1 : g->first[i + 1];
-        long u0 = (c - g->first[i]) * g->per[i], u1 = (end - g->first[i]) * g->per[i];
-        gemm_chunk((void *)&g->job[i], u0, u1 < g->units[i] ? u1 : g->units[i]);
-        c = end;
+/* Block b (rows b*KC.. of the sum) of product i, cut along K. */
+static void split_k_block(GemmMany *g, int i, int b) {
+    const GemmArgs *x = &g->job[i].g;
+    int pc = b * KC, kc = x->K - pc < KC ? x->K - pc : KC;
+    const float *A = x->transA ? x->A + (size_t)pc * x->lda : x->A + pc;
+    const float *B = x->transB ? x->B + pc : x->B + (size_t)pc * x->ldb;
+    if (atomic_load_explicit(&g->front[i], memory_order_acquire) == b) {
+        gemm_part(ws_get(), x->transA, x->transB, x->M, x->N, kc, x->alpha, A, x->lda, B, x->ldb,
+                  b == 0 ? x->beta : 1.0f, x->C, x->ldc);
+        atomic_store_explicit(&g->front[i], b + 1, memory_order_release);
+    } else {
+        gemm_part(ws_get(), x->transA, x->transB, x->M, x->N, kc, 1.0f, A, x->lda, B, x->ldb, 0.0f,
+                  g->aside[i] + (size_t)b * x->M * x->N, x->N);
     }
+}
+
+/* After the job: the blocks kept aside, into C in order. */
+static void split_k_finish(GemmMany *g, int i) {
+    const GemmArgs *x = &g->job[i].g;
+    for (int b = atomic_load(&g->front[i]); b < g->nb[i]; b++) {
+        const float *p = g->aside[i] + (size_t)b * x->M * x->N;
+        for (int r = 0; r < x->M; r++) {
+            float *c = x->C + (size_t)r * x->ldc;
+            const float *pr = p + (size_t)r * x->N;
+            SIMD
+            for (int j = 0; j < x->N; j++) c[j] = fmaf(x->alpha, pr[j], c[j]);
+        }
+        atomic_fetch_add(&aside_count, 1);
+    }
+}
+
+/* Chunks [c0, c1). All of them (the pool ran the job in one call: one
+ * thread): each product whole, as gemm() on one thread does it. */
+static void gemm_many_chunk(void *ctx, long c0, long c1) {
+    GemmMany *g = ctx;
+    if (c0 == 0 && c1 == g->nch) {
+        for (int i = 0; i < g->count; i++) {
+            const GemmArgs *x = &g->job[i].g;
+            gemm_part(ws_get(), x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B,
+                      x->ldb, x->beta, x->C, x->ldc);
+            atomic_store(&g->front[i], g->nb[i]);
+        }
+        return;
+    }
+    for (long c = c0; c < c1; c++) {
+        int i = g->ch[c].prod;
+        if (g->nb[i]) split_k_block(g, i, (int)g->ch[c].u0);
+        else gemm_chunk(&g->job[i], g->ch[c].u0, g->ch[c].u1);
+    }
+}
+
+/* Where a chunk lies along its product, 0..1: the chunks are taken in this
+ * order, so the caller (from the front) gets the first rows of every
+ * product, and the rows of every product cut along K are summed by the
+ * thread that wrote them, the caller's in one piece. */
+static double chunk_key(const GemmMany *g, int i, long u0) {
+    return (double)u0 / (g->nb[i] ? g->nb[i] : g->units[i]);
 }
 
 void gemm_many(int count, const GemmArgs *a) {
     assert(count >= 0 && count <= GEMM_MANY_MAX);
     int threads = parallel_threads();
     GemmMany g = {0};
-    long total = 0;
+    size_t aside = 0;
     for (int i = 0; i < count; i++) {
         const GemmArgs *x = &a[i];
         /* the edge cases, and everything on one thread: gemm() itself */
@@ -680,18 +796,42 @@ void gemm_many(int count, const GemmArgs *a) {
                  x->ldc);
             continue;
         }
+        int k = g.count++;
+        int small = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL;
+        g.nb[k] = small ? 0 : split_k_blocks(x);
+        g.job[k].g = *x;
+        aside += (size_t)g.nb[k] * x->M * x->N;
+    }
+    float *room = aside ? ws_aside(ws_get(), aside) : NULL;
+    for (int k = 0, used = 0; k < g.count; k++) {
+        const GemmArgs *x = &g.job[k].g;
+        if (g.nb[k] && !room) g.nb[k] = 0;                /* no memory: cut as before */
+        if (g.nb[k]) {
+            g.aside[k] = room + used;
+            used += g.nb[k] * x->M * x->N;
+            for (long b = 0; b < g.nb[k]; b++) g.ch[g.nch++] = (GemmChunk){k, b, b + 1};
+            continue;
+        }
         int split_n = cut_along_n(x->M, x->N), unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
         long units = (n + unit - 1) / unit;
         /* a small product is one chunk; a large one is cut as gemm() cuts it */
         long per = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL ? units : chunk_tiles(units, threads, split_n);
-        int k = g.count++;
-        g.job[k] = (GemmJob){*x, split_n, unit};
+        if ((units + per - 1) / per > GEMM_MANY_CHUNKS) per = (units + GEMM_MANY_CHUNKS - 1) / GEMM_MANY_CHUNKS;
+        g.job[k].split_n = split_n;
+        g.job[k].unit = unit;
         g.units[k] = units;
-        g.per[k] = per;
-        g.first[k] = total;
-        total += (units + per - 1) / per;
-        g.first[k + 1] = total;
+        for (long u = 0; u < units; u += per) g.ch[g.nch++] = (GemmChunk){k, u, u + per < units ? u + per : units};
     }
-    if (g.count) parallel_run(total, 1, gemm_many_chunk, &g);
+    /* in order of chunk_key (a stable insertion sort: a few dozen chunks) */
+    for (int c = 1; c < g.nch; c++) {
+        GemmChunk t = g.ch[c];
+        double key = chunk_key(&g, t.prod, t.u0);
+        int d = c;
+        for (; d > 0 && chunk_key(&g, g.ch[d - 1].prod, g.ch[d - 1].u0) > key; d--) g.ch[d] = g.ch[d - 1];
+        g.ch[d] = t;
+    }
+    if (g.nch) parallel_run(g.nch, 1, gemm_many_chunk, &g);
+    for (int k = 0; k < g.count; k++)
+        if (g.nb[k]) split_k_finish(&g, k);
 }
 #endif

@@ -356,6 +356,66 @@ START_TEST(test_many_matches_gemm) {
 }
 END_TEST
 
+/* Cut along K (a small model's weight gradient; gemm.c): blocks of rows
+ * that a worker summed aside and the caller then added in order give the
+ * bits of one thread's gemm, for every kind of alpha and beta (beta = 0
+ * over NaN), K not a multiple of KC, A or B transposed, through gemm() and
+ * gemm_many(). The rounds go on until a worker has kept blocks aside (it
+ * takes blocks from the back while the caller takes them from the front),
+ * so the test fails if that path never ran. */
+START_TEST(test_cut_along_k) {
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    if (threads < 2) {
+        printf("gemm: cut along K not tested: it needs 2 threads (OMP_NUM_THREADS=1)\n");
+        return;
+    }
+    Rng rng;
+    rng_seed(&rng, 13);
+    struct { int tA, tB, M, N, K; float alpha, beta; } c[4] = {
+        {1, 0, 64, 192, 1280, 1.0f, 1.0f},     /* chapter 08's dW = X^T dY (+=)        */
+        {1, 1, 48, 37, 1100, -0.5f, 0.0f},     /* C holds NaN: beta = 0 must not read it */
+        {0, 0, 30, 64, 777, 2.0f, -1.5f},
+        {0, 1, 17, 45, 600, 1.0f, 0.5f}};
+    float *A[4], *B[4], *C0[4], *want[4], *got[4];
+    GemmArgs g[4];
+    for (int i = 0; i < 4; i++) {
+        int M = c[i].M, N = c[i].N, K = c[i].K;
+        A[i] = padded_matrix(&rng, c[i].tA ? K : M, c[i].tA ? M : K, c[i].tA ? M : K);
+        B[i] = padded_matrix(&rng, c[i].tB ? N : K, c[i].tB ? K : N, c[i].tB ? K : N);
+        C0[i] = padded_matrix(&rng, M, N, N);
+        if (c[i].beta == 0.0f)
+            for (int e = 0; e < M * N; e++) C0[i][e] = NAN;
+        want[i] = malloc(sizeof(float) * M * N);
+        got[i] = malloc(sizeof(float) * M * N);
+        memcpy(want[i], C0[i], sizeof(float) * M * N);
+        g[i] = (GemmArgs){c[i].tA, c[i].tB, M, N, K, c[i].alpha, A[i], c[i].tA ? M : K, B[i], c[i].tB ? K : N,
+                          c[i].beta, got[i], N};
+        omp_set_num_threads(1);
+        gemm(g[i].transA, g[i].transB, M, N, K, g[i].alpha, g[i].A, g[i].lda, g[i].B, g[i].ldb, g[i].beta, want[i], N);
+    }
+    omp_set_num_threads(threads);
+    long before = gemm_blocks_kept_aside();
+    int rounds = 0;
+    for (; rounds < 200 && (rounds < 4 || gemm_blocks_kept_aside() == before); rounds++)
+        for (int i = 0; i < 4; i++) {
+            memcpy(got[i], C0[i], sizeof(float) * c[i].M * c[i].N);
+            if (rounds % 2) gemm_many(1, &g[i]);
+            else gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, g[i].alpha, g[i].A, g[i].lda, g[i].B,
+                      g[i].ldb, g[i].beta, got[i], g[i].ldc);
+            ck_assert_msg(memcmp(got[i], want[i], sizeof(float) * c[i].M * c[i].N) == 0,
+                          "round %d, product %d: %d threads differ from 1", rounds, i, threads);
+        }
+    ck_assert_msg(gemm_blocks_kept_aside() > before, "no block was kept aside in %d rounds", rounds);
+    for (int i = 0; i < 4; i++) {
+        free(A[i]); free(B[i]); free(C0[i]); free(want[i]); free(got[i]);
+    }
+#else
+    printf("gemm: cut along K not tested: a build without OpenMP has one thread\n");
+#endif
+}
+END_TEST
+
 Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
     TCase *core = tcase_create("Core");
@@ -376,6 +436,7 @@ Suite *gemm_suite(void) {
     TCase *det = tcase_create("Determinism");
     tcase_add_test(det, test_deterministic);
     tcase_add_test(det, test_many_matches_gemm);
+    tcase_add_test(det, test_cut_along_k);
     tcase_set_timeout(det, 60);
     suite_add_tcase(s, det);
     return s;
