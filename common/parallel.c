@@ -319,8 +319,48 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
     }
     pthread_mutex_unlock(&pool.lock);
 }
+/* The two parts of parallel_in_turn as a job of two chunks: the caller
+ * takes chunk 0 (it takes from the front) and a worker chunk 1, which
+ * waits for chunk 0. Chunk 0 never waits, so nothing can wait forever for
+ * a chunk no one runs; a job run in one call does both in order. */
+typedef struct {
+    ParallelFn fn;
+    void *ctx;
+    long n, h;
+    _Atomic int first_done;
+} InTurn;
+
+static void in_turn_chunk(void *arg, long c0, long c1) {
+    InTurn *t = arg;
+    for (long c = c0; c < c1; c++) {
+        if (c == 0) {
+            t->fn(t->ctx, 0, t->h);
+            atomic_store_explicit(&t->first_done, 1, memory_order_release);
+            continue;
+        }
+        for (int spins = 0; !atomic_load_explicit(&t->first_done, memory_order_acquire); spins++) {
+            if (spins < 2000) CPU_RELAX();
+            else sched_yield();
+        }
+        t->fn(t->ctx, t->h, t->n);
+    }
+}
+
+void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx) {
+    if (h <= 0 || h >= n) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    InTurn t = {fn, ctx, n, h, 0};
+    parallel_run(2, 1, in_turn_chunk, &t);
+}
 #else
 int parallel_threads(void) { return 1; }
+
+void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx) {
+    (void)h;
+    if (n > 0) fn(ctx, 0, n);
+}
 
 void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
     (void)grain;

@@ -45,6 +45,13 @@
 typedef void (*ParallelFn)(void *ctx, long lo, long hi);
 void parallel_run(long n, long grain, ParallelFn fn, void *ctx);
 
+/* parallel_in_turn(n, h, fn, ctx): fn(ctx, 0, h), then fn(ctx, h, n), the
+ * second only once the first has returned: for work that must run in order
+ * (a sum down the rows) over rows two threads wrote. The caller does the
+ * first part and a worker, if one is free, the second, so each reads the
+ * rows it wrote from its own cache. Otherwise the caller does both. */
+void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx);
+
 /* threads parallel_run would use now (1 inside a parallel_run) */
 int parallel_threads(void);
 

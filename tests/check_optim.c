@@ -1,6 +1,8 @@
 /* check_optim.c - the Section 5.3 learning-rate schedule and Adam. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -260,6 +262,53 @@ START_TEST(test_parallel_run_covers_once) {
 }
 END_TEST
 
+/* ---- parallel_in_turn: the second part only after the first -------------- */
+typedef struct {
+    long n, h;
+    int *hits;
+    _Atomic int first_done, bad;
+    pthread_t who[2];
+} TurnCheck;
+
+static void turn_part(void *ctx, long lo, long hi) {
+    TurnCheck *c = ctx;
+    int part = lo == 0 ? 0 : 1;
+    if ((part == 0 && hi != c->h) || (part == 1 && (lo != c->h || hi != c->n))) c->bad = 1;
+    if (part == 1 && !c->first_done) c->bad = 1;   /* started before the first had returned */
+    c->who[part] = pthread_self();
+    if (part == 0) {   /* take 0.2 ms, so that a worker holding part 1 has to wait */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t);
+        while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000L);
+    }
+    for (long i = lo; i < hi; i++) c->hits[i]++;
+    if (part == 0) c->first_done = 1;
+}
+
+START_TEST(test_parallel_in_turn) {
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(threads > 1 ? threads : 2);
+    long cases[][2] = {{1000, 500}, {1000, 1}, {1000, 999}, {7, 3}};
+    int apart = 0;   /* rounds whose two parts ran on different threads */
+    for (int k = 0; k < 4; k++)
+        for (int rep = 0; rep < 10; rep++) {
+            TurnCheck c = {cases[k][0], cases[k][1], calloc(cases[k][0], sizeof(int)), 0, 0, {0}};
+            parallel_in_turn(c.n, c.h, turn_part, &c);
+            ck_assert_msg(!c.bad, "n=%ld h=%ld: a part was cut wrong or started too early", c.n, c.h);
+            for (long i = 0; i < c.n; i++)
+                ck_assert_msg(c.hits[i] == 1, "n=%ld h=%ld: item %ld done %d times", c.n, c.h, i, c.hits[i]);
+            apart += !pthread_equal(c.who[0], c.who[1]);
+            free(c.hits);
+        }
+    /* with two processors a worker runs some second parts (else the wait
+     * above was never tested); on one it may never get the chance */
+    if (threads > 1) ck_assert_msg(apart > 0, "no second part ran on a worker in 40 rounds");
+    else printf("optim: parallel_in_turn ran on one processor: the wait was not tested\n");
+    omp_set_num_threads(threads);
+}
+END_TEST
+
 Suite *optim_suite(void) {
     Suite *s = suite_create("optim");
     TCase *core = tcase_create("Core");
@@ -276,6 +325,7 @@ Suite *optim_suite(void) {
     tcase_add_test(fused, test_adam_step_refuses_nonfinite);
     tcase_add_test(fused, test_adam_step_thread_count);
     tcase_add_test(fused, test_parallel_run_covers_once);
+    tcase_add_test(fused, test_parallel_in_turn);
     suite_add_tcase(s, fused);
     return s;
 }
