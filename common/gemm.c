@@ -370,7 +370,7 @@ static void update_tile(float *C, int ldc, const float *tile, int mr, int nr,
  * (rsa, csa) = (1, MR); kernel_direct reads A where it lies (see
  * gemm_blocked). Both are this one body, inlined with their own strides. */
 static inline __attribute__((always_inline))
-void kernel_body(int kc, const float *restrict A, size_t rsa, size_t csa, const float *restrict Bp,
+void kernel_body(int rows, int kc, const float *restrict A, size_t rsa, size_t csa, const float *restrict Bp,
                  float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
     /* Ask for the C tile now; it is needed only after the k loop, by which
      * time it has arrived. Without this the tile (14 rows, often 8 KiB
@@ -382,12 +382,12 @@ void kernel_body(int kc, const float *restrict A, size_t rsa, size_t csa, const 
     }
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(Bp + k * NR);
         __m512 b1 = _mm512_load_ps(Bp + k * NR + 16);
 #pragma GCC unroll 14
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < rows; r++) {
             __m512 a = _mm512_set1_ps(A[r * rsa + k * csa]);
             acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
@@ -397,7 +397,7 @@ void kernel_body(int kc, const float *restrict A, size_t rsa, size_t csa, const 
     __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < rows; r++) {
         if (r >= mr) break;
         float *cp = C + (size_t)r * ldc;
         for (int h = 0; h < 2; h++) {
@@ -417,20 +417,25 @@ void kernel_body(int kc, const float *restrict A, size_t rsa, size_t csa, const 
 
 static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
                    float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
-    kernel_body(kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+    /* a ragged last tile (800 rows = 57 x 14 + 2) does only the rows it has,
+     * rounded up: the same sums, a seventh of the work for 2 rows */
+    if (mr <= 2) kernel_body(2, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+    else if (mr <= 4) kernel_body(4, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+    else if (mr <= 8) kernel_body(8, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+    else kernel_body(MR, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
 }
 
 /* A read in place: op(A) = A^T, so the MR values of one k are adjacent
  * (A[k*lda + r]) - no copy needed. */
 static void kernel_direct_t(int kc, const float *restrict A, int lda, const float *restrict Bp,
                             float *C, int ldc, float alpha, float beta, int first, int nr) {
-    kernel_body(kc, A, 1, (size_t)lda, Bp, C, ldc, alpha, beta, first, MR, nr);
+    kernel_body(MR, kc, A, 1, (size_t)lda, Bp, C, ldc, alpha, beta, first, MR, nr);
 }
 
 /* A read in place: op(A) = A, row r of the tile is A[r*lda + k]. */
 static void kernel_direct_n(int kc, const float *restrict A, int lda, const float *restrict Bp,
                             float *C, int ldc, float alpha, float beta, int first, int nr) {
-    kernel_body(kc, A, (size_t)lda, 1, Bp, C, ldc, alpha, beta, first, MR, nr);
+    kernel_body(MR, kc, A, (size_t)lda, 1, Bp, C, ldc, alpha, beta, first, MR, nr);
 }
 #define HAVE_KERNEL_DIRECT 1
 #elif defined(__AVX2__) && defined(__FMA__)

@@ -161,6 +161,30 @@ START_TEST(test_big_blocks) {
 }
 END_TEST
 
+/* A row of C gets the same bits whichever tile it falls in: the first m
+ * rows of a product of 28 rows (two full 14-row tiles with AVX-512) against
+ * the product of those m rows alone, where they make a ragged tile (its
+ * kernel does only the rows it has, rounded up: 2, 4, 8 or 14), for A
+ * transposed or not, over two KC blocks, with ragged columns too. */
+START_TEST(test_edge_tiles_bits) {
+    Rng rng;
+    rng_seed(&rng, 14);
+    int M = 28, N = 45, K = 300;
+    for (int tA = 0; tA < 2; tA++) {
+        float *A = padded_matrix(&rng, tA ? K : M, tA ? M : K, tA ? M : K);
+        float *B = padded_matrix(&rng, K, N, N);
+        float *full = malloc(sizeof(float) * M * N), *part = malloc(sizeof(float) * M * N);
+        gemm(tA, 0, M, N, K, 1.0f, A, tA ? M : K, B, N, 0.0f, full, N);
+        for (int m = 1; m <= 14; m++) {
+            gemm(tA, 0, m, N, K, 1.0f, A, tA ? M : K, B, N, 0.0f, part, N);
+            ck_assert_msg(memcmp(part, full, sizeof(float) * m * N) == 0,
+                          "tA=%d: the first %d rows alone differ from the same rows in a full tile", tA, m);
+        }
+        free(A); free(B); free(full); free(part);
+    }
+}
+END_TEST
+
 /* ---- Limits ------------------------------------------------------------------ */
 START_TEST(test_beta_zero_ignores_garbage) {
     /* beta == 0: C is output only; NaN and inf already there must vanish. */
@@ -425,6 +449,7 @@ Suite *gemm_suite(void) {
     tcase_add_loop_test(loop, test_sweep, 0, NSIZES);
     tcase_add_loop_test(loop, test_each_dimension, 0, NSIZES);
     tcase_add_test(loop, test_big_blocks);
+    tcase_add_test(loop, test_edge_tiles_bits);
     tcase_set_timeout(loop, 120);
     suite_add_tcase(s, loop);
     TCase *lim = tcase_create("Limits");
