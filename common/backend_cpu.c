@@ -10,8 +10,9 @@
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"
+#include "tensor.h"
 
-static void *cpu_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void *cpu_alloc(size_t bytes) { return calloc_big(1, bytes ? bytes : 1); }
 static void cpu_free(void *p) { free(p); }
 static void *cpu_share(void *host, size_t bytes) { return host; }
 static void cpu_unshare(void *view, void *host) {}

@@ -36,6 +36,7 @@
 #include "gemm.h"
 #include "ops.h"
 #include "parallel.h"
+#include "tensor.h"
 
 #include <assert.h>
 #include <math.h>
@@ -228,7 +229,7 @@ static void params_free(Params *p) {
 static int params_alloc(Params *p, const Config *c) {
     memset(p, 0, sizeof *p);
     p->n = model_param_count(c);
-    p->mem = calloc(p->n, sizeof(float));
+    p->mem = calloc_big(p->n, sizeof(float));
     if (!p->mem || params_layout(p, c)) {
         params_free(p);
         return -1;

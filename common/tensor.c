@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <stdint.h>
 
 /* Splits "batch seq d_k" into t->dim and reads one int size per name. */
 static void set_shape(Tensor *t, const char *name, const char *dims, va_list ap) {
@@ -30,6 +32,22 @@ static void set_shape(Tensor *t, const char *name, const char *dims, va_list ap)
         t->stride[i] = s;
         s *= t->shape[i];
     }
+}
+
+void *calloc_big(size_t count, size_t size) {
+    void *p = calloc(count, size);
+#ifdef MADV_HUGEPAGE
+    size_t bytes = count * size, huge = (size_t)2 << 20;   /* calloc checked count * size */
+    if (p && bytes >= 2 * huge) {
+        /* the whole 2 MiB pages inside the array; calloc's own big arrays
+         * are fresh mappings not yet touched, so the kernel can give them
+         * huge pages from the first write on. A refusal changes nothing. */
+        uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1);
+        uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
+    return p;
 }
 
 Tensor *tensor_new(const char *name, const char *dims, ...) {

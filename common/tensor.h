@@ -40,6 +40,14 @@ typedef struct {
 Tensor *tensor_new(const char *name, const char *dims, ...);
 void tensor_free(Tensor *t);
 
+/* calloc(count, size) for a model's big arrays: weights, gradients, Adam's
+ * moments, activations. An array of 4 MiB or more is also offered 2 MiB
+ * pages (madvise MADV_HUGEPAGE: this machine's transparent huge pages are
+ * set to "madvise", so without asking a program gets 4 KiB pages): one TLB
+ * entry then covers what 512 did, and the passes over all the weights
+ * (packing them for gemm, Adam) wait less for page walks. Free with free(). */
+void *calloc_big(size_t count, size_t size);
+
 /* A view of existing contiguous data (owns nothing). */
 Tensor tensor_wrap(float *data, const char *name, const char *dims, ...);
 /* The same data with a new shape (t must be contiguous; element counts match). */
