@@ -229,7 +229,9 @@ static void params_free(Params *p) {
 static int params_alloc(Params *p, const Config *c) {
     memset(p, 0, sizeof *p);
     p->n = model_param_count(c);
-    p->mem = calloc_big(p->n, sizeof(float));
+    /* weights: written first by their initialisation, gradients by the
+     * zeroing before each step, both in the calling thread: not touched */
+    p->mem = calloc_big(p->n, sizeof(float), 0);
     if (!p->mem || params_layout(p, c)) {
         params_free(p);
         return -1;

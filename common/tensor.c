@@ -34,7 +34,7 @@ static void set_shape(Tensor *t, const char *name, const char *dims, va_list ap)
     }
 }
 
-void *calloc_big(size_t count, size_t size) {
+void *calloc_big(size_t count, size_t size, int touch) {
     void *p = calloc(count, size);
 #ifdef MADV_HUGEPAGE
     size_t bytes = count * size, huge = (size_t)2 << 20;   /* calloc checked count * size */
@@ -42,14 +42,14 @@ void *calloc_big(size_t count, size_t size) {
         /* the whole 2 MiB pages inside the array; calloc's own big arrays
          * are fresh mappings not yet touched, so the kernel can give them
          * huge pages from the first write on. A refusal changes nothing.
-         * Each page is then touched here, once: the kernel clears a huge
-         * page on its first write (tens of microseconds), and a first
-         * write inside a training step's parallel job held the other
-         * thread up long enough for the pool's straggler guard to run the
-         * next steps on one thread (parallel.c). */
+         * With touch, each page is then written here, once: the kernel
+         * clears a huge page on its first write (tens of microseconds),
+         * and a first write inside a training step's parallel job held the
+         * other thread up long enough for the pool's straggler guard to
+         * run the next steps on one thread (parallel.c). */
         uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1);
         uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge - 1);
-        if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0)
+        if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0 && touch)
             for (uintptr_t q = lo; q < hi; q += huge) *(volatile char *)q = 0;
     }
 #endif

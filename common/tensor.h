@@ -45,8 +45,12 @@ void tensor_free(Tensor *t);
  * pages (madvise MADV_HUGEPAGE: this machine's transparent huge pages are
  * set to "madvise", so without asking a program gets 4 KiB pages): one TLB
  * entry then covers what 512 did, and the passes over all the weights
- * (packing them for gemm, Adam) wait less for page walks. Free with free(). */
-void *calloc_big(size_t count, size_t size);
+ * (packing them for gemm, Adam) wait less for page walks. touch: write
+ * each such page once now (see tensor.c), for arrays whose first writes
+ * would otherwise come from a parallel job; not for arrays that may never
+ * be used (a forward-only model's gradients): touched, they take memory.
+ * Free with free(). */
+void *calloc_big(size_t count, size_t size, int touch);
 
 /* A view of existing contiguous data (owns nothing). */
 Tensor tensor_wrap(float *data, const char *name, const char *dims, ...);

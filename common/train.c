@@ -133,8 +133,8 @@ int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
     t->B = B;
     t->T = T;
     t->micro = 1;
-    t->adam_m = calloc_big(t->n, sizeof(float));
-    t->adam_v = calloc_big(t->n, sizeof(float));
+    t->adam_m = calloc_big(t->n, sizeof(float), 1);   /* first written by Adam's threads */
+    t->adam_v = calloc_big(t->n, sizeof(float), 1);
     t->src = calloc((size_t)B * T, sizeof(int));
     t->tgt_in = calloc((size_t)B * (T - 1), sizeof(int));
     t->tgt_out = calloc((size_t)B * (T - 1), sizeof(int));
