@@ -48,8 +48,9 @@
  * Determinism: every C element is summed in the same order - k blocks of KC
  * in increasing order, k increasing inside a block, one FMA per k - whatever
  * the thread count, the slab boundaries or whether its tile is at an edge
- * (a cut along K adds its blocks to C in that order too). So the result is bit-for-bit the same for the same inputs, with 1 or 64
- * threads. (Different builds - AVX-512, AVX2, portable - round differently.)
+ * (a cut along K adds its blocks to C in that order too). So the result
+ * is bit-for-bit the same for the same inputs, with 1 or 64 threads.
+ * (Different builds - AVX-512, AVX2, portable - round differently.)
  *
  * Memory: ops never allocate per call. Each thread that calls gemm gets one
  * packing workspace (A block + B panel, about 1.2 MiB with AVX-512), made

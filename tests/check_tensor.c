@@ -1,6 +1,7 @@
 /* check_tensor.c - named tensors, views, comparison, RNG determinism. */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "rng.h"
 #include "tensor.h"
@@ -79,12 +80,30 @@ START_TEST(test_rng_moments) {
 }
 END_TEST
 
+/* calloc_big is calloc: zeros, for arrays below and above its 4 MiB line,
+ * touched or not (the huge-page advice and the touch change where the
+ * memory comes from, never what it holds), and freed with free(). */
+START_TEST(test_calloc_big_zeroed) {
+    size_t counts[] = {1, 1000, (size_t)3 << 20};   /* floats: 4 B, 4 KB, 12 MiB */
+    for (int k = 0; k < 3; k++)
+        for (int touch = 0; touch < 2; touch++) {
+            float *p = calloc_big(counts[k], sizeof(float), touch);
+            ck_assert_ptr_nonnull(p);
+            for (size_t i = 0; i < counts[k]; i++)
+                if (p[i] != 0.0f) ck_abort_msg("%zu floats, touch %d: element %zu is %g", counts[k], touch, i, p[i]);
+            p[counts[k] - 1] = 1.0f;   /* all of it is ours to write */
+            free(p);
+        }
+}
+END_TEST
+
 Suite *tensor_suite(void) {
     Suite *s = suite_create("tensor");
     TCase *core = tcase_create("Core");
     tcase_add_test(core, test_shape_string);
     tcase_add_test(core, test_reshape_transpose_heads);
     tcase_add_test(core, test_diff);
+    tcase_add_test(core, test_calloc_big_zeroed);
     suite_add_tcase(s, core);
     TCase *rng = tcase_create("Rng");
     tcase_add_test(rng, test_rng_deterministic);
