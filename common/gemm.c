@@ -715,10 +715,14 @@ long gemm_blocks_kept_aside(void) { return atomic_load(&aside_count); }
 
 /* The products' chunks, in the order the threads take them (see gemm_many):
  * product prod's tiles [u0, u1) of the side it is cut along, or its KC block
- * u0 when it is cut along K. */
+ * u0 when it is cut along K; at is where the chunk starts along its
+ * product, 0..1. Taken in that order, the caller (from the front) gets the
+ * first rows of every product, so the rows of every product cut along K
+ * are summed by the thread that wrote them, the caller's in one piece. */
 typedef struct {
     int prod;
     long u0, u1;
+    double at;
 } GemmChunk;
 typedef struct {
     int count, nch;
@@ -726,7 +730,6 @@ typedef struct {
     int nb[GEMM_MANY_MAX];              /* cut along K: its KC blocks; else 0      */
     _Atomic int front[GEMM_MANY_MAX];   /* cut along K: blocks [0, front) are in C */
     float *aside[GEMM_MANY_MAX];        /* cut along K: (nb, M, N) blocks kept aside */
-    long units[GEMM_MANY_MAX];
     GemmChunk ch[GEMM_MANY_MAX * GEMM_MANY_CHUNKS];
 } GemmMany;
 
@@ -781,14 +784,6 @@ static void gemm_many_chunk(void *ctx, long c0, long c1) {
     }
 }
 
-/* Where a chunk lies along its product, 0..1: the chunks are taken in this
- * order, so the caller (from the front) gets the first rows of every
- * product, and the rows of every product cut along K are summed by the
- * thread that wrote them, the caller's in one piece. */
-static double chunk_key(const GemmMany *g, int i, long u0) {
-    return (double)u0 / (g->nb[i] ? g->nb[i] : g->units[i]);
-}
-
 void gemm_many(int count, const GemmArgs *a) {
     assert(count >= 0 && count <= GEMM_MANY_MAX);
     int threads = parallel_threads();
@@ -815,7 +810,7 @@ void gemm_many(int count, const GemmArgs *a) {
         if (g.nb[k]) {
             g.aside[k] = room + used;
             used += g.nb[k] * x->M * x->N;
-            for (long b = 0; b < g.nb[k]; b++) g.ch[g.nch++] = (GemmChunk){k, b, b + 1};
+            for (long b = 0; b < g.nb[k]; b++) g.ch[g.nch++] = (GemmChunk){k, b, b + 1, (double)b / g.nb[k]};
             continue;
         }
         int split_n = cut_along_n(x->M, x->N), unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
@@ -825,15 +820,14 @@ void gemm_many(int count, const GemmArgs *a) {
         if ((units + per - 1) / per > GEMM_MANY_CHUNKS) per = (units + GEMM_MANY_CHUNKS - 1) / GEMM_MANY_CHUNKS;
         g.job[k].split_n = split_n;
         g.job[k].unit = unit;
-        g.units[k] = units;
-        for (long u = 0; u < units; u += per) g.ch[g.nch++] = (GemmChunk){k, u, u + per < units ? u + per : units};
+        for (long u = 0; u < units; u += per)
+            g.ch[g.nch++] = (GemmChunk){k, u, u + per < units ? u + per : units, (double)u / units};
     }
-    /* in order of chunk_key (a stable insertion sort: a few dozen chunks) */
+    /* in order of at (a stable insertion sort: a few dozen chunks) */
     for (int c = 1; c < g.nch; c++) {
         GemmChunk t = g.ch[c];
-        double key = chunk_key(&g, t.prod, t.u0);
         int d = c;
-        for (; d > 0 && chunk_key(&g, g.ch[d - 1].prod, g.ch[d - 1].u0) > key; d--) g.ch[d] = g.ch[d - 1];
+        for (; d > 0 && g.ch[d - 1].at > t.at; d--) g.ch[d] = g.ch[d - 1];
         g.ch[d] = t;
     }
     if (g.nch) parallel_run(g.nch, 1, gemm_many_chunk, &g);

@@ -101,6 +101,12 @@ static struct {
     pthread_mutex_t lock;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* one turn of a wait for another thread: spin a while, then give the core up */
+static void wait_turn(int spins) {
+    if (spins < 2000) CPU_RELAX();
+    else sched_yield();
+}
+
 static long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -294,10 +300,8 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
     /* wait only for chunks a worker has taken and not finished */
     if (atomic_load_explicit(&pool.done, memory_order_acquire) < nch) {
         long t0 = now_ns(), waited = 0;
-        for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < nch; spins++) {
-            if (spins < 2000) CPU_RELAX();
-            else sched_yield();
-        }
+        for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < nch; spins++)
+            wait_turn(spins);
         waited = now_ns() - t0;
         /* A worker that runs finishes its last chunk at most about one
          * chunk's time after this thread ran out of chunks; longer means it
@@ -338,10 +342,8 @@ static void in_turn_chunk(void *arg, long c0, long c1) {
             atomic_store_explicit(&t->first_done, 1, memory_order_release);
             continue;
         }
-        for (int spins = 0; !atomic_load_explicit(&t->first_done, memory_order_acquire); spins++) {
-            if (spins < 2000) CPU_RELAX();
-            else sched_yield();
-        }
+        for (int spins = 0; !atomic_load_explicit(&t->first_done, memory_order_acquire); spins++)
+            wait_turn(spins);
         t->fn(t->ctx, t->h, t->n);
     }
 }
