@@ -35,10 +35,16 @@
  *     - the kernel broadcasts each value straight from A - so only B and a
  *     ragged last tile of A are packed; see gemm_blocked.)
  *  3. Cache blocking. Choose the packed blocks to fit the caches:
- *       KC x NR  B micro-panel  stays in L1 (256*32*4 = 32 KiB of 48 KiB)
- *       MC x KC  A block        stays in L2 (168*256*4 = 168 KiB of 2 MiB)
- *       KC x NC  B panel        stays in L2 (256*1024*4 = 1 MiB of 2 MiB)
+ *       KC x NR  B micro-panel  in L1 or L2 (512*32*4 = 64 KiB; L1 is 48 KiB)
+ *       MC x KC  A block        stays in L2 (168*512*4 = 336 KiB of 1-2 MiB)
+ *       KC x NC  B panel        in L2/L3    (512*1024*4 = 2 MiB; a thread's
+ *                               chunk of a wide C packs only its columns)
  *     so every float brought from memory is used many times before it leaves.
+ *     KC is deep rather than L1-sized: per k the kernel reads 128 bytes of
+ *     the micro-panel for 28 FMAs (14 cycles), which L2 serves easily, and
+ *     every KC block means one more pass over the C tile (load, add, store);
+ *     with operands fresh from memory, as inside a training step, the
+ *     deeper block won (below, KC).
  *  4. Threads. The C matrix is cut into chunks of whole tiles along its
  *     columns (3 per thread) or rows (1 per thread); the threads take
  *     chunks in turn (parallel_run), each with its own packing buffers. A
@@ -53,10 +59,10 @@
  * (Different builds - AVX-512, AVX2, portable - round differently.)
  *
  * Memory: ops never allocate per call. Each thread that calls gemm gets one
- * packing workspace (A block + B panel, about 1.2 MiB with AVX-512), made
+ * packing workspace (A block + B panel, about 2.3 MiB with AVX-512), made
  * the first time that thread needs it, kept for the next call, and freed at
  * exit by an atexit handler that owns the list of all workspaces. So the
- * memory is bounded by (threads that ever ran gemm) x 1.2 MiB, plus up to
+ * memory is bounded by (threads that ever ran gemm) x 2.3 MiB, plus up to
  * 4 MiB per calling thread for blocks of a cut along K kept aside.
  */
 #include "gemm.h"
@@ -85,9 +91,9 @@
 
 /* ---- block sizes ------------------------------------------------------------
  * MR x NR: the register tile (see each kernel). KC: depth of one packed
- * block; KC x NR floats of B must sit in L1 next to the A values streaming
- * through. MC: rows of A per packed block (fits L2, multiple of MR).
- * NC: columns of B per packed panel (fits L2, multiple of NR). */
+ * block, also the block of a cut along K. MC: rows of A per packed block
+ * (fits L2, multiple of MR). NC: columns of B per packed panel (multiple of
+ * NR). */
 #if defined(__AVX512F__)
 #define GEMM_PATH "avx512"
 #define MR 14
@@ -101,8 +107,15 @@
 #define MR 4
 #define NR 16
 #endif
-#ifndef KC            /* -DKC=... etc. to experiment; these suit 48 KiB L1, 2 MiB L2 */
-#define KC 256
+/* -DKC=... etc. to experiment. KC 256 kept the micro-panel in a 48 KiB
+ * L1; 512 measured better on this project's 2-core AMD EPYC VM (48 KiB L1,
+ * 1 MiB L2): the Annotated model's training step 177.6-180.8 -> 170.8-173.6
+ * ms, step / GEMM floor 1.34-1.35 -> 1.30-1.34, best sgemm rate 500-506 ->
+ * 509-515 GFLOP/s (four alternating bench runs each). KC 384, 768, 1024,
+ * NC 512 and MC 112 or 336 were no better. Changing KC changes the order of
+ * the sum, so results move in their last bits. */
+#ifndef KC
+#define KC 512
 #endif
 #ifndef MC
 #define MC (MR * 12)
@@ -683,7 +696,7 @@ long gemm_blocks_kept_aside(void) { return 0; }
  * element sees the same operations in the same order either way. Memory
  * for the blocks kept aside is the caller's (Workspace.aside). */
 #define GEMM_MANY_CHUNKS 64              /* chunks of one product at most      */
-#define SPLIT_K_MAX_BLOCKS 32            /* K up to 8192 */
+#define SPLIT_K_MAX_BLOCKS 32            /* K up to 16384 */
 #define SPLIT_K_MAX_FLOATS (1L << 18)    /* blocks x M x N kept aside: 1 MiB */
 
 /* KC blocks if x is better cut along K (above), else 0: at least two

@@ -150,14 +150,14 @@ START_TEST(test_each_dimension) {
 END_TEST
 
 /* Cache blocks crossed, threaded: M past MC (168 with AVX-512) with K past
- * KC (256) twice, and five times; N past NC (1024). */
+ * KC (512) once, and five blocks; N past NC (1024). */
 START_TEST(test_big_blocks) {
     Rng rng;
     rng_seed(&rng, 5);
     check_case(&rng, 0, 0, 181, 97, 523, 1.0f, 0.0f, 0);
     check_case(&rng, 0, 1, 15, 1061, 300, 1.0f, 0.0f, 1);
     check_case(&rng, 1, 1, 350, 97, 300, 0.5f, 1.0f, 5);   /* M > N: threads split rows */
-    check_case(&rng, 1, 0, 20, 45, 1100, 1.0f, -1.5f, 3);  /* five KC blocks */
+    check_case(&rng, 1, 0, 20, 45, 2200, 1.0f, -1.5f, 3);  /* five KC blocks */
 }
 END_TEST
 
@@ -173,7 +173,7 @@ START_TEST(test_edge_tiles_bits) {
 #endif
     Rng rng;
     rng_seed(&rng, 14);
-    int M = 28, N = 45, K = 300;
+    int M = 28, N = 45, K = 600;
     for (int tA = 0; tA < 2; tA++) {
         float *A = padded_matrix(&rng, tA ? K : M, tA ? M : K, tA ? M : K);
         float *B = padded_matrix(&rng, K, N, N);
@@ -410,8 +410,8 @@ START_TEST(test_cut_along_k) {
     struct { int tA, tB, M, N, K; float alpha, beta; } c[4] = {
         {1, 0, 64, 192, 1280, 1.0f, 1.0f},     /* chapter 08's dW = X^T dY (+=)        */
         {1, 1, 48, 37, 1100, -0.5f, 0.0f},     /* C holds NaN: beta = 0 must not read it */
-        {0, 0, 30, 64, 777, 2.0f, -1.5f},
-        {0, 1, 17, 45, 600, 1.0f, 0.5f}};
+        {0, 0, 30, 64, 1777, 2.0f, -1.5f},
+        {0, 1, 17, 45, 1200, 1.0f, 0.5f}};
     float *A[4], *B[4], *C0[4], *want[4], *got[4];
     GemmArgs g[4];
     for (int i = 0; i < 4; i++) {
