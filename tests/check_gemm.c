@@ -150,7 +150,7 @@ START_TEST(test_each_dimension) {
 END_TEST
 
 /* Cache blocks crossed, threaded: M past MC (168 with AVX-512) with K past
- * KC (512) once, and five blocks; N past NC (1024). */
+ * KC (512) once, and five blocks; N past NC (256) more than once. */
 START_TEST(test_big_blocks) {
     Rng rng;
     rng_seed(&rng, 5);
