@@ -472,7 +472,7 @@ static void find_python(const char *script) {
 
 /* ---- 2. the steps from gemm_ref to gemm -------------------------------------------- */
 static void steps_table(double peak1) {
-    /* B (K x N) is 4 MiB: bigger than the 2 MiB L2, as a layer's weights
+    /* B (K x N) is 4 MiB: bigger than a core's L2 (1-2 MiB), as a layer's weights
      * are, so that blocking has something to do */
     const int M = 256, K = 1024, N = 1024;
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);

@@ -30,6 +30,7 @@
 #include "checkpoint.h"
 #include "fileio.h"
 #include "model.h"
+#include "tensor.h"
 #include "fail.h"
 
 #include <errno.h>
@@ -457,8 +458,10 @@ static int load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
     }
     int want_ts = ts && (own_ts || (ts->adam_m && ts->adam_v));
     if (own_ts && with_ts) {
-        ts->adam_m = malloc(n * sizeof(float) + 1);
-        ts->adam_v = malloc(n * sizeof(float) + 1);
+        /* they become a trainer's moments (trainer_resume): big pages,
+         * untouched until the read below writes them */
+        ts->adam_m = calloc_big(n + 1, sizeof(float), 0);
+        ts->adam_v = calloc_big(n + 1, sizeof(float), 0);
         if (!ts->adam_m || !ts->adam_v) {
             fail(err, errlen, "out of memory for the optimizer state of '%s' (%zu parameters)", path, n);
             goto out;

@@ -118,13 +118,22 @@ static int buffers_make(Trainer *t, const Backend *be) {
     return t->micro > 1 || t->dp ? tree_make(t) : 0;
 }
 
-int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
-                 uint64_t data_seed, char *err, size_t errlen) {
+/* trainer_init, with Adam's moments m0, v0 (t->n floats each, as the
+ * checkpoint loader hands them back) adopted instead of new zeros when
+ * given: the trainer owns them from here on, on failure too (so a resumed
+ * run never holds two copies of them) */
+static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, uint64_t data_seed,
+                        float *m0, float *v0, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt)
+    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt) {
+        free(m0), free(v0);
         return fail(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
                     "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
-    if (hp->warmup < 1) return fail(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
+    }
+    if (hp->warmup < 1) {
+        free(m0), free(v0);
+        return fail(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
+    }
     t->model = m;
     t->hp = *hp;
     t->n = m->params.n;
@@ -133,8 +142,8 @@ int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
     t->B = B;
     t->T = T;
     t->micro = 1;
-    t->adam_m = calloc_big(t->n, sizeof(float), 1);   /* first written by Adam's threads */
-    t->adam_v = calloc_big(t->n, sizeof(float), 1);
+    t->adam_m = m0 ? m0 : calloc_big(t->n, sizeof(float), 1);   /* first written by Adam's threads */
+    t->adam_v = v0 ? v0 : calloc_big(t->n, sizeof(float), 1);
     t->src = calloc((size_t)B * T, sizeof(int));
     t->tgt_in = calloc((size_t)B * (T - 1), sizeof(int));
     t->tgt_out = calloc((size_t)B * (T - 1), sizeof(int));
@@ -143,6 +152,11 @@ int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
         return fail(err, errlen, "out of memory for the trainer (%zu parameters, batch %d x %d)", m->params.n, B, T);
     }
     return 0;
+}
+
+int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
+                 uint64_t data_seed, char *err, size_t errlen) {
+    return trainer_make(t, m, hp, B, T, data_seed, NULL, NULL, err, errlen);
 }
 
 int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen) {
@@ -412,7 +426,11 @@ int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
                  "start and at least one word)", path, m->cfg.vocab);
         rc = 2;
     } else {
-        rc = trainer_init(t, m, hp, B, T, 0, err, errlen);
+        /* the loaded moments (m->params.n floats each, the n the trainer
+         * uses) become the trainer's: no second copy (on the CPU backend,
+         * where a loaded model starts, the step's buffers share them) */
+        rc = trainer_make(t, m, hp, B, T, 0, ts.adam_m, ts.adam_v, err, errlen);
+        ts.adam_m = ts.adam_v = NULL;
     }
     if (rc) {
         free(ts.adam_m);
@@ -420,14 +438,7 @@ int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
         model_free(m);
         return rc;
     }
-    /* trainer_init sized its moments by m->params.n, the same n the loader
-     * used: copy the loaded ones over its zeros (in place: on the CPU
-     * backend, where a loaded model starts, the step's buffers share them) */
     assert(t->n == m->params.n && t->be == backend_cpu());
-    memcpy(t->adam_m, ts.adam_m, t->n * sizeof(float));
-    memcpy(t->adam_v, ts.adam_v, t->n * sizeof(float));
-    free(ts.adam_m);
-    free(ts.adam_v);
     t->step = ts.step;
     t->data_rng.state = ts.rng_state[0];
     m->dropout_rng.state = ts.rng_state[1];
