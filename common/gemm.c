@@ -34,24 +34,25 @@
  *     (With AVX-512, full 14-row tiles of A turned out faster read in place
  *     - the kernel broadcasts each value straight from A - so only B and a
  *     ragged last tile of A are packed; see gemm_blocked.)
- *  3. Cache blocking. Choose the packed blocks to fit the caches:
- *       MR x KC  A tile         in L1/L2 (14*512*4 = 28 KiB; L1 is 48 KiB)
- *       KC x NC  B panel        stays in L2 (512*256*4 = 512 KiB of 1-2 MiB)
- *       MC x KC  A block        packed (with AVX-512 only a ragged last tile)
+ *  3. Cache blocking. Choose the packed blocks to fit the caches (kc, the
+ *     depth of a block of the sum, is 256 or, for a C over 1 MiB, 512):
+ *       MR x kc  A tile         in L1/L2 (14*512*4 = 28 KiB; L1 is 48 KiB)
+ *       kc x NC  B panel        stays in L2 (512*256*4 = 512 KiB of 1-2 MiB)
+ *       MC x kc  A block        packed (with AVX-512 only a ragged last tile)
  *     so every float brought from memory is used many times before it leaves.
- *     KC is deep rather than L1-sized: per k the kernel reads 128 bytes of
- *     the B micro-panel for 28 FMAs (14 cycles), which L2 serves easily, and
- *     every KC block means one more pass over the C tile (load, add, store);
- *     with operands fresh from memory, as inside a training step, the
- *     deeper block won (below, KC).
+ *     A big C gets the deep block although its B micro-panel then streams
+ *     from L2 (per k the kernel reads 128 bytes of it for 28 FMAs, 14
+ *     cycles, which L2 serves easily): every block means one more pass over
+ *     a C tile that is not in cache (below, KC).
  *  4. Threads. The C matrix is cut into chunks of whole tiles along its
  *     columns (3 per thread) or rows (1 per thread); the threads take
  *     chunks in turn (parallel_run), each with its own packing buffers. A
  *     small C summed over many rows (a small model's weight gradient) is
- *     cut along K instead, in KC blocks of rows (see "cut along K").
+ *     cut along K instead, in blocks of kc rows (see "cut along K").
  *
- * Determinism: every C element is summed in the same order - k blocks of KC
- * in increasing order, k increasing inside a block, one FMA per k - whatever
+ * Determinism: every C element is summed in the same order - blocks of k
+ * as deep as the whole product's kc, in increasing order, k increasing
+ * inside a block, one FMA per k - whatever
  * the thread count, the slab boundaries or whether its tile is at an edge
  * (a cut along K adds its blocks to C in that order too). So the result
  * is bit-for-bit the same for the same inputs, with 1 or 64 threads.
@@ -106,16 +107,30 @@
 #define MR 4
 #define NR 16
 #endif
-/* -DKC=... etc. to experiment. KC 256 kept the micro-panel in a 48 KiB
- * L1; 512 measured better on this project's 2-core AMD EPYC VM (48 KiB L1,
- * 1 MiB L2): the Annotated model's training step 177.6-180.8 -> 170.8-173.6
- * ms, step / GEMM floor 1.34-1.35 -> 1.30-1.34, best sgemm rate 500-506 ->
- * 509-515 GFLOP/s (four alternating bench runs each). KC 384, 768, 1024,
- * NC 512 and MC 112 or 336 were no better. Changing KC changes the order of
- * the sum, so results move in their last bits. */
+/* KC, the depth of one block of the sum, depends on the size of C
+ * (kc_of): KC for a C of under 1 MiB, KC_BIG for a bigger one. A big C
+ * (every product of the Annotated model) does not stay in the caches from
+ * one block to the next, so each block costs a pass over C (load, add,
+ * store): deeper blocks halve them, at the price of a B micro-panel (64
+ * KiB) that streams from L2 instead of sitting in L1. On this project's
+ * 2-core AMD EPYC VM (48 KiB L1, 1 MiB L2) KC_BIG 512 took the Annotated
+ * training step from 177.6-180.8 to 170.8-173.6 ms (four alternating runs
+ * each); 384, 768 and 1024 were no better. A small C stays in cache, and a
+ * small model's weight gradients, cut along K into blocks of KC rows (see
+ * "cut along K"), want short blocks: 512 would cut chapter 08's dW over
+ * 1280 rows into 3 blocks that straddle the rows each thread wrote, not 5.
+ * And the small models of chapters 08-13 keep their results bit for bit.
+ * The depth is the product's, never a chunk's, so every element is summed
+ * in the same order on any thread count; changing either constant changes
+ * the last bits of results. -DKC=... etc. to experiment. */
 #ifndef KC
-#define KC 512
+#define KC 256
 #endif
+#ifndef KC_BIG
+#define KC_BIG 512
+#endif
+#define KC_BIG_MIN_C (1L << 18)   /* floats of C (1 MiB) from which the depth is KC_BIG */
+#define KC_MAX (KC_BIG > KC ? KC_BIG : KC)
 #ifndef MC
 #define MC (MR * 12)
 #endif
@@ -143,8 +158,8 @@
 
 /* ---- per-thread packing workspace ------------------------------------------ */
 typedef struct Workspace {
-    float *a;                  /* (MC, KC) packed A block, MR-row panels    */
-    float *b;                  /* (KC, NC) packed B panel, NR-column panels */
+    float *a;                  /* (MC, KC_MAX) packed A block, MR-row panels    */
+    float *b;                  /* (KC_MAX, NC) packed B panel, NR-column panels */
     float *aside;              /* gemm_many's blocks kept aside (cut along K), */
     size_t aside_n;            /*   aside_n floats; the calling thread's        */
     struct Workspace *next;    /* every workspace, for freeing at exit      */
@@ -184,13 +199,13 @@ static Workspace *ws_get(void) {
     Workspace *w = calloc(1, sizeof *w);
     /* 64-byte alignment: one packed row of NR floats starts a cache line,
      * so the kernel's aligned vector loads never split a line. */
-    if (w) w->a = aligned_alloc(64, sizeof(float) * MC * KC);
-    if (w && w->a) w->b = aligned_alloc(64, sizeof(float) * KC * NC);
+    if (w) w->a = aligned_alloc(64, sizeof(float) * MC * KC_MAX);
+    if (w && w->a) w->b = aligned_alloc(64, sizeof(float) * KC_MAX * NC);
     if (!w || !w->a || !w->b) {
         static atomic_flag warned = ATOMIC_FLAG_INIT;
         if (!atomic_flag_test_and_set(&warned))
             fprintf(stderr, "warning: no memory for the matrix-multiply buffers (%zu KiB): "
-                    "using gemm_ref's triple loop (slow)\n", sizeof(float) * (MC * KC + KC * NC) / 1024);
+                    "using gemm_ref's triple loop (slow)\n", sizeof(float) * (MC * KC_MAX + KC_MAX * NC) / 1024);
         if (w) free(w->a);
         free(w);
         return NULL;
@@ -522,7 +537,7 @@ static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
 }
 #endif
 
-/* One MR x NR tile of C over one KC block: kernel_direct_* for a full tile
+/* One MR x NR tile of C over one block of the sum (kc deep): kernel_direct_* for a full tile
  * of A read in place, kernel on the packed ragged rows otherwise. */
 static inline __attribute__((always_inline))
 void micro_tile(Workspace *ws, int transA, const float *A, int lda, float *C, int ldc, float alpha, float beta,
@@ -557,7 +572,10 @@ void micro_tile(Workspace *ws, int transA, const float *A, int lda, float *C, in
  * and C are fresh from memory, that was faster: the Annotated step
  * 174.5 -> 167.2 and 180.3 -> 174.9 ms (medians of 12 and 10 alternating
  * runs), the same bits. It needs the B panel in L2, hence NC 256. */
-static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, int K,
+/* The depth of the blocks of the sum for a product with C (M, N). */
+static int kc_of(int M, int N) { return (long)M * N >= KC_BIG_MIN_C ? KC_BIG : KC; }
+
+static void gemm_blocked(Workspace *ws, int depth, int transA, int transB, int M, int N, int K,
                          float alpha, const float *A, int lda, const float *B, int ldb,
                          float beta, float *C, int ldc) {
     for (int jc = 0; jc < N; jc += NC) {
@@ -574,8 +592,8 @@ static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, in
 #ifdef HAVE_KERNEL_DIRECT
         direct = 1;
 #endif
-        for (int pc = 0; pc < K; pc += KC) {
-            int kc = K - pc < KC ? K - pc : KC;
+        for (int pc = 0; pc < K; pc += depth) {
+            int kc = K - pc < depth ? K - pc : depth;
             pack_b(ws->b, B, ldb, transB, pc, jc, kc, nc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
@@ -589,14 +607,15 @@ static void gemm_blocked(Workspace *ws, int transA, int transB, int M, int N, in
     }
 }
 
-/* One thread's part of the product: the blocked kernel with this thread's
- * workspace, or, if there was no memory for one, the triple loop of ops.c
- * (the same product summed in double: slower, and it may differ from the
- * kernel's in the last bit, but it is the right answer). */
-static void gemm_part(Workspace *ws, int transA, int transB, int M, int N, int K,
+/* One thread's part of a product: the blocked kernel with this thread's
+ * workspace, in blocks of the whole product's depth (kc_of of its C, not of
+ * this part's), or, if there was no memory for a workspace, the triple loop
+ * of ops.c (the same product summed in double: slower, and it may differ
+ * from the kernel's in the last bit, but it is the right answer). */
+static void gemm_part(Workspace *ws, int depth, int transA, int transB, int M, int N, int K,
                       float alpha, const float *A, int lda, const float *B, int ldb,
                       float beta, float *C, int ldc) {
-    if (ws) gemm_blocked(ws, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (ws) gemm_blocked(ws, depth, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else gemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -645,11 +664,12 @@ static void gemm_chunk(void *ctx, long u0, long u1) {
     const GemmArgs *g = &j->g;
     int n = j->split_n ? g->N : g->M;
     int lo = (int)(u0 * j->unit), hi = (int)(u1 * j->unit) < n ? (int)(u1 * j->unit) : n;
+    int depth = kc_of(g->M, g->N);   /* the whole product's */
     if (j->split_n)
-        gemm_part(ws_get(), g->transA, g->transB, g->M, hi - lo, g->K, g->alpha, g->A, g->lda,
+        gemm_part(ws_get(), depth, g->transA, g->transB, g->M, hi - lo, g->K, g->alpha, g->A, g->lda,
                   g->transB ? g->B + (size_t)lo * g->ldb : g->B + lo, g->ldb, g->beta, g->C + lo, g->ldc);
     else
-        gemm_part(ws_get(), g->transA, g->transB, hi - lo, g->N, g->K, g->alpha,
+        gemm_part(ws_get(), depth, g->transA, g->transB, hi - lo, g->N, g->K, g->alpha,
                   g->transA ? g->A + lo : g->A + (size_t)lo * g->lda, g->lda, g->B, g->ldb, g->beta,
                   g->C + (size_t)lo * g->ldc, g->ldc);
 }
@@ -677,7 +697,7 @@ void gemm(int transA, int transB, int M, int N, int K,
     int unit = split_n ? NR : MR, n = split_n ? N : M;
     long units = (n + unit - 1) / unit;
     if (threads <= 1 || units < 2) {
-        gemm_part(ws_get(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        gemm_part(ws_get(), kc_of(M, N), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     GemmArgs x = {transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
@@ -729,8 +749,9 @@ long gemm_blocks_kept_aside(void) { return 0; }
  * 512 x 512 gradients over 800 rows, and decoding's one-row products, are
  * cut as before), and the blocks kept aside small. */
 static int split_k_blocks(const GemmArgs *x) {
-    long nb = ((long)x->K + KC - 1) / KC, side = x->M > x->N ? x->M : x->N;
-    if (x->K < 2 * KC || x->K < 4 * side || nb > SPLIT_K_MAX_BLOCKS) return 0;
+    int d = kc_of(x->M, x->N);
+    long nb = ((long)x->K + d - 1) / d, side = x->M > x->N ? x->M : x->N;
+    if (x->K < 2 * d || x->K < 4 * side || nb > SPLIT_K_MAX_BLOCKS) return 0;
     if ((long)x->M * x->N * nb > SPLIT_K_MAX_FLOATS) return 0;
     return (int)nb;
 }
@@ -771,18 +792,18 @@ typedef struct {
     GemmChunk ch[GEMM_MANY_MAX * GEMM_MANY_CHUNKS];
 } GemmMany;
 
-/* Block b (rows b*KC.. of the sum) of product i, cut along K. */
+/* Block b (rows b*depth.. of the sum) of product i, cut along K. */
 static void split_k_block(GemmMany *g, int i, int b) {
     const GemmArgs *x = &g->job[i].g;
-    int pc = b * KC, kc = x->K - pc < KC ? x->K - pc : KC;
+    int d = kc_of(x->M, x->N), pc = b * d, kc = x->K - pc < d ? x->K - pc : d;
     const float *A = x->transA ? x->A + (size_t)pc * x->lda : x->A + pc;
     const float *B = x->transB ? x->B + pc : x->B + (size_t)pc * x->ldb;
     if (atomic_load_explicit(&g->front[i], memory_order_acquire) == b) {
-        gemm_part(ws_get(), x->transA, x->transB, x->M, x->N, kc, x->alpha, A, x->lda, B, x->ldb,
+        gemm_part(ws_get(), d, x->transA, x->transB, x->M, x->N, kc, x->alpha, A, x->lda, B, x->ldb,
                   b == 0 ? x->beta : 1.0f, x->C, x->ldc);
         atomic_store_explicit(&g->front[i], b + 1, memory_order_release);
     } else {
-        gemm_part(ws_get(), x->transA, x->transB, x->M, x->N, kc, 1.0f, A, x->lda, B, x->ldb, 0.0f,
+        gemm_part(ws_get(), d, x->transA, x->transB, x->M, x->N, kc, 1.0f, A, x->lda, B, x->ldb, 0.0f,
                   g->aside[i] + (size_t)b * x->M * x->N, x->N);
     }
 }
@@ -809,8 +830,8 @@ static void gemm_many_chunk(void *ctx, long c0, long c1) {
     if (c0 == 0 && c1 == g->nch) {
         for (int i = 0; i < g->count; i++) {
             const GemmArgs *x = &g->job[i].g;
-            gemm_part(ws_get(), x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A, x->lda, x->B,
-                      x->ldb, x->beta, x->C, x->ldc);
+            gemm_part(ws_get(), kc_of(x->M, x->N), x->transA, x->transB, x->M, x->N, x->K, x->alpha, x->A,
+                      x->lda, x->B, x->ldb, x->beta, x->C, x->ldc);
             atomic_store(&g->front[i], g->nb[i]);
         }
         return;

@@ -150,14 +150,14 @@ START_TEST(test_each_dimension) {
 END_TEST
 
 /* Cache blocks crossed, threaded: M past MC (168 with AVX-512) with K past
- * KC (512) once, and five blocks; N past NC (256) more than once. */
+ * KC (256, for a C this small) twice, and five times; N past NC (256). */
 START_TEST(test_big_blocks) {
     Rng rng;
     rng_seed(&rng, 5);
     check_case(&rng, 0, 0, 181, 97, 523, 1.0f, 0.0f, 0);
     check_case(&rng, 0, 1, 15, 1061, 300, 1.0f, 0.0f, 1);
     check_case(&rng, 1, 1, 350, 97, 300, 0.5f, 1.0f, 5);   /* M > N: threads split rows */
-    check_case(&rng, 1, 0, 20, 45, 2200, 1.0f, -1.5f, 3);  /* five KC blocks */
+    check_case(&rng, 1, 0, 20, 45, 1100, 1.0f, -1.5f, 3);  /* five KC blocks */
 }
 END_TEST
 
@@ -173,7 +173,7 @@ START_TEST(test_edge_tiles_bits) {
 #endif
     Rng rng;
     rng_seed(&rng, 14);
-    int M = 28, N = 45, K = 600;
+    int M = 28, N = 45, K = 300;
     for (int tA = 0; tA < 2; tA++) {
         float *A = padded_matrix(&rng, tA ? K : M, tA ? M : K, tA ? M : K);
         float *B = padded_matrix(&rng, K, N, N);
@@ -337,6 +337,30 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* A C of 1 MiB or more (512 x 512 here) is summed in deeper blocks (gemm.c:
+ * kc_of), and the depth is the whole product's: cut into chunks of 128
+ * columns, each under 1 MiB, it must still give 1 thread's bits, and
+ * gemm_many the same as gemm(). */
+START_TEST(test_deterministic_big_c) {
+    Rng rng;
+    rng_seed(&rng, 13);
+    int M = 512, N = 512, K = 600;   /* two blocks of 512, or three of 256 */
+    float *A = padded_matrix(&rng, M, K, K), *B = padded_matrix(&rng, K, N, N);
+    float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+    gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
+    gemm_many(1, &(GemmArgs){0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N});
+    ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "gemm_many differs from gemm");
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(threads > 1 ? 1 : 2);
+    gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N);
+    omp_set_num_threads(threads);
+    ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "1 and 2 threads differ");
+#endif
+    free(A); free(B); free(C1); free(C2);
+}
+END_TEST
+
 /* gemm_many: several products in one job give each gemm()'s bits, small
  * (one chunk each) and large (cut in chunks), transposed or not, beta 0
  * and 1, with a degenerate one (K = 0) among them, on 1 thread and all. */
@@ -410,8 +434,8 @@ START_TEST(test_cut_along_k) {
     struct { int tA, tB, M, N, K; float alpha, beta; } c[4] = {
         {1, 0, 64, 192, 1280, 1.0f, 1.0f},     /* chapter 08's dW = X^T dY (+=)        */
         {1, 1, 48, 37, 1100, -0.5f, 0.0f},     /* C holds NaN: beta = 0 must not read it */
-        {0, 0, 30, 64, 1777, 2.0f, -1.5f},
-        {0, 1, 17, 45, 1200, 1.0f, 0.5f}};
+        {0, 0, 30, 64, 777, 2.0f, -1.5f},
+        {0, 1, 17, 45, 600, 1.0f, 0.5f}};
     float *A[4], *B[4], *C0[4], *want[4], *got[4];
     GemmArgs g[4];
     for (int i = 0; i < 4; i++) {
@@ -471,6 +495,7 @@ Suite *gemm_suite(void) {
     suite_add_tcase(s, lim);
     TCase *det = tcase_create("Determinism");
     tcase_add_test(det, test_deterministic);
+    tcase_add_test(det, test_deterministic_big_c);
     tcase_add_test(det, test_many_matches_gemm);
     tcase_add_test(det, test_cut_along_k);
     tcase_set_timeout(det, 60);
