@@ -271,6 +271,12 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         fn(ctx, 0, n);
         return;
     }
+    /* A worker started for this job begins late (a thread is being
+     * created), so the caller's wait for it below is no sign of a busy
+     * core. Counted as one, it sent the first 50 ms of every program to one
+     * thread: the bench's first gemm shape measured 277-476 GFLOP/s in six
+     * runs, 439-477 since. */
+    int fresh = pool.started < threads - 1;
     while (pool.started < threads - 1) {
         pthread_t t;
         pthread_attr_t at;
@@ -306,7 +312,7 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         /* A worker that runs finishes its last chunk at most about one
          * chunk's time after this thread ran out of chunks; longer means it
          * lost its core (or shares it: then it is slower than this thread) */
-        if (waited > POOL_WAIT_NS + per_chunk) go_solo();
+        if (waited > POOL_WAIT_NS + per_chunk && !fresh) go_solo();
     }
     /* The other sign of busy cores: the workers, spinning and ready, should
      * take their share of the chunks; when over the last jobs they took
