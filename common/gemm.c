@@ -35,7 +35,7 @@
  *     - the kernel broadcasts each value straight from A - so only B and a
  *     ragged last tile of A are packed; see gemm_blocked.)
  *  3. Cache blocking. Choose the packed blocks to fit the caches (kc, the
- *     depth of a block of the sum, is 256 or, for a C over 1 MiB, 512):
+ *     depth of a block of the sum, is 256, or 512 for a C of 1 MiB or more):
  *       MR x kc  A tile         in L1/L2 (14*512*4 = 28 KiB; L1 is 48 KiB)
  *       kc x NC  B panel        stays in L2 (512*256*4 = 512 KiB of 1-2 MiB)
  *       MC x kc  A block        packed (with AVX-512 only a ragged last tile)
@@ -52,9 +52,9 @@
  *
  * Determinism: every C element is summed in the same order - blocks of k
  * as deep as the whole product's kc, in increasing order, k increasing
- * inside a block, one FMA per k - whatever
- * the thread count, the slab boundaries or whether its tile is at an edge
- * (a cut along K adds its blocks to C in that order too). So the result
+ * inside a block, one FMA per k - whatever the thread count, the slab
+ * boundaries or whether its tile is at an edge (a cut along K adds its
+ * blocks to C in that order too). So the result
  * is bit-for-bit the same for the same inputs, with 1 or 64 threads.
  * (Different builds - AVX-512, AVX2, portable - round differently.)
  *
@@ -90,10 +90,10 @@
 #ifndef USE_OPENBLAS
 
 /* ---- block sizes ------------------------------------------------------------
- * MR x NR: the register tile (see each kernel). KC: depth of one packed
- * block, also the block of a cut along K. MC: rows of A per packed block
- * (fits L2, multiple of MR). NC: columns of B per packed panel (multiple of
- * NR). */
+ * MR x NR: the register tile (see each kernel). KC, KC_BIG: the depth of
+ * one block of the sum (kc_of), KC also the block of a cut along K. MC:
+ * rows of A per packed block (multiple of MR). NC: columns of B per packed
+ * panel (multiple of NR). */
 #if defined(__AVX512F__)
 #define GEMM_PATH "avx512"
 #define MR 14
@@ -108,7 +108,7 @@
 #define NR 16
 #endif
 /* KC, the depth of one block of the sum, depends on the size of C
- * (kc_of): KC for a C of under 1 MiB, KC_BIG for a bigger one. A big C
+ * (kc_of): KC for a C of under 1 MiB, KC_BIG from 1 MiB up. A big C
  * (every product of the Annotated model) does not stay in the caches from
  * one block to the next, so each block costs a pass over C (load, add,
  * store): deeper blocks halve them, at the price of a B micro-panel (64
@@ -537,8 +537,12 @@ static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
 }
 #endif
 
-/* One MR x NR tile of C over one block of the sum (kc deep): kernel_direct_* for a full tile
- * of A read in place, kernel on the packed ragged rows otherwise. */
+/* The depth of the blocks of the sum for a product with C (M, N): see KC. */
+static int kc_of(int M, int N) { return (long)M * N >= KC_BIG_MIN_C ? KC_BIG : KC; }
+
+/* One MR x NR tile of C over one block of the sum (kc deep): kernel_direct_*
+ * for a full tile of A read in place, kernel on the packed ragged rows
+ * otherwise. */
 static inline __attribute__((always_inline))
 void micro_tile(Workspace *ws, int transA, const float *A, int lda, float *C, int ldc, float alpha, float beta,
                 int pc, int kc, int ic, int mc, int jc, int nc, int ir, int jr, int full) {
@@ -560,8 +564,8 @@ void micro_tile(Workspace *ws, int transA, const float *A, int lda, float *C, in
 /* ---- the blocked loops (one thread) ----------------------------------------------
  * The five loops around the micro-kernel, outermost first:
  *   jc: NC-wide column panels of B and C
- *   pc: KC-deep slices of the sum      -> pack B panel (KC x NC) once
- *   ic: MC-tall row blocks of A and C   -> pack A block (MC x KC) once
+ *   pc: kc-deep slices of the sum      -> pack B panel (kc x NC) once
+ *   ic: MC-tall row blocks of A and C   -> pack A block (MC x kc) once
  *   ir: MR-tall tiles of A (stay in L1/L2 across jr)
  *   jr: NR-wide micro-panels of the packed B panel (in L2) -> one
  *       micro-kernel call
@@ -572,8 +576,6 @@ void micro_tile(Workspace *ws, int transA, const float *A, int lda, float *C, in
  * and C are fresh from memory, that was faster: the Annotated step
  * 174.5 -> 167.2 and 180.3 -> 174.9 ms (medians of 12 and 10 alternating
  * runs), the same bits. It needs the B panel in L2, hence NC 256. */
-/* The depth of the blocks of the sum for a product with C (M, N). */
-static int kc_of(int M, int N) { return (long)M * N >= KC_BIG_MIN_C ? KC_BIG : KC; }
 
 static void gemm_blocked(Workspace *ws, int depth, int transA, int transB, int M, int N, int K,
                          float alpha, const float *A, int lda, const float *B, int ldb,
@@ -741,7 +743,7 @@ long gemm_blocks_kept_aside(void) { return 0; }
  * element sees the same operations in the same order either way. Memory
  * for the blocks kept aside is the caller's (Workspace.aside). */
 #define GEMM_MANY_CHUNKS 64              /* chunks of one product at most      */
-#define SPLIT_K_MAX_BLOCKS 32            /* K up to 16384 */
+#define SPLIT_K_MAX_BLOCKS 32            /* K up to 8192 (a C cut along K is small: KC deep) */
 #define SPLIT_K_MAX_FLOATS (1L << 18)    /* blocks x M x N kept aside: 1 MiB */
 
 /* KC blocks if x is better cut along K (above), else 0: at least two
