@@ -184,6 +184,10 @@ static ShapeData shape_alloc(const Shape *s, Rng *rng) {
     if (!d.A || !d.B || !d.C) cli_fail(PROG, "out of memory for shape %s", s->name);
     rng_fill_uniform(rng, d.A, d.a_stride * s->calls, -1, 1);
     rng_fill_uniform(rng, d.B, d.b_stride * s->calls, -1, 1);
+    /* C's pages touched now, as a model's buffers are before its steps: a
+     * first write inside the timed product faults each page in while the
+     * other thread waits, and could trip the pool's straggler guard */
+    memset(d.C, 0, sizeof(float) * d.c_stride * s->calls);
     return d;
 }
 

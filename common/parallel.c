@@ -271,12 +271,7 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         fn(ctx, 0, n);
         return;
     }
-    /* A worker started for this job begins late (a thread is being
-     * created), so the caller's wait for it below is no sign of a busy
-     * core. Counted as one, it sent the first 50 ms of every program to one
-     * thread: the bench's first gemm shape measured 277-476 GFLOP/s in six
-     * runs, 439-477 since. */
-    int fresh = pool.started < threads - 1;
+    int before = pool.started;
     while (pool.started < threads - 1) {
         pthread_t t;
         pthread_attr_t at;
@@ -287,6 +282,12 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         if (rc) break;                            /* fewer workers: still correct */
         pool.started++;
     }
+    /* A worker started for this job begins late (its thread is being
+     * created), so the caller's wait for it below is no sign of a busy
+     * core, and does not send the next 50 ms to one thread. Only a worker
+     * that did start counts: when pthread_create keeps failing, the guard
+     * keeps working. */
+    int fresh = pool.started > before;
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
