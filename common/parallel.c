@@ -65,9 +65,9 @@ void parallel_set_threads(int n) {
 #define POOL_AGAIN_NS 20000000L /* a sign of a busy core (those two, or the share
                                 * of chunks below) counts the second time within
                                 * this: one alone is the host taking a vCPU for 1-5 ms,
-                                * which this VM does every 0.2-2 s (2-6 times in a
-                                * 3.6 s run of the Annotated step, each of which sent
-                                * 50-1600 ms to one thread); another program on the
+                                * which this VM does every 0.2-2 s (up to 6 times in
+                                * a 3.6 s run of the Annotated step, each of which had
+                                * sent 50-1600 ms to one thread); another program on the
                                 * core gives one every time slice, a few ms apart  */
 #define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone,     */
 #define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
