@@ -440,6 +440,8 @@ typedef struct {
     char core[64];        /* PyTorch: the OpenBLAS core its library picked */
     double load0, load1;  /* 1-minute load average before and after */
     double trip0, trip1;  /* ours: core-to-core round trip (ns) before and after */
+    int runs;             /* > 1: medians of that many runs (model_runs_merge),  */
+    double step_lo, step_hi;  /* the steps' range over them                     */
 } ModelResult;
 
 static void parse_model_line(const char *line, void *ctx) {
@@ -618,6 +620,36 @@ static ModelResult model_run(const char *cmd) {
     return r;
 }
 
+/* Runs of our child for one config are repeated in rounds, the 2-thread,
+ * 1-thread and busy-loop runs taking turns in each (the host's speed drifts
+ * by several percent within minutes: runs minutes apart would compare the
+ * host's moods, taking turns compares the runs). */
+#define MODEL_ROUNDS 5
+
+/* n runs as one result: median forward and step times, the largest RSS,
+ * the loads of the first and last run, the trips' extremes, the steps'
+ * range; failed if any run failed (its error) */
+static ModelResult model_runs_merge(ModelResult *r, int n) {
+    ModelResult m = r[0];
+    double fwd[MODEL_ROUNDS], step[MODEL_ROUNDS];
+    m.step_lo = m.step_hi = r[0].step_ms;
+    for (int i = 0; i < n; i++) {
+        if (!r[i].ok) return r[i];
+        fwd[i] = r[i].fwd_ms;
+        step[i] = r[i].step_ms;
+        if (r[i].rss_kb > m.rss_kb) m.rss_kb = r[i].rss_kb;
+        if (r[i].step_ms < m.step_lo) m.step_lo = r[i].step_ms;
+        if (r[i].step_ms > m.step_hi) m.step_hi = r[i].step_ms;
+        if (r[i].trip0 < m.trip0) m.trip0 = r[i].trip0;
+        if (r[i].trip1 > m.trip1) m.trip1 = r[i].trip1;
+    }
+    m.fwd_ms = median(fwd, n);
+    m.step_ms = median(step, n);
+    m.load1 = r[n - 1].load1;
+    m.runs = n;
+    return m;
+}
+
 static void print_ours(const char *title, const char *who, const ModelCase *mc, const ModelResult *r,
                        double floor_ms) {
     int ntok = mc->B * mc->Tt;
@@ -627,10 +659,13 @@ static void print_ours(const char *title, const char *who, const ModelCase *mc, 
         printf("  %-52s %-14s %8.2f %9s %9.0f %6.1f MiB %8s %6s  load %.1f-%.1f (forward only)\n", title, who,
                r->fwd_ms, "-", mc->B * (mc->Ts + mc->Tt) / (r->fwd_ms / 1e3), r->rss_kb / 1024.0, "-", "-",
                r->load0, r->load1);
-    else
-        printf("  %-52s %-14s %8.2f %9.2f %9.0f %6.1f MiB %8.2f %5.2fx  load %.1f-%.1f  trip %.0f-%.0f ns\n",
+    else {
+        printf("  %-52s %-14s %8.2f %9.2f %9.0f %6.1f MiB %8.2f %5.2fx  load %.1f-%.1f  trip %.0f-%.0f ns",
                title, who, r->fwd_ms, r->step_ms, ntok / (r->step_ms / 1e3), r->rss_kb / 1024.0, floor_ms,
                r->step_ms / floor_ms, r->load0, r->load1, r->trip0, r->trip1);
+        if (r->runs > 1) printf("  runs %.2f-%.2f", r->step_lo, r->step_hi);
+        printf("\n");
+    }
 }
 
 /* the goals of the training-step work, each computed from this run */
@@ -667,8 +702,11 @@ static void model_section(int threads, int no_torch, const char *script, const B
            "  floor = the step's matrix-product FLOPs / the best sgemm rate of the gemm table (%.1f GFLOP/s)\n"
            "  load = 1-minute load average before-after the figure (2 cores: above ~2 the cores are shared)\n"
            "  trip = a cache line's round trip between two threads before-after (floor.c): on a VM it\n"
-           "    moves with where the host puts the cores, and the 2-thread step of small models with it\n",
-           best);
+           "    moves with where the host puts the cores, and the 2-thread step of small models with it\n"
+           "  ours: each figure the median of %d runs (each the median of its steps), the runs of one\n"
+           "    config taking turns (2T, 1T, 2T+hog, 1T+hog); runs = their steps' range; trip and load\n"
+           "    over all of them\n",
+           best, MODEL_ROUNDS);
     printf("  %-52s %-14s %8s %9s %9s %9s %8s %6s\n", "config", "who", "fwd ms", "step ms", "tokens/s",
            "peak RSS", "floor ms", "/floor");
     CaseFigures fig[N_MODEL_CASES] = {{0}};
@@ -678,28 +716,35 @@ static void model_section(int threads, int no_torch, const char *script, const B
         CaseFigures *f = &fig[i];
         f->floor_ms = 1e3 * step_matmul_flops(c->N, c->d_model, c->d_ff, c->vocab, mc->B, mc->Ts, mc->Tt) /
                       (best * 1e9);
-        char who[64];
-        snprintf(cmd, sizeof cmd, "'%s' --child %s --threads %d", self_path, mc->key, threads);
-        ModelResult ours = model_run(cmd);
+        char who[64], cmd2[sizeof cmd], cmd1[sizeof cmd];
+        snprintf(cmd2, sizeof cmd2, "'%s' --child %s --threads %d", self_path, mc->key, threads);
+        snprintf(cmd1, sizeof cmd1, "'%s' --child %s --threads 1", self_path, mc->key);
+        /* each round: both threads, one thread, then both and one again with
+         * a CPU-bound process running (the forward-only config: one run) */
+        int rounds = mc->fwd_only ? 1 : MODEL_ROUNDS, multi = threads > 1 && !mc->fwd_only;
+        ModelResult r2[MODEL_ROUNDS], r1[MODEL_ROUNDS], rh2[MODEL_ROUNDS], rh1[MODEL_ROUNDS];
+        for (int k = 0; k < rounds; k++) {
+            r2[k] = model_run(cmd2);
+            if (!multi) continue;
+            r1[k] = model_run(cmd1);
+            pid_t hog = hog_start();
+            rh2[k] = model_run(cmd2);
+            rh1[k] = model_run(cmd1);
+            hog_stop(hog);
+        }
+        ModelResult ours = model_runs_merge(r2, rounds);
         snprintf(who, sizeof who, "ours %dT", threads);
         print_ours(mc->title, who, mc, &ours, f->floor_ms);
         f->step2 = ours.ok ? ours.step_ms : 0;
         if (mc->fwd_only) continue;
-        if (threads > 1) {
-            /* one thread, then both again with a CPU-bound process running */
-            snprintf(cmd, sizeof cmd, "'%s' --child %s --threads 1", self_path, mc->key);
-            ModelResult one = model_run(cmd);
+        if (multi) {
+            ModelResult one = model_runs_merge(r1, rounds);
             print_ours("", "ours 1T", mc, &one, f->floor_ms);
             f->step1 = one.ok ? one.step_ms : 0;
-            pid_t hog = hog_start();
-            snprintf(cmd, sizeof cmd, "'%s' --child %s --threads %d", self_path, mc->key, threads);
-            ModelResult h2 = model_run(cmd);
+            ModelResult h2 = model_runs_merge(rh2, rounds), h1 = model_runs_merge(rh1, rounds);
             snprintf(who, sizeof who, "ours %dT+hog", threads);
             print_ours("  (+hog: a busy-loop process started by the bench)", who, mc, &h2, f->floor_ms);
-            snprintf(cmd, sizeof cmd, "'%s' --child %s --threads 1", self_path, mc->key);
-            ModelResult h1 = model_run(cmd);
             print_ours("", "ours 1T+hog", mc, &h1, f->floor_ms);
-            hog_stop(hog);
             f->hog2 = h2.ok ? h2.step_ms : 0;
             f->hog1 = h1.ok ? h1.step_ms : 0;
         }
