@@ -704,8 +704,8 @@ static void model_section(int threads, int no_torch, const char *script, const B
            "  trip = a cache line's round trip between two threads before-after (floor.c): on a VM it\n"
            "    moves with where the host puts the cores, and the 2-thread step of small models with it\n"
            "  ours: each figure the median of %d runs (each the median of its steps), the runs of one\n"
-           "    config taking turns (2T, 1T, 2T+hog, 1T+hog); runs = their steps' range; trip and load\n"
-           "    over all of them\n",
+           "    config taking turns (2T, 1T, then both +hog; every other round 1T first); runs = their\n"
+           "    steps' range; trip and load over all of them\n",
            best, MODEL_ROUNDS);
     printf("  %-52s %-14s %8s %9s %9s %9s %8s %6s\n", "config", "who", "fwd ms", "step ms", "tokens/s",
            "peak RSS", "floor ms", "/floor");
@@ -719,17 +719,25 @@ static void model_section(int threads, int no_torch, const char *script, const B
         char who[64], cmd2[sizeof cmd], cmd1[sizeof cmd];
         snprintf(cmd2, sizeof cmd2, "'%s' --child %s --threads %d", self_path, mc->key, threads);
         snprintf(cmd1, sizeof cmd1, "'%s' --child %s --threads 1", self_path, mc->key);
-        /* each round: both threads, one thread, then both and one again with
-         * a CPU-bound process running (the forward-only config: one run) */
+        /* each round: both threads and one thread, then both and one again
+         * with a CPU-bound process running; every other round one thread
+         * first, so neither side always runs right after the busy loop
+         * starts or stops (the forward-only config: one run) */
         int rounds = mc->fwd_only ? 1 : MODEL_ROUNDS, multi = threads > 1 && !mc->fwd_only;
         ModelResult r2[MODEL_ROUNDS], r1[MODEL_ROUNDS], rh2[MODEL_ROUNDS], rh1[MODEL_ROUNDS];
         for (int k = 0; k < rounds; k++) {
+            if (!multi) {
+                r2[k] = model_run(cmd2);
+                continue;
+            }
+            int one_first = k % 2;
+            if (one_first) r1[k] = model_run(cmd1);
             r2[k] = model_run(cmd2);
-            if (!multi) continue;
-            r1[k] = model_run(cmd1);
+            if (!one_first) r1[k] = model_run(cmd1);
             pid_t hog = hog_start();
+            if (one_first) rh1[k] = model_run(cmd1);
             rh2[k] = model_run(cmd2);
-            rh1[k] = model_run(cmd1);
+            if (!one_first) rh1[k] = model_run(cmd1);
             hog_stop(hog);
         }
         ModelResult ours = model_runs_merge(r2, rounds);
