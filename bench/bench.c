@@ -701,11 +701,12 @@ static void model_section(int threads, int no_torch, const char *script, const B
            "  tokens/s: target tokens (B x Tt) per training step; RSS = peak resident memory of the process\n"
            "  floor = the step's matrix-product FLOPs / the best sgemm rate of the gemm table (%.1f GFLOP/s)\n"
            "  load = 1-minute load average before-after the figure (2 cores: above ~2 the cores are shared)\n"
-           "  trip = a cache line's round trip between two threads before-after (floor.c): on a VM it\n"
-           "    moves with where the host puts the cores, and the 2-thread step of small models with it\n"
+           "  trip = a cache line's round trip between two threads (floor.c), lowest-highest over the\n"
+           "    runs: on a VM it moves with where the host puts the cores, and the 2-thread step of\n"
+           "    small models with it\n"
            "  ours: each figure the median of %d runs (each the median of its steps), the runs of one\n"
            "    config taking turns (2T, 1T, then both +hog; every other round 1T first); runs = their\n"
-           "    steps' range; trip and load over all of them\n",
+           "    steps' range; load = before the first run - after the last\n",
            best, MODEL_ROUNDS);
     printf("  %-52s %-14s %8s %9s %9s %9s %8s %6s\n", "config", "who", "fwd ms", "step ms", "tokens/s",
            "peak RSS", "floor ms", "/floor");
