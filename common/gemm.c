@@ -154,6 +154,19 @@
 #define GEMM_CHUNKS_PER_THREAD_M 1
 #define GEMM_CUT_N_MIN 512
 #define GEMM_MIN_CHUNK_TILES 4
+#define GEMM_MIN_CHUNK_TILES_PACKED_A 8   /* NC / NR: see a_rows_collide */
+
+/* A's rows a multiple of 4 KiB apart (lda % 1024 == 0: the FFN's hidden
+ * layer, d_ff = 2048) all fall in the same sets of L1 (its set comes from
+ * address bits 6-11), and the MR = 14 rows of a tile, read in place, need
+ * 14 lines of one set at once: more than its ways (8 to 12), so the broadcasts of
+ * A miss L1 again and again. Such an A is packed (its MR values of one k
+ * contiguous), and the chunks of C are NC wide (8 micro-panels), so that
+ * each packed block serves the whole B panel. FFN h W2 800x2048 . 2048x512
+ * at 260-300 GFLOP/s in place (in some runs about 400), packed 387-392.
+ * A transposed reads MR contiguous floats per k (one or two lines), which
+ * stays in place: packing it was slower (415 -> 332). */
+static int a_rows_collide(int transA, int lda) { return !transA && lda % 1024 == 0; }
 
 
 /* ---- per-thread packing workspace ------------------------------------------ */
@@ -589,10 +602,11 @@ static void gemm_blocked(Workspace *ws, int depth, int transA, int transB, int M
          * memory (A's rows are far apart) and the kernel's own reads of A
          * hide that better: in place, the Annotated training step took 6%
          * less time on this machine, and a narrow C (d_model = 64: 2
-         * micro-panels) gains more (bench/README.md). */
+         * micro-panels) gains more (bench/README.md). Not when A's rows
+         * collide in L1 (a_rows_collide): then all of A is packed. */
         int direct = 0;
 #ifdef HAVE_KERNEL_DIRECT
-        direct = 1;
+        direct = !a_rows_collide(transA, lda);
 #endif
         for (int pc = 0; pc < K; pc += depth) {
             int kc = K - pc < depth ? K - pc : depth;
@@ -632,14 +646,16 @@ static void scale_c(float *C, int ldc, int M, int N, float beta) {
 }
 
 
-/* Tiles per chunk when `units` tiles of C are shared by `threads`. */
-static long chunk_tiles(long units, int threads, int split_n) {
+/* Tiles per chunk when `units` tiles of C are shared by `threads` (A read
+ * with stride lda, transposed or not). */
+static long chunk_tiles(long units, int threads, int split_n, int transA, int lda) {
     long chunks = (long)threads * (split_n ? GEMM_CHUNKS_PER_THREAD : GEMM_CHUNKS_PER_THREAD_M);
     long per = (units + chunks - 1) / chunks;
     /* columns: at least 4 tiles (128) a chunk when there are that many per
      * thread (800x512 . 512x512 on 2 threads: 6 chunks of 96 columns ran
      * at 446 GFLOP/s, 4 of 128 at 501) */
-    if (split_n && per < GEMM_MIN_CHUNK_TILES && units >= (long)GEMM_MIN_CHUNK_TILES * threads) per = GEMM_MIN_CHUNK_TILES;
+    long least = a_rows_collide(transA, lda) ? GEMM_MIN_CHUNK_TILES_PACKED_A : GEMM_MIN_CHUNK_TILES;
+    if (split_n && per < least && units >= least * threads) per = least;
     return per;
 }
 
@@ -710,7 +726,7 @@ void gemm(int transA, int transB, int M, int N, int K,
     /* Chunks of whole tiles, taken in turn (see parallel_run): a core
      * slowed by another program does fewer of them instead of holding the
      * others up. Each chunk packs its own share of B. */
-    long per = chunk_tiles(units, threads, split_n);
+    long per = chunk_tiles(units, threads, split_n, transA, lda);
     GemmJob job = {{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, split_n, unit};
     parallel_run(units, per, gemm_chunk, &job);
 #endif
@@ -877,7 +893,7 @@ void gemm_many(int count, const GemmArgs *a) {
         int split_n = cut_along_n(x->M, x->N), unit = split_n ? NR : MR, n = split_n ? x->N : x->M;
         long units = (n + unit - 1) / unit;
         /* a small product is one chunk; a large one is cut as gemm() cuts it */
-        long per = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL ? units : chunk_tiles(units, threads, split_n);
+        long per = (long)x->M * x->N * x->K < GEMM_MIN_PARALLEL ? units : chunk_tiles(units, threads, split_n, x->transA, x->lda);
         if ((units + per - 1) / per > GEMM_MANY_CHUNKS) per = (units + GEMM_MANY_CHUNKS - 1) / GEMM_MANY_CHUNKS;
         g.job[k].split_n = split_n;
         g.job[k].unit = unit;

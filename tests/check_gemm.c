@@ -190,6 +190,29 @@ START_TEST(test_edge_tiles_bits) {
 }
 END_TEST
 
+/* Rows of A a multiple of 4 KiB apart collide in L1, so gemm() packs such
+ * an A instead of reading it in place (gemm.c: a_rows_collide), and cuts
+ * C in wider chunks. The result must not tell: the same A stored 1024
+ * floats apart and 1000 apart gives the same bits, on 2 NC panels of
+ * columns, 2 KC blocks and a ragged last tile of rows, and both are right. */
+START_TEST(test_packed_a_bits) {
+    Rng rng;
+    rng_seed(&rng, 15);
+    int M = 100, N = 520, K = 1000;
+    float *A = padded_matrix(&rng, M, K, 1024), *B = padded_matrix(&rng, K, N, N);
+    float *A2 = malloc(sizeof(float) * M * K);
+    for (int i = 0; i < M; i++) memcpy(A2 + (size_t)i * K, A + (size_t)i * 1024, sizeof(float) * K);
+    float *packed = malloc(sizeof(float) * M * N), *in_place = malloc(sizeof(float) * M * N);
+    gemm(0, 0, M, N, K, 1.0f, A, 1024, B, N, 0.0f, packed, N);
+    gemm(0, 0, M, N, K, 1.0f, A2, K, B, N, 0.0f, in_place, N);
+    ck_assert_msg(memcmp(packed, in_place, sizeof(float) * M * N) == 0,
+                  "A with rows 4 KiB apart (packed) differs from the same A read in place");
+    free(A); free(A2); free(B); free(packed); free(in_place);
+    check_case(&rng, 0, 0, M, N, K, 1.0f, 0.5f, 24);   /* lda = 1024 */
+    check_case(&rng, 0, 1, 30, 70, 2048, 1.0f, 0.0f, 0);   /* lda = 2048, B transposed */
+}
+END_TEST
+
 /* ---- Limits ------------------------------------------------------------------ */
 START_TEST(test_beta_zero_ignores_garbage) {
     /* beta == 0: C is output only; NaN and inf already there must vanish. */
@@ -494,6 +517,7 @@ Suite *gemm_suite(void) {
     tcase_add_loop_test(loop, test_each_dimension, 0, NSIZES);
     tcase_add_test(loop, test_big_blocks);
     tcase_add_test(loop, test_edge_tiles_bits);
+    tcase_add_test(loop, test_packed_a_bits);
     tcase_set_timeout(loop, 120);
     suite_add_tcase(s, loop);
     TCase *lim = tcase_create("Limits");
