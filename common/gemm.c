@@ -33,12 +33,13 @@
  *     zero-pads the ragged edges so the kernel never branches inside its loop.
  *     (With AVX-512, full 14-row tiles of A turned out faster read in place
  *     - the kernel broadcasts each value straight from A - so only B and a
- *     ragged last tile of A are packed; see gemm_blocked.)
+ *     ragged last tile of A are packed, unless A's rows are a multiple of
+ *     4 KiB apart, which is the cache-set conflict above: a_rows_collide.)
  *  3. Cache blocking. Choose the packed blocks to fit the caches (kc, the
  *     depth of a block of the sum, is 256, or 512 for a C of 1 MiB or more):
  *       MR x kc  A tile         in L1/L2 (14*512*4 = 28 KiB; L1 is 48 KiB)
  *       kc x NC  B panel        stays in L2 (512*256*4 = 512 KiB of 1-2 MiB)
- *       MC x kc  A block        packed (with AVX-512 only a ragged last tile)
+ *       MC x kc  A block        packed (with AVX-512 only a ragged last tile, mostly)
  *     so every float brought from memory is used many times before it leaves.
  *     A big C gets the deep block although its B micro-panel then streams
  *     from L2 (per k the kernel reads 128 bytes of it for 28 FMAs, 14
