@@ -193,8 +193,9 @@ END_TEST
 /* Rows of A a multiple of 4 KiB apart collide in L1, so gemm() packs such
  * an A instead of reading it in place (gemm.c: a_rows_collide), and cuts
  * C in wider chunks. The result must not tell: the same A stored 1024
- * floats apart and 1000 apart gives the same bits, on 2 NC panels of
- * columns, 2 KC blocks and a ragged last tile of rows, and both are right. */
+ * floats apart and 1000 apart gives the same bits, with C wider than an
+ * NC panel, K in 4 KC blocks and a ragged last tile of rows (100 = 7 x 14
+ * + 2), and both are right. */
 START_TEST(test_packed_a_bits) {
     Rng rng;
     rng_seed(&rng, 15);
