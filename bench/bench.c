@@ -650,6 +650,15 @@ static ModelResult model_runs_merge(ModelResult *r, int n) {
     return m;
 }
 
+/* The 2-thread and the 1-thread run (cmd2, cmd1), the 1-thread one first
+ * when one_first. */
+static void model_run_both(const char *cmd2, const char *cmd1, int one_first, ModelResult *r2,
+                           ModelResult *r1) {
+    if (one_first) *r1 = model_run(cmd1);
+    *r2 = model_run(cmd2);
+    if (!one_first) *r1 = model_run(cmd1);
+}
+
 static void print_ours(const char *title, const char *who, const ModelCase *mc, const ModelResult *r,
                        double floor_ms) {
     int ntok = mc->B * mc->Tt;
@@ -731,14 +740,9 @@ static void model_section(int threads, int no_torch, const char *script, const B
                 r2[k] = model_run(cmd2);
                 continue;
             }
-            int one_first = k % 2;
-            if (one_first) r1[k] = model_run(cmd1);
-            r2[k] = model_run(cmd2);
-            if (!one_first) r1[k] = model_run(cmd1);
+            model_run_both(cmd2, cmd1, k % 2, &r2[k], &r1[k]);
             pid_t hog = hog_start();
-            if (one_first) rh1[k] = model_run(cmd1);
-            rh2[k] = model_run(cmd2);
-            if (!one_first) rh1[k] = model_run(cmd1);
+            model_run_both(cmd2, cmd1, k % 2, &rh2[k], &rh1[k]);
             hog_stop(hog);
         }
         ModelResult ours = model_runs_merge(r2, rounds);

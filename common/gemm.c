@@ -155,7 +155,7 @@
 #define GEMM_CHUNKS_PER_THREAD_M 1
 #define GEMM_CUT_N_MIN 512
 #define GEMM_MIN_CHUNK_TILES 4
-#define GEMM_MIN_CHUNK_TILES_PACKED_A 8   /* NC / NR: see a_rows_collide */
+#define GEMM_MIN_CHUNK_TILES_PACKED_A (NC / NR)   /* a whole B panel: see a_rows_collide */
 
 /* A's rows a multiple of 4 KiB apart (lda % 1024 == 0: the FFN's hidden
  * layer, d_ff = 2048) all fall in the same sets of L1 (its set comes from

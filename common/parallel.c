@@ -177,6 +177,15 @@ static void retreat(long *period, long *until) {
     *until = now_ns();
 }
 
+/* A sign of a busy core at time now, the last one at *at (0: none yet):
+ * 1 when that was within POOL_AGAIN_NS (the second sign soon: another
+ * program, not a lone host event); *at becomes now. */
+static int again_soon(long *at, long now) {
+    int again = *at && now - *at < POOL_AGAIN_NS;
+    *at = now;
+    return again;
+}
+
 static void *pool_worker(void *arg) {
     int id = (int)(intptr_t)arg;
     in_job = 1;                                   /* a worker never starts a nested job */
@@ -193,9 +202,7 @@ static void *pool_worker(void *arg) {
             }
             long t = now_ns();
             if (t - last > POOL_PREEMPTED_NS) {   /* this thread was off its core */
-                int again = off_at && t - off_at < POOL_AGAIN_NS;
-                off_at = t;
-                if (again) {                      /* the second time soon: not a lone event */
+                if (again_soon(&off_at, t)) {    /* the second time soon: not a lone event */
                     retreat(&retreat_ns, &retreat_end);
                     t0 = last = now_ns();
                     continue;
@@ -249,9 +256,7 @@ static void go_solo(void) {
  * alone is the host's doing and soon over; the second within
  * POOL_AGAIN_NS is another program's, and the caller goes solo. */
 static void busy_sign(void) {
-    long now = now_ns();
-    if (pool.sign_at && now - pool.sign_at < POOL_AGAIN_NS) go_solo();
-    pool.sign_at = now;
+    if (again_soon(&pool.sign_at, now_ns())) go_solo();
 }
 
 void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
