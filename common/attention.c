@@ -19,6 +19,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include "simd512.h"
 
 /* ---- masks ---------------------------------------------------------------
@@ -209,10 +212,12 @@ static size_t head_at(HeadLayout l, int b, int hh) { return (size_t)b * l.bs + (
  *   mix_rows: y[c] (+)= sum_t coef[t*cs] x_t[c]     (a weighted sum of rows:
  *             weights @ v, and the backward's ds @ k, ds^T @ q, w^T @ dO)
  * With AVX-512 each is written with 16-float vectors (a masked load covers
- * a ragged end, e.g. d_k = 10). mix_rows keeps y's 16 columns in a register
- * across all n rows instead of loading and storing y once per row, and skips
- * rows whose coefficient is exactly 0 (blocked pairs: half of the work under
- * a causal mask). Both sum in a fixed order, the same on every thread. */
+ * a ragged end, e.g. d_k = 10), with AVX2 with 8-float ones. mix_rows keeps
+ * y's columns in a register across all n rows instead of loading and
+ * storing y once per row, and skips rows whose coefficient is exactly 0
+ * (blocked pairs: half of the work under a causal mask). Both sum in a
+ * fixed order, the same on every thread. (Each build rounds its own way:
+ * the plain loops below, 8 lanes or 16 give different last bits.) */
 #if defined(__AVX512F__)
 static inline __mmask16 tail_mask(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
@@ -237,6 +242,49 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
             if (a != 0.0f) s = _mm512_fmadd_ps(_mm512_set1_ps(a), _mm512_maskz_loadu_ps(m, x + t * rx + c), s);
         }
         _mm512_mask_storeu_ps(y + c, m, s);
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The same with 8-float vectors. Only a ragged end (d_k = 10: columns 8-9)
+ * is masked: AMD's masked stores are slow, plain ones are not. */
+static inline __m256i tail_mask8(int left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline float dot_n(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= n; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc);
+    if (c < n) {
+        __m256i m = tail_mask8(n - c);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + c, m), _mm256_maskload_ps(b + c, m), acc);
+    }
+    /* the 8 lanes in a fixed tree: 4 + 4, 2 + 2, 1 + 1 */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline void mix_rows(float *y, const float *coef, size_t cs, const float *x, size_t rx,
+                            int n, int d, int accumulate) {
+    int c = 0;
+    for (; c + 8 <= d; c += 8) {
+        __m256 s = accumulate ? _mm256_loadu_ps(y + c) : _mm256_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            float a = coef[t * cs];
+            if (a != 0.0f) s = _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_loadu_ps(x + t * rx + c), s);
+        }
+        _mm256_storeu_ps(y + c, s);
+    }
+    if (c < d) {
+        __m256i m = tail_mask8(d - c);
+        __m256 s = accumulate ? _mm256_maskload_ps(y + c, m) : _mm256_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            float a = coef[t * cs];
+            if (a != 0.0f) s = _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_maskload_ps(x + t * rx + c, m), s);
+        }
+        _mm256_maskstore_ps(y + c, m, s);
     }
 }
 #else

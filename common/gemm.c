@@ -23,7 +23,8 @@
  *     broadcasts MR A values, then does MR*NR/16 = 28 FMAs. 28 FMAs per 16
  *     loads: the FMA units, not the loads, are the limit. 28 independent
  *     accumulators also hide the FMA latency (4 cycles x 2 units = at least
- *     8 needed in flight).
+ *     8 needed in flight). AVX2 (8 floats a register, 16 registers): a
+ *     6 x 16 tile in 12 ymm registers, 12 FMAs per 8 loads.
  *  2. Packing. The micro-kernel wants A's MR values for one k, and B's NR
  *     values for one k, next to each other in memory. Copying ("packing")
  *     a block of A and a block of B into that order once costs O(MK + KN);
@@ -34,7 +35,9 @@
  *     (With AVX-512, full 14-row tiles of A turned out faster read in place
  *     - the kernel broadcasts each value straight from A - so only B and a
  *     ragged last tile of A are packed, unless A's rows are a multiple of
- *     4 KiB apart, which is the cache-set conflict above: a_rows_collide.)
+ *     4 KiB apart, which is the cache-set conflict above: a_rows_collide.
+ *     AVX2 does the same with its 6-row tiles, except that a transposed A
+ *     is packed: a_in_place.)
  *  3. Cache blocking. Choose the packed blocks to fit the caches (kc, the
  *     depth of a block of the sum, is 256, or 512 for a C of 1 MiB or more):
  *       MR x kc  A tile         in L1/L2 (14*512*4 = 28 KiB; L1 is 48 KiB)
@@ -155,7 +158,7 @@
 #define GEMM_CHUNKS_PER_THREAD_M 1
 #define GEMM_CUT_N_MIN 512
 #define GEMM_MIN_CHUNK_TILES 4
-#define GEMM_MIN_CHUNK_TILES_PACKED_A (NC / NR)   /* a whole B panel: see a_rows_collide */
+#define GEMM_MIN_CHUNK_TILES_PACKED_A (NC / NR)   /* a whole B panel: see a_in_place */
 
 /* A's rows a multiple of 4 KiB apart (lda % 1024 == 0: the FFN's hidden
  * layer, d_ff = 2048) all fall in the same sets of L1 (its set comes from
@@ -166,13 +169,33 @@
  * each packed block serves the whole B panel. FFN h W2 800x2048 . 2048x512
  * at 260-300 GFLOP/s in place (in some runs about 400), packed 387-392.
  * A transposed reads MR contiguous floats per k (one or two lines), which
- * stays in place: packing it was slower (415 -> 332). */
-static int a_rows_collide(int transA, int lda) { return !transA && lda % 1024 == 0; }
+ * stays in place: packing it was slower (415 -> 332). AVX2's MR = 6 rows
+ * fit in one set's 8 ways: read in place. */
+static int a_rows_collide(int transA, int lda) { return MR > 8 && !transA && lda % 1024 == 0; }
+
+/* Full tiles of A read in place (kernel_direct_*), or packed: in place,
+ * unless its rows collide in L1 (above) or, with AVX2, A is transposed:
+ * then the MR = 6 values of one k are 6 of a cache line's 16, and a tile's
+ * kc lines (32 KiB at kc 512) fill L1 for 12 KiB of values. (AVX2 on one
+ * Zen 3 core: A^T B, 512x800 . 800x2048, 45-46 GFLOP/s in place, 64-67
+ * packed; h W2 and dX = dH W1^T, whose 6 rows share an 8-way L1 set
+ * unpacked, 53-55 packed, 63-65 in place.) */
+static int a_in_place(int transA, int lda) {
+#if defined(__AVX512F__)
+    return !a_rows_collide(transA, lda);
+#else
+    return !transA && !a_rows_collide(transA, lda);
+#endif
+}
 
 
 /* ---- per-thread packing workspace ------------------------------------------ */
+/* floats past the packed A block that packing may write (AVX2 stores a
+ * panel's last k as a whole vector: pack_rows_transposed); 64 bytes */
+#define A_SLACK 16
+
 typedef struct Workspace {
-    float *a;                  /* (MC, KC_MAX) packed A block, MR-row panels    */
+    float *a;                  /* (MC, KC_MAX) packed A block, MR-row panels, + A_SLACK */
     float *b;                  /* (KC_MAX, NC) packed B panel, NR-column panels */
     float *aside;              /* gemm_many's blocks kept aside (cut along K), */
     size_t aside_n;            /*   aside_n floats; the calling thread's        */
@@ -213,7 +236,7 @@ static Workspace *ws_get(void) {
     Workspace *w = calloc(1, sizeof *w);
     /* 64-byte alignment: one packed row of NR floats starts a cache line,
      * so the kernel's aligned vector loads never split a line. */
-    if (w) w->a = aligned_alloc(64, sizeof(float) * MC * KC_MAX);
+    if (w) w->a = aligned_alloc(64, sizeof(float) * (MC * KC_MAX + A_SLACK));
     if (w && w->a) w->b = aligned_alloc(64, sizeof(float) * KC_MAX * NC);
     if (!w || !w->a || !w->b) {
         static atomic_flag warned = ATOMIC_FLAG_INIT;
@@ -339,6 +362,116 @@ static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j
         pack_rows_transposed(dst + 16, NR, 0xFFFF, src + (size_t)16 * ldb, (size_t)ldb, nr > 16 ? nr - 16 : 0, kc);
     }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The same packing with 8-float vectors: masked loads (maskload zeroes the
+ * lanes it does not read) for row pieces, 8 x 8 register transposes for
+ * values one leading dimension apart. */
+#ifndef PACK_AHEAD
+#define PACK_AHEAD 8
+#endif
+#ifndef PACK_T_AHEAD
+#define PACK_T_AHEAD 32
+#endif
+
+/* lanes [0, n) of 8 (all for n >= 8, none for n <= 0): a mask for
+ * _mm256_maskload_ps / _mm256_maskstore_ps */
+static inline __m256i lanes8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* r[0..8) rows of 8 floats -> r[j] = column j (unpack pairs of rows,
+ * shuffle 2x2 blocks, swap 128-bit halves: 24 shuffles for 64 floats) */
+static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);       /* half h: a4h b4h a4h+1 b4h+1 */
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);   /* half h: a4h+2 b4h+2 a4h+3 b4h+3 */
+    }
+    for (int q = 0; q < 8; q += 4) {                     /* u[q + c], half h: rows q..q+3 of column 4h + c */
+        u[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+        u[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xEE);
+        u[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+        u[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* `rows` (<= 8) rows of a row-major matrix, k along each row, ld apart ->
+ * dst[k * dst_ld + row] for k < kc; rows past `rows` are zeros. Each k is
+ * stored as a whole vector of 8, in increasing k: with dst_ld = MR = 6 (A)
+ * its last 2 lanes fall on the next k's first two, which the next store
+ * writes (a masked store is slow on AMD); the last k's fall past the block,
+ * on the next panel (packed after this one) or the workspace's slack
+ * (ws_get). dst_ld = 16 (a half panel of B) stores 8 of 16. */
+static inline __attribute__((always_inline))
+void pack_rows_transposed(float *dst, int dst_ld, const float *src, size_t ld, int rows, int kc) {
+    for (int k = 0; k < kc; k += 8) {
+        int n = kc - k < 8 ? kc - k : 8;
+        __m256i m = lanes8(n);
+        __m256 r[8];
+        for (int i = 0; i < 8; i++) {
+            if (i < rows && k + PACK_T_AHEAD < kc) _mm_prefetch((const char *)(src + (size_t)i * ld + k + PACK_T_AHEAD), _MM_HINT_T0);
+            r[i] = i < rows ? _mm256_maskload_ps(src + (size_t)i * ld + k, m) : _mm256_setzero_ps();
+        }
+        transpose8(r);
+        for (int j = 0; j < n; j++) _mm256_storeu_ps(dst + (size_t)(k + j) * dst_ld, r[j]);
+    }
+}
+
+static void pack_a(float *Ap, const float *A, int lda, int transA, int i0, int p0, int mc, int kc) {
+    for (int ir = 0; ir < mc; ir += MR) {
+        int mr = mc - ir < MR ? mc - ir : MR;
+        float *dst = Ap + (size_t)ir * kc;
+        if (transA) {
+            /* op(A)[i][p] = A[p][i]: the MR values of one k are contiguous;
+             * stored 8 at a time, overlapping as in pack_rows_transposed
+             * (with a masked store this loop was 28% of a product A^T B) */
+            const __m256i m = lanes8(mr);
+            const float *src = A + (size_t)p0 * lda + i0 + ir;
+            for (int k = 0; k < kc; k++) {
+                _mm_prefetch((const char *)(src + (size_t)(k + PACK_AHEAD) * lda), _MM_HINT_T0);
+                _mm256_storeu_ps(dst + k * MR, _mm256_maskload_ps(src + (size_t)k * lda, m));
+            }
+        } else {
+            /* op(A)[i][p] = A[i][p]: 8 k of the MR rows at a time, transposed */
+            pack_rows_transposed(dst, MR, A + (size_t)(i0 + ir) * lda + p0, (size_t)lda, mr, kc);
+        }
+    }
+}
+
+static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j0, int kc, int nc) {
+    if (!transB) {
+        /* op(B)[p][j] = B[p][j]: row by row, each row one stream scattered
+         * to the NR-wide panels (see the AVX-512 version) */
+        for (int k = 0; k < kc; k++) {
+            const float *src = B + (size_t)(p0 + k) * ldb + j0, *ahead = src + (size_t)PACK_AHEAD * ldb;
+            for (int jr = 0; jr < nc; jr += 16) _mm_prefetch((const char *)(ahead + jr), _MM_HINT_T0);
+            for (int jr = 0; jr < nc; jr += NR) {
+                float *dst = Bp + (size_t)jr * kc + (size_t)k * NR;
+                if (nc - jr >= NR) {
+                    _mm256_store_ps(dst, _mm256_loadu_ps(src + jr));
+                    _mm256_store_ps(dst + 8, _mm256_loadu_ps(src + jr + 8));
+                } else {
+                    _mm256_store_ps(dst, _mm256_maskload_ps(src + jr, lanes8(nc - jr)));
+                    _mm256_store_ps(dst + 8, _mm256_maskload_ps(src + jr + 8, lanes8(nc - jr - 8)));
+                }
+            }
+        }
+        return;
+    }
+    for (int jr = 0; jr < nc; jr += NR) {
+        /* op(B)[p][j] = B[j][p]: each half of the panel (8 rows of B) read
+         * along the rows and transposed, 8 k at a time */
+        int nr = nc - jr < NR ? nc - jr : NR;
+        const float *src = B + (size_t)(j0 + jr) * ldb + p0;
+        float *dst = Bp + (size_t)jr * kc;
+        pack_rows_transposed(dst, NR, src, (size_t)ldb, nr < 8 ? nr : 8, kc);
+        pack_rows_transposed(dst + 8, NR, src + (size_t)8 * ldb, (size_t)ldb, nr > 8 ? nr - 8 : 0, kc);
+    }
+}
 #else
 static void pack_a(float *Ap, const float *A, int lda, int transA, int i0, int p0, int mc, int kc) {
     for (int ir = 0; ir < mc; ir += MR) {
@@ -403,8 +536,8 @@ static inline float update_one(float acc, float c_old, float alpha, float beta, 
     return fmaf(alpha, acc, beta * c_old);
 }
 
-#if !defined(__AVX512F__)
-/* tile (MR, NR) row-major -> the mr x nr corner of C. */
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+/* tile (MR, NR) row-major -> the mr x nr corner of C (the portable kernel). */
 static void update_tile(float *C, int ldc, const float *tile, int mr, int nr,
                         float alpha, float beta, int first) {
     for (int r = 0; r < mr; r++)
@@ -472,68 +605,54 @@ void kernel_body(int rows, int kc, const float *restrict A, size_t rsa, size_t c
     }
 }
 
-static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
-                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
-    /* a ragged last tile (800 rows = 57 x 14 + 2) does only the rows it has,
-     * rounded up: the same sums, a seventh of the work for 2 rows */
-    if (mr <= 2) kernel_body(2, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
-    else if (mr <= 4) kernel_body(4, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
-    else if (mr <= 8) kernel_body(8, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
-    else kernel_body(MR, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
-}
-
-/* A read in place: op(A) = A^T, so the MR values of one k are adjacent
- * (A[k*lda + r]) - no copy needed. */
-static void kernel_direct_t(int kc, const float *restrict A, int lda, const float *restrict Bp,
-                            float *C, int ldc, float alpha, float beta, int first, int nr) {
-    kernel_body(MR, kc, A, 1, (size_t)lda, Bp, C, ldc, alpha, beta, first, MR, nr);
-}
-
-/* A read in place: op(A) = A, row r of the tile is A[r*lda + k]. */
-static void kernel_direct_n(int kc, const float *restrict A, int lda, const float *restrict Bp,
-                            float *C, int ldc, float alpha, float beta, int first, int nr) {
-    kernel_body(MR, kc, A, (size_t)lda, 1, Bp, C, ldc, alpha, beta, first, MR, nr);
-}
 #define HAVE_KERNEL_DIRECT 1
 #elif defined(__AVX2__) && defined(__FMA__)
-/* 6 x 16: 12 accumulators (6 rows x 2 vectors of 8 floats) + 2 for B + 1
- * broadcast = 15 of the 16 ymm registers. */
-static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
-                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+/* 6 x 16: 12 accumulators (6 rows x 2 vectors of 8 floats) + 2 registers
+ * for the row of B + 1 for the broadcast A value = 15 of the 16 ymm
+ * registers; per k 12 FMAs for 2 loads of B and 6 broadcasts of A. The
+ * same body as the AVX-512 kernel above (A read packed or in place, the C
+ * tile asked for ahead), with lane masks for a ragged edge. */
+static inline __attribute__((always_inline))
+void kernel_body(int rows, int kc, const float *restrict A, size_t rsa, size_t csa, const float *restrict Bp,
+                 float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+    for (int r = 0; r < mr; r++) {
+        _mm_prefetch((const char *)(C + (size_t)r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(C + (size_t)r * ldc + NR - 1), _MM_HINT_T0);
+    }
     __m256 acc[MR][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_load_ps(Bp + k * NR);
         __m256 b1 = _mm256_load_ps(Bp + k * NR + 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) {
-            __m256 a = _mm256_broadcast_ss(Ap + k * MR + r);
+        for (int r = 0; r < rows; r++) {
+            __m256 a = _mm256_broadcast_ss(A + r * rsa + k * csa);
             acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
         }
     }
-    if (mr == MR && nr == NR) {
-        __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    const __m256i m0 = lanes8(nr), m1 = lanes8(nr - 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++)
-            for (int h = 0; h < 2; h++) {
-                float *cp = C + (size_t)r * ldc + 8 * h;
-                __m256 out;
-                if (first && beta == 0.0f) out = _mm256_mul_ps(va, acc[r][h]);
-                else if (first) out = _mm256_fmadd_ps(va, acc[r][h], _mm256_mul_ps(vb, _mm256_loadu_ps(cp)));
-                else out = _mm256_fmadd_ps(va, acc[r][h], _mm256_loadu_ps(cp));
-                _mm256_storeu_ps(cp, out);
+    for (int r = 0; r < rows; r++) {
+        if (r >= mr) break;
+        float *cp = C + (size_t)r * ldc;
+        for (int h = 0; h < 2; h++) {
+            __m256 out;
+            if (first && beta == 0.0f) {
+                out = _mm256_mul_ps(va, acc[r][h]);
+            } else {
+                __m256 old = nr == NR ? _mm256_loadu_ps(cp + 8 * h) : _mm256_maskload_ps(cp + 8 * h, h ? m1 : m0);
+                if (first) old = _mm256_mul_ps(vb, old);
+                out = _mm256_fmadd_ps(va, acc[r][h], old);
             }
-    } else {
-        float tile[MR * NR] __attribute__((aligned(32)));
-        for (int r = 0; r < MR; r++) {
-            _mm256_store_ps(tile + r * NR, acc[r][0]);
-            _mm256_store_ps(tile + r * NR + 8, acc[r][1]);
+            if (nr == NR) _mm256_storeu_ps(cp + 8 * h, out);
+            else _mm256_maskstore_ps(cp + 8 * h, h ? m1 : m0, out);
         }
-        update_tile(C, ldc, tile, mr, nr, alpha, beta, first);
     }
 }
+#define HAVE_KERNEL_DIRECT 1
 #else
 /* Portable C: the same tile idea with plain arrays; the compiler keeps what
  * it can in registers and may vectorise the c loop. A plain multiply and add
@@ -548,6 +667,33 @@ static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
             for (int c = 0; c < NR; c++) tile[r * NR + c] += a * Bp[k * NR + c];
         }
     update_tile(C, ldc, tile, mr, nr, alpha, beta, first);
+}
+#endif
+
+#ifdef HAVE_KERNEL_DIRECT
+static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
+                   float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
+    /* a ragged last tile (800 rows = 57 x 14 + 2) does only the rows it has,
+     * rounded up: the same sums, a seventh of the work for 2 rows */
+    if (mr <= 2) kernel_body(2, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+    else if (mr <= 4) kernel_body(4, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+#if MR > 8
+    else if (mr <= 8) kernel_body(8, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+#endif
+    else kernel_body(MR, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
+}
+
+/* A read in place: op(A) = A^T, so the MR values of one k are adjacent
+ * (A[k*lda + r]) - no copy needed. */
+static void kernel_direct_t(int kc, const float *restrict A, int lda, const float *restrict Bp,
+                            float *C, int ldc, float alpha, float beta, int first, int nr) {
+    kernel_body(MR, kc, A, 1, (size_t)lda, Bp, C, ldc, alpha, beta, first, MR, nr);
+}
+
+/* A read in place: op(A) = A, row r of the tile is A[r*lda + k]. */
+static void kernel_direct_n(int kc, const float *restrict A, int lda, const float *restrict Bp,
+                            float *C, int ldc, float alpha, float beta, int first, int nr) {
+    kernel_body(MR, kc, A, (size_t)lda, 1, Bp, C, ldc, alpha, beta, first, MR, nr);
 }
 #endif
 
@@ -602,12 +748,13 @@ static void gemm_blocked(Workspace *ws, int depth, int transA, int transB, int M
          * being read by many NR-wide micro-panels of B, but it waits on
          * memory (A's rows are far apart) and the kernel's own reads of A
          * hide that better: in place, the Annotated training step took 6%
-         * less time on this machine, and a narrow C (d_model = 64: 2
+         * less time on an AVX-512 machine, and a narrow C (d_model = 64: 2
          * micro-panels) gains more (bench/README.md). Not when A's rows
-         * collide in L1 (a_rows_collide): then all of A is packed. */
+         * collide in L1, nor for AVX2's A^T (a_in_place): then all of A
+         * is packed. */
         int direct = 0;
 #ifdef HAVE_KERNEL_DIRECT
-        direct = !a_rows_collide(transA, lda);
+        direct = a_in_place(transA, lda);
 #endif
         for (int pc = 0; pc < K; pc += depth) {
             int kc = K - pc < depth ? K - pc : depth;
@@ -655,7 +802,7 @@ static long chunk_tiles(long units, int threads, int split_n, int transA, int ld
     /* columns: at least 4 tiles (128) a chunk when there are that many per
      * thread (800x512 . 512x512 on 2 threads: 6 chunks of 96 columns ran
      * at 446 GFLOP/s, 4 of 128 at 501) */
-    long least = a_rows_collide(transA, lda) ? GEMM_MIN_CHUNK_TILES_PACKED_A : GEMM_MIN_CHUNK_TILES;
+    long least = a_in_place(transA, lda) ? GEMM_MIN_CHUNK_TILES : GEMM_MIN_CHUNK_TILES_PACKED_A;
     if (split_n && per < least && units >= least * threads) per = least;
     return per;
 }

@@ -11,7 +11,7 @@
 
 #include <assert.h>
 #include <math.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -76,6 +76,14 @@ static double chunk_sum_squares(const float *x, size_t n) {
     }
     _mm512_storeu_pd(acc, a0);
     _mm512_storeu_pd(acc + 8, a1);
+#elif defined(__AVX2__)
+    __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (; i + 16 <= n; i += 16)
+        for (int q = 0; q < 4; q++) {
+            __m256d xq = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * q));
+            a[q] = _mm256_add_pd(a[q], _mm256_mul_pd(xq, xq));
+        }
+    for (int q = 0; q < 4; q++) _mm256_storeu_pd(acc + 4 * q, a[q]);
 #else
     for (; i + 16 <= n; i += 16)
         for (int l = 0; l < 16; l++) acc[l] += (double)x[i + l] * x[i + l];
@@ -102,7 +110,7 @@ static void pass1_chunks(void *ctx, long c0, long c1) {
     }
 }
 
-/* adam_update's loop body on [lo, hi), 16 lanes at a time: the same
+/* adam_update's loop body on [lo, hi), 16 (AVX2: 8) lanes at a time: the same
  * multiplies and adds in the same order (no FMA), correctly rounded sqrt
  * and divide, so every lane gets adam_update's bits */
 static void adam_range(const AdamJob *j, size_t lo, size_t hi) {
@@ -124,6 +132,21 @@ static void adam_range(const AdamJob *j, size_t lo, size_t hi) {
         __m512 m_hat = _mm512_mul_ps(mi, va1), v_hat = _mm512_mul_ps(vi, va2);
         __m512 upd = _mm512_div_ps(_mm512_mul_ps(vlr, m_hat), _mm512_add_ps(_mm512_sqrt_ps(v_hat), veps));
         _mm512_storeu_ps(p + i, _mm512_sub_ps(_mm512_loadu_ps(p + i), upd));
+    }
+#elif defined(__AVX2__)
+    const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2), vc1 = _mm256_set1_ps(c1),
+                 vc2 = _mm256_set1_ps(c2), va1 = _mm256_set1_ps(j->a1), va2 = _mm256_set1_ps(j->a2),
+                 vlr = _mm256_set1_ps(j->lr), veps = _mm256_set1_ps(j->eps);
+    for (; i + 8 <= hi; i += 8) {
+        __m256 gi = _mm256_loadu_ps(g + i);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vc1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 m_hat = _mm256_mul_ps(mi, va1), v_hat = _mm256_mul_ps(vi, va2);
+        __m256 upd = _mm256_div_ps(_mm256_mul_ps(vlr, m_hat), _mm256_add_ps(_mm256_sqrt_ps(v_hat), veps));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_loadu_ps(p + i), upd));
     }
 #endif
     for (; i < hi; i++) {
