@@ -22,7 +22,7 @@
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
-#include "simd512.h"
+#include "simd.h"
 
 /* ---- masks ---------------------------------------------------------------
  * A mask is one byte per (query, key) pair: 1 = may attend, 0 = blocked.
@@ -266,17 +266,27 @@ static inline float dot_n(const float *a, const float *b, int n) {
     return _mm_cvtss_f32(s);
 }
 
+/* nv (<= 4) vectors of y at once: nv independent chains of FMAs, where one
+ * vector at a time waits out each FMA's latency (the same sums, in t order) */
+static inline __attribute__((always_inline))
+void mix_block(float *y, const float *coef, size_t cs, const float *x, size_t rx, int n, int nv, int accumulate) {
+    __m256 s[4];
+    for (int v = 0; v < nv; v++) s[v] = accumulate ? _mm256_loadu_ps(y + 8 * v) : _mm256_setzero_ps();
+    for (int t = 0; t < n; t++) {
+        float a = coef[t * cs];
+        if (a == 0.0f) continue;
+        __m256 va = _mm256_set1_ps(a);
+        for (int v = 0; v < nv; v++) s[v] = _mm256_fmadd_ps(va, _mm256_loadu_ps(x + t * rx + 8 * v), s[v]);
+    }
+    for (int v = 0; v < nv; v++) _mm256_storeu_ps(y + 8 * v, s[v]);
+}
+
 static inline void mix_rows(float *y, const float *coef, size_t cs, const float *x, size_t rx,
                             int n, int d, int accumulate) {
     int c = 0;
-    for (; c + 8 <= d; c += 8) {
-        __m256 s = accumulate ? _mm256_loadu_ps(y + c) : _mm256_setzero_ps();
-        for (int t = 0; t < n; t++) {
-            float a = coef[t * cs];
-            if (a != 0.0f) s = _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_loadu_ps(x + t * rx + c), s);
-        }
-        _mm256_storeu_ps(y + c, s);
-    }
+    for (; c + 32 <= d; c += 32) mix_block(y + c, coef, cs, x + c, rx, n, 4, accumulate);
+    if (c + 16 <= d) mix_block(y + c, coef, cs, x + c, rx, n, 2, accumulate), c += 16;
+    if (c + 8 <= d) mix_block(y + c, coef, cs, x + c, rx, n, 1, accumulate), c += 8;
     if (c < d) {
         __m256i m = tail_mask8(d - c);
         __m256 s = accumulate ? _mm256_maskload_ps(y + c, m) : _mm256_setzero_ps();

@@ -89,7 +89,7 @@
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
-#include "simd512.h"
+#include "simd.h"
 
 #ifndef USE_OPENBLAS
 

@@ -5,7 +5,7 @@
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
-#include "simd512.h"
+#include "simd.h"
 
 /* ---- matrix multiply ------------------------------------------------------ */
 
@@ -57,6 +57,12 @@ void exp_array(float *y, const float *x, int n) {
         __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
         _mm512_mask_storeu_ps(y + i, m, exp16_ps(_mm512_maskz_loadu_ps(m, x + i)));
     }
+}
+#elif defined(HAVE_EXP8)
+void exp_array(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8_avx2(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = expf(x[i]);   /* the ragged end: no masked store (slow on AMD) */
 }
 #else
 void exp_array(float *y, const float *x, int n) {

@@ -1,18 +1,39 @@
-/* simd512.h - AVX-512 helpers shared by gemm.c, ops.c and attention.c.
+/* simd.h - vector helpers shared by gemm.c, ops.c and attention.c.
  *
- *   transpose16(r)  16 rows of 16 floats -> 16 columns, in registers
- *   exp16_ps(x)     expf() of 16 floats, with expf()'s bits
+ *   transpose16(r)  16 rows of 16 floats -> 16 columns, in registers (AVX-512 F)
+ *   exp16_ps(x)     expf() of 16 floats, with expf()'s bits (AVX-512 F and DQ)
+ *   exp8_avx2(x)    expf() of 8 floats, with expf()'s bits (AVX2 and FMA)
  *
- * Only with AVX-512 (transpose16: F; exp16_ps: F and DQ); the files that
- * include it have plain-C loops for other CPUs. */
-#ifndef SIMD512_H
-#define SIMD512_H
+ * The files that include it have plain-C loops for other CPUs. */
+#ifndef SIMD_H
+#define SIMD_H
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#endif
 
+#if (defined(__AVX512F__) && defined(__AVX512DQ__)) || (defined(__AVX2__) && defined(__FMA__))
+/* glibc's expf (since 2.27; ARM's optimized-routines algorithm), 8 (AVX2:
+ * 4) lanes of double at a time, in the order of operations of its FMA build
+ * (__expf_fma, what glibc runs on every CPU with FMA), so each lane
+ * rounds exactly as expf() does:
+ *   exp(x) = 2^(k/32) * 2^(r/32),  x * 32/ln2 = k + r,  |r| <= 1/2
+ *   2^(k/32) = 2^(k div 32) * T[k mod 32]  (the table, with k's high bits
+ *   added straight into the exponent field), 2^(r/32) ~ C0 r^3 + C1 r^2 + C2 r + 1.
+ * tests/check_ops.c compares it with expf() bit for bit. */
+static const uint64_t exp2f_tab[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+#endif
+
+#if defined(__AVX512F__)
 /* r[0..16) rows of 16 floats -> r[j] = column j of the input (16 x 16
  * transpose in registers: 64 shuffles for 256 floats, against 16 gathers
  * that move one float at a time). Three stages, each pairing vectors and
@@ -46,22 +67,6 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
 
 #if defined(__AVX512DQ__)
 #define HAVE_EXP16 1
-/* glibc's expf (since 2.27; ARM's optimized-routines algorithm), 8 lanes of
- * double at a time, in the order of operations of its FMA build
- * (__expf_fma, what glibc runs on every CPU with AVX-512), so each lane
- * rounds exactly as expf() does:
- *   exp(x) = 2^(k/32) * 2^(r/32),  x * 32/ln2 = k + r,  |r| <= 1/2
- *   2^(k/32) = 2^(k div 32) * T[k mod 32]  (the table, with k's high bits
- *   added straight into the exponent field), 2^(r/32) ~ C0 r^3 + C1 r^2 + C2 r + 1.
- * tests/check_ops.c compares it with expf() bit for bit. */
-static const uint64_t exp2f_tab[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
-    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
-    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
-    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
-    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
-    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
 
 static inline __m256 exp8_ps(__m256 xf) {
     const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+5);   /* 32 / ln 2 */
@@ -112,5 +117,50 @@ static inline __m512 exp16_ps(__m512 x) {
 }
 
 #endif /* __AVX512DQ__ */
-#endif /* __AVX512F__ */
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#define HAVE_EXP8 1
+/* exp8_ps above with AVX2's 4 lanes of double: the same operations in the
+ * same order, the table read with a gather (no 32-entry permute here) */
+static inline __m128 exp4_avx2(__m128 xf) {
+    const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep+5);   /* 32 / ln 2 */
+    const __m256d shift = _mm256_set1_pd(0x1.8p+52);
+    const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-20), c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-13);
+    const __m256d c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm256_set1_pd(1.0);
+    __m256d x = _mm256_cvtps_pd(xf);
+    __m256d kd = _mm256_fmadd_pd(inv_ln2_n, x, shift);
+    __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    __m256d r = _mm256_fmsub_pd(inv_ln2_n, x, kd);
+    __m256i t = _mm256_i64gather_epi64((const long long *)exp2f_tab, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+    __m256d z = _mm256_fmadd_pd(r, c0, c1);
+    __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(r, c2, one);
+    y = _mm256_fmadd_pd(z, r2, y);
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
+}
+
+/* expf of 8 lanes, as exp16_ps: exp(-inf) = 0 here, |x| >= 88, +inf and
+ * NaN through expf() itself */
+static inline __m256 exp8_avx2(__m256 x) {
+    __m256 e = _mm256_set_m128(exp4_avx2(_mm256_extractf128_ps(x, 1)), exp4_avx2(_mm256_castps256_ps128(x)));
+    __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20), _mm256_set1_epi32(0x7ff));
+    __m256 neg_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    __m256 big = _mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a)));
+    int other = _mm256_movemask_ps(_mm256_andnot_ps(neg_inf, big));
+    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), neg_inf);
+    if (other) {
+        float in[8], out[8];
+        _mm256_storeu_ps(in, x);
+        _mm256_storeu_ps(out, e);
+        for (; other; other &= other - 1) {
+            int j = __builtin_ctz(other);
+            out[j] = expf(in[j]);
+        }
+        e = _mm256_loadu_ps(out);
+    }
+    return e;
+}
+#endif /* __AVX512F__, AVX2 */
 #endif
