@@ -19,9 +19,6 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 #include "simd.h"
 
 /* ---- masks ---------------------------------------------------------------
@@ -247,16 +244,12 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 #elif defined(__AVX2__) && defined(__FMA__)
 /* The same with 8-float vectors. Only a ragged end (d_k = 10: columns 8-9)
  * is masked: AMD's masked stores are slow, plain ones are not. */
-static inline __m256i tail_mask8(int left) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 static inline float dot_n(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int c = 0;
     for (; c + 8 <= n; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc);
     if (c < n) {
-        __m256i m = tail_mask8(n - c);
+        __m256i m = lanes8(n - c);
         acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + c, m), _mm256_maskload_ps(b + c, m), acc);
     }
     /* the 8 lanes in a fixed tree: 4 + 4, 2 + 2, 1 + 1 */
@@ -288,7 +281,7 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
     if (c + 16 <= d) mix_block(y + c, coef, cs, x + c, rx, n, 2, accumulate), c += 16;
     if (c + 8 <= d) mix_block(y + c, coef, cs, x + c, rx, n, 1, accumulate), c += 8;
     if (c < d) {
-        __m256i m = tail_mask8(d - c);
+        __m256i m = lanes8(d - c);
         __m256 s = accumulate ? _mm256_maskload_ps(y + c, m) : _mm256_setzero_ps();
         for (int t = 0; t < n; t++) {
             float a = coef[t * cs];

@@ -373,12 +373,6 @@ static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j
 #define PACK_T_AHEAD 32
 #endif
 
-/* lanes [0, n) of 8 (all for n >= 8, none for n <= 0): a mask for
- * _mm256_maskload_ps / _mm256_maskstore_ps */
-static inline __m256i lanes8(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* r[0..8) rows of 8 floats -> r[j] = column j (unpack pairs of rows,
  * shuffle 2x2 blocks, swap 128-bit halves: 24 shuffles for 64 floats) */
 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
@@ -673,8 +667,9 @@ static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
 #ifdef HAVE_KERNEL_DIRECT
 static void kernel(int kc, const float *restrict Ap, const float *restrict Bp,
                    float *C, int ldc, float alpha, float beta, int first, int mr, int nr) {
-    /* a ragged last tile (800 rows = 57 x 14 + 2) does only the rows it has,
-     * rounded up: the same sums, a seventh of the work for 2 rows */
+    /* a ragged last tile (800 rows = 57 x 14 + 2 with AVX-512) does only
+     * the rows it has, rounded up: the same sums, a seventh of the work
+     * for 2 rows */
     if (mr <= 2) kernel_body(2, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
     else if (mr <= 4) kernel_body(4, kc, Ap, 1, MR, Bp, C, ldc, alpha, beta, first, mr, nr);
 #if MR > 8

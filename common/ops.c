@@ -67,8 +67,7 @@ void exp_array(float *y, const float *x, int n) {
          * local array: a masked store is slow on AMD, and two calls of
          * expf() took longer than the 8 lanes before them */
         float t[8];
-        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_storeu_ps(t, exp8_avx2(_mm256_maskload_ps(x + i, m)));
+        _mm256_storeu_ps(t, exp8_avx2(_mm256_maskload_ps(x + i, lanes8(n - i))));
         for (int j = 0; i + j < n; j++) y[i + j] = t[j];
     }
 }

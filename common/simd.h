@@ -3,6 +3,7 @@
  *   transpose16(r)  16 rows of 16 floats -> 16 columns, in registers (AVX-512 F)
  *   exp16_ps(x)     expf() of 16 floats, with expf()'s bits (AVX-512 F and DQ)
  *   exp8_avx2(x)    expf() of 8 floats, with expf()'s bits (AVX2 and FMA)
+ *   lanes8(n)       the mask of the first n of 8 lanes (AVX2 and FMA)
  *
  * The files that include it have plain-C loops for other CPUs. */
 #ifndef SIMD_H
@@ -119,6 +120,12 @@ static inline __m512 exp16_ps(__m512 x) {
 #endif /* __AVX512DQ__ */
 
 #elif defined(__AVX2__) && defined(__FMA__)
+/* lanes [0, n) of 8 (all for n >= 8, none for n <= 0): the mask of
+ * _mm256_maskload_ps / _mm256_maskstore_ps for a ragged end */
+static inline __m256i lanes8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 #define HAVE_EXP8 1
 /* exp8_ps above with AVX2's 4 lanes of double: the same operations in the
  * same order, the table read with a gather (no 32-entry permute here) */
