@@ -16,6 +16,7 @@
 #include "parallel.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -310,7 +311,7 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 }
 #endif
 
-#ifdef HAVE_EXP16
+#if defined(HAVE_EXP16)
 /* ---- heads of up to 16 keys (AVX-512) -------------------------------------------
  * Chapter 08's and the Annotated configuration's heads are 10 x 10. For
  * them a query's scores are one vector, lane j for key j: the keys (or, in
@@ -444,6 +445,179 @@ static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, floa
     if (dv)
         for (int j = 0; j < Tk; j++) mix_rows(dv + j * rdv, w + j, (size_t)Tk, dO, rdo, Tq, d_v, accumulate);
 }
+#elif defined(HAVE_EXP8)
+/* ---- heads of up to 16 keys (AVX2) ----------------------------------------------
+ * The same three passes with 8-float vectors: a query's scores are one
+ * vector per 8 keys (keys 0-7, then 8-15 when Tk > 8), lane j for key
+ * 8g + j. No transpose here: a score of d_k = 16 is 2 FMAs, and dot_n then
+ * spends 5 shuffles and adds on its horizontal sum. dots8 runs 8 keys'
+ * accumulators side by side and does their 8 horizontal sums together, in
+ * 11 instructions. Every step keeps the per-key loop's bits (tested):
+ *   - dots8 adds each key's 8 lanes in dot_n's tree, ((0 + 4) + (2 + 6))
+ *     + ((1 + 5) + (3 + 7));
+ *   - exp8_avx2 has expf's bits;
+ *   - sums over the keys run in key order, from a local array written
+ *     with full vector stores;
+ *   - the weighted sums are mix_rows. */
+#define FEW_KEYS 16
+#define FEW_KEYS_MAX_D INT_MAX   /* dots8 reads the rows where they lie: any width */
+
+/* The rows of one group of up to 8 keys: rows[j] = x + (8g + j) rx (past
+ * the last key: the last key again, never read) */
+typedef struct {
+    const float *rows[8];
+    int n;   /* keys in the group (1..8) */
+} KeyGroup;
+
+static inline KeyGroup key_group(const float *x, size_t rx, int Tk, int g) {
+    KeyGroup kg;
+    kg.n = Tk - 8 * g < 8 ? Tk - 8 * g : 8;
+    for (int j = 0; j < 8; j++) kg.rows[j] = x + (size_t)(8 * g + (j < kg.n ? j : kg.n - 1)) * rx;
+    return kg;
+}
+
+/* lane j: dot_n(a, row j, d), the same bits (0 past the group's last key):
+ * dot_n's accumulator for each row, then dot_n's tree for all 8 at once */
+static inline __attribute__((always_inline)) __m256 dots8(const float *a, const KeyGroup *kg, int d) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= d; c += 8) {
+        __m256 va = _mm256_loadu_ps(a + c);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            if (j < kg->n) acc[j] = _mm256_fmadd_ps(va, _mm256_loadu_ps(kg->rows[j] + c), acc[j]);
+    }
+    if (c < d) {
+        __m256i m = lanes8(d - c);
+        __m256 va = _mm256_maskload_ps(a + c, m);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            if (j < kg->n) acc[j] = _mm256_fmadd_ps(va, _mm256_maskload_ps(kg->rows[j] + c, m), acc[j]);
+    }
+    /* lane l + lane l+4: rows j and j+4 in the two halves of one vector */
+    __m256 b[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        b[j] = _mm256_add_ps(_mm256_permute2f128_ps(acc[j], acc[j + 4], 0x20),
+                             _mm256_permute2f128_ps(acc[j], acc[j + 4], 0x31));
+    /* then 0 + 2 and 1 + 3, for two rows side by side */
+    __m256 c01 = _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x44), _mm256_shuffle_ps(b[0], b[1], 0xEE));
+    __m256 c23 = _mm256_add_ps(_mm256_shuffle_ps(b[2], b[3], 0x44), _mm256_shuffle_ps(b[2], b[3], 0xEE));
+    /* then the two: the rows come out in order, 0-3 | 4-7 */
+    return _mm256_hadd_ps(c01, c23);
+}
+
+/* lane j all ones where bit j of `bits` is set */
+static inline __m256 bit_lanes(unsigned bits) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), bit), bit));
+}
+
+/* bit j set where m[j] != 0, for j < n <= 8 */
+static inline unsigned open_bits(const uint8_t *m, int n) {
+    if (n == 8)
+        return ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadl_epi64((const __m128i *)m), _mm_setzero_si128()))
+               & 0xFF;
+    unsigned bits = 0;
+    for (int j = 0; j < n; j++) bits |= (unsigned)(m[j] != 0) << j;
+    return bits;
+}
+
+/* y[0..n) = x[0..n), n <= 16: whole vectors, then the ragged end */
+static inline void copy_row(float *y, const float *x, int n) {
+    int j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_load_ps(x + j));
+    for (; j < n; j++) y[j] = x[j];
+}
+
+/* head_forward, Tk <= FEW_KEYS: up to 16 queries at a time in three passes
+ * (scores, softmax, weighted sums), as above */
+static void head_forward_few(float *o, size_t ro, float *w, const float *q, size_t rq,
+                             const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
+                             int Tq, int Tk, int d_k, int d_v, float scale) {
+    const int groups = (Tk + 7) / 8;
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    KeyGroup kg[FEW_KEYS / 8];
+    for (int g = 0; g < groups; g++) kg[g] = key_group(k, rk, Tk, g);
+    float s[16][FEW_KEYS] __attribute__((aligned(32)));   /* scores, then weights: lane j for key j */
+    for (int i0 = 0; i0 < Tq; i0 += 16) {
+        int rows = Tq - i0 < 16 ? Tq - i0 : 16;
+        for (int r = 0; r < rows; r++) {
+            int i = i0 + r;
+            for (int g = 0; g < groups; g++) {
+                int n = kg[g].n;
+                /* Sec. 3.2.3: a blocked pair gets -inf; lanes past Tk too */
+                unsigned open = m ? open_bits(m + (size_t)i * Tk + 8 * g, n) : (1u << n) - 1;
+                __m256 sc = _mm256_mul_ps(_mm256_set1_ps(scale), dots8(q + i * rq, &kg[g], d_k));
+                _mm256_store_ps(s[r] + 8 * g, _mm256_blendv_ps(neg_inf, sc, bit_lanes(open)));
+            }
+        }
+        for (int r = 0; r < rows; r++) {
+            __m256 x0 = _mm256_load_ps(s[r]), x1 = groups > 1 ? _mm256_load_ps(s[r] + 8) : neg_inf;
+            __m256 mx = _mm256_max_ps(x0, x1);
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            float max = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+            __m256 w0 = _mm256_setzero_ps(), w1 = w0;   /* nothing to attend to: zeros, not NaN */
+            if (max != -INFINITY) {
+                __m256 e0 = exp8_avx2(_mm256_sub_ps(x0, _mm256_set1_ps(max)));
+                __m256 e1 = groups > 1 ? exp8_avx2(_mm256_sub_ps(x1, _mm256_set1_ps(max))) : w1;
+                _mm256_store_ps(s[r], e0);
+                _mm256_store_ps(s[r] + 8, e1);
+                float sum = 0.0f;
+                for (int j = 0; j < Tk; j++) sum += s[r][j];
+                __m256 inv = _mm256_set1_ps(1.0f / sum);
+                w0 = _mm256_mul_ps(e0, inv), w1 = _mm256_mul_ps(e1, inv);
+            }
+            _mm256_store_ps(s[r], w0);
+            _mm256_store_ps(s[r] + 8, w1);
+            copy_row(w + (size_t)(i0 + r) * Tk, s[r], Tk);
+        }
+        for (int r = 0; r < rows; r++)   /* out_i = sum_j w_ij v_j */
+            mix_rows(o + (i0 + r) * ro, s[r], 1, v, rv, Tk, d_v, 0);
+    }
+}
+
+/* head_backward, Tq and Tk <= FEW_KEYS: the rows of ds from dots8, into a
+ * local array of 16 floats per query; dq, dk, dv as head_backward computes
+ * them. */
+static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, float *dv, size_t rdv,
+                              const float *dO, size_t rdo, const float *w,
+                              const float *q, size_t rq, const float *k, size_t rk, const float *v, size_t rv,
+                              int Tq, int Tk, int d_k, int d_v, float scale, int accumulate) {
+    const int groups = (Tk + 7) / 8;
+    const __m256 zero = _mm256_setzero_ps();
+    KeyGroup vg[FEW_KEYS / 8];
+    for (int g = 0; g < groups; g++) vg[g] = key_group(v, rv, Tk, g);
+    /* (Tq, 16), ds_ij at [i*16 + j]: first dw, then ds; p: dw_ij w_ij */
+    float dsl[FEW_KEYS * 16] __attribute__((aligned(32))), p[FEW_KEYS * 16] __attribute__((aligned(32)));
+    for (int i = 0; i < Tq; i++)   /* two passes, as in head_forward_few */
+        for (int g = 0; g < groups; g++) {
+            __m256 wv = _mm256_maskload_ps(w + (size_t)i * Tk + 8 * g, lanes8(Tk - 8 * g));
+            /* dw_ij = dO_i . v_j, 0 where w_ij = 0 (a blocked pair) */
+            __m256 dw = _mm256_andnot_ps(_mm256_cmp_ps(wv, zero, _CMP_EQ_OQ), dots8(dO + i * rdo, &vg[g], d_v));
+            _mm256_store_ps(dsl + i * 16 + 8 * g, dw);
+            _mm256_store_ps(p + i * 16 + 8 * g, _mm256_mul_ps(dw, wv));
+        }
+    for (int i = 0; i < Tq; i++) {
+        float s = 0.0f;
+        for (int j = 0; j < Tk; j++) s += p[i * 16 + j];
+        for (int g = 0; g < groups; g++) {
+            __m256 wv = _mm256_maskload_ps(w + (size_t)i * Tk + 8 * g, lanes8(Tk - 8 * g));
+            __m256 dw = _mm256_load_ps(dsl + i * 16 + 8 * g);
+            _mm256_store_ps(dsl + i * 16 + 8 * g, _mm256_mul_ps(_mm256_set1_ps(scale),
+                                                                _mm256_mul_ps(wv, _mm256_sub_ps(dw, _mm256_set1_ps(s)))));
+        }
+    }
+    if (dq)
+        for (int i = 0; i < Tq; i++) mix_rows(dq + i * rdq, dsl + i * 16, 1, k, rk, Tk, d_k, accumulate);
+    if (dk)
+        for (int j = 0; j < Tk; j++) mix_rows(dk + j * rdk, dsl + j, 16, q, rq, Tq, d_k, accumulate);
+    if (dv)
+        for (int j = 0; j < Tk; j++) mix_rows(dv + j * rdv, w + j, (size_t)Tk, dO, rdo, Tq, d_v, accumulate);
+}
 #endif
 
 /* One head, forward. o (Tq,d_v) rows ro apart; w (Tq,Tk) contiguous;
@@ -453,7 +627,7 @@ static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, floa
 static void head_forward(float *o, size_t ro, float *w, const float *q, size_t rq,
                          const float *k, size_t rk, const float *v, size_t rv, const uint8_t *m,
                          int Tq, int Tk, int d_k, int d_v, float scale) {
-#ifdef HAVE_EXP16
+#ifdef FEW_KEYS
     if (Tk <= FEW_KEYS && d_k <= FEW_KEYS_MAX_D) {
         head_forward_few(o, ro, w, q, rq, k, rk, v, rv, m, Tq, Tk, d_k, d_v, scale);
         return;
@@ -498,7 +672,7 @@ static void head_backward(float *dq, size_t rdq, float *dk, size_t rdk, float *d
                           float *ds, const float *dO, size_t rdo, const float *w,
                           const float *q, size_t rq, const float *k, size_t rk, const float *v, size_t rv,
                           int Tq, int Tk, int d_k, int d_v, float scale, int accumulate) {
-#ifdef HAVE_EXP16
+#ifdef FEW_KEYS
     if (Tq <= FEW_KEYS && Tk <= FEW_KEYS && d_v <= FEW_KEYS_MAX_D) {
         head_backward_few(dq, rdq, dk, rdk, dv, rdv, dO, rdo, w, q, rq, k, rk, v, rv, Tq, Tk, d_k, d_v, scale,
                           accumulate);

@@ -397,7 +397,7 @@ START_TEST(test_sdpa_sweep) {
 }
 END_TEST
 
-/* ---- Twins: the few-keys path (AVX-512, Tk <= 16, d <= 64) is the general one -------
+/* ---- Twins: the few-keys path (Tk <= 16; AVX-512: d <= 64) is the general one -------
  * sdpa_forward and sdpa_backward with Tk keys take the vector path; the
  * same problem with 17 keys, the extra ones blocked, takes the per-key
  * loop. A blocked key adds exactly 0 to every sum over the keys and is
@@ -405,7 +405,8 @@ END_TEST
  * outputs, dQ, dK, dV. _i picks
  * (Tk, d_k, d_v); every case runs without a mask and with causal & padding
  * (which blocks every key of some rows). */
-static const int few_dims[][3] = {{1, 16, 16}, {7, 3, 5}, {10, 16, 16}, {10, 64, 64}, {16, 20, 33}, {16, 64, 7}};
+static const int few_dims[][3] = {{1, 16, 16}, {7, 3, 5}, {10, 16, 16}, {10, 64, 64}, {16, 20, 33}, {16, 64, 7},
+                                  {9, 100, 72}};
 
 START_TEST(test_sdpa_few_keys_bits) {
     enum { B = 2, H = 3, TQ = 6, TK_GEN = 17 };
