@@ -735,8 +735,13 @@ static void model_section(int threads, int no_torch, const char *script, const B
         f->floor_ms = 1e3 * step_matmul_flops(c->N, c->d_model, c->d_ff, c->vocab, mc->B, mc->Ts, mc->Tt) /
                       (best * 1e9);
         char who[64], cmd2[sizeof cmd], cmd1[sizeof cmd];
-        snprintf(cmd2, sizeof cmd2, "'%s' --child %s --threads %d", self_path, mc->key, threads);
-        snprintf(cmd1, sizeof cmd1, "'%s' --child %s --threads 1", self_path, mc->key);
+        /* OPENBLAS_NUM_THREADS=1: OpenBLAS is linked into the bench for its
+         * comparisons, not used by our model, but its idle server thread
+         * would spin in sched_yield all through our child's run (6% of a
+         * 2-thread child's samples, on a core our threads need) */
+        snprintf(cmd2, sizeof cmd2, "OPENBLAS_NUM_THREADS=1 '%s' --child %s --threads %d", self_path, mc->key,
+                 threads);
+        snprintf(cmd1, sizeof cmd1, "OPENBLAS_NUM_THREADS=1 '%s' --child %s --threads 1", self_path, mc->key);
         /* each round: both threads and one thread, then both and one again
          * with a CPU-bound process running; every other round one thread
          * first, so neither side always runs right after the busy loop
