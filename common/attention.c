@@ -509,6 +509,54 @@ static inline __attribute__((always_inline)) __m256 dots8(const float *a, const 
     return _mm256_hadd_ps(c01, c23);
 }
 
+/* mix_rows for two rows of y at once (y0 from c0, y1 from c1, the same x;
+ * nv <= 2 vectors of each):
+ * each vector of x is read once for both, and twice the chains of FMAs are
+ * in flight; each row's sums are mix_rows' own, in the same order */
+static inline __attribute__((always_inline))
+void mix_block2(float *y0, float *y1, const float *c0, const float *c1, size_t cs, const float *x, size_t rx, int n,
+                int nv, int accumulate) {
+    __m256 s0[2], s1[2];
+    for (int v = 0; v < nv; v++) {
+        s0[v] = accumulate ? _mm256_loadu_ps(y0 + 8 * v) : _mm256_setzero_ps();
+        s1[v] = accumulate ? _mm256_loadu_ps(y1 + 8 * v) : _mm256_setzero_ps();
+    }
+    for (int t = 0; t < n; t++) {
+        float a0 = c0[t * cs], a1 = c1[t * cs];
+        __m256 xv[2];
+        for (int v = 0; v < nv; v++) xv[v] = _mm256_loadu_ps(x + t * rx + 8 * v);
+        if (a0 != 0.0f)
+            for (int v = 0; v < nv; v++) s0[v] = _mm256_fmadd_ps(_mm256_set1_ps(a0), xv[v], s0[v]);
+        if (a1 != 0.0f)
+            for (int v = 0; v < nv; v++) s1[v] = _mm256_fmadd_ps(_mm256_set1_ps(a1), xv[v], s1[v]);
+    }
+    for (int v = 0; v < nv; v++) {
+        _mm256_storeu_ps(y0 + 8 * v, s0[v]);
+        _mm256_storeu_ps(y1 + 8 * v, s1[v]);
+    }
+}
+
+/* y_i (+)= sum_t coef_i[t cs] x_t for the m rows i, y_i = y + i ry and
+ * coef_i = coef + i ci: mix_rows two rows at a time when a row is under 32
+ * columns (from 32 on, one row already keeps 4 chains in flight, and two
+ * were slower: d_k = 64, 7-9%) */
+static void mix_pairs(float *y, size_t ry, const float *coef, size_t ci, size_t cs, const float *x, size_t rx, int m,
+                      int n, int d, int accumulate) {
+    int i = 0;
+    for (; d < 32 && i + 1 < m; i += 2) {
+        float *y0 = y + i * ry, *y1 = y0 + ry;
+        const float *c0 = coef + i * ci, *c1 = c0 + ci;
+        int c = 0;
+        if (c + 16 <= d) mix_block2(y0 + c, y1 + c, c0, c1, cs, x + c, rx, n, 2, accumulate), c += 16;
+        if (c + 8 <= d) mix_block2(y0 + c, y1 + c, c0, c1, cs, x + c, rx, n, 1, accumulate), c += 8;
+        if (c < d) {   /* the ragged end, one row at a time */
+            mix_rows(y0 + c, c0, cs, x + c, rx, n, d - c, accumulate);
+            mix_rows(y1 + c, c1, cs, x + c, rx, n, d - c, accumulate);
+        }
+    }
+    for (; i < m; i++) mix_rows(y + i * ry, coef + i * ci, cs, x, rx, n, d, accumulate);
+}
+
 /* lane j all ones where bit j of `bits` is set */
 static inline __m256 bit_lanes(unsigned bits) {
     const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -575,8 +623,8 @@ static void head_forward_few(float *o, size_t ro, float *w, const float *q, size
             _mm256_store_ps(s[r] + 8, w1);
             copy_row(w + (size_t)(i0 + r) * Tk, s[r], Tk);
         }
-        for (int r = 0; r < rows; r++)   /* out_i = sum_j w_ij v_j */
-            mix_rows(o + (i0 + r) * ro, s[r], 1, v, rv, Tk, d_v, 0);
+        /* out_i = sum_j w_ij v_j */
+        mix_pairs(o + i0 * ro, ro, s[0], FEW_KEYS, 1, v, rv, rows, Tk, d_v, 0);
     }
 }
 
@@ -611,12 +659,9 @@ static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, floa
                                                                 _mm256_mul_ps(wv, _mm256_sub_ps(dw, _mm256_set1_ps(s)))));
         }
     }
-    if (dq)
-        for (int i = 0; i < Tq; i++) mix_rows(dq + i * rdq, dsl + i * 16, 1, k, rk, Tk, d_k, accumulate);
-    if (dk)
-        for (int j = 0; j < Tk; j++) mix_rows(dk + j * rdk, dsl + j, 16, q, rq, Tq, d_k, accumulate);
-    if (dv)
-        for (int j = 0; j < Tk; j++) mix_rows(dv + j * rdv, w + j, (size_t)Tk, dO, rdo, Tq, d_v, accumulate);
+    if (dq) mix_pairs(dq, rdq, dsl, 16, 1, k, rk, Tq, Tk, d_k, accumulate);             /* rows of ds   */
+    if (dk) mix_pairs(dk, rdk, dsl, 1, 16, q, rq, Tk, Tq, d_k, accumulate);             /* columns of ds */
+    if (dv) mix_pairs(dv, rdv, w, 1, (size_t)Tk, dO, rdo, Tk, Tq, d_v, accumulate);     /* columns of w  */
 }
 #endif
 
