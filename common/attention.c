@@ -311,7 +311,7 @@ static inline void mix_rows(float *y, const float *coef, size_t cs, const float 
 }
 #endif
 
-#if defined(HAVE_EXP16)
+#ifdef HAVE_EXP16
 /* ---- heads of up to 16 keys (AVX-512) -------------------------------------------
  * Chapter 08's and the Annotated configuration's heads are 10 x 10. For
  * them a query's scores are one vector, lane j for key j: the keys (or, in
@@ -450,15 +450,16 @@ static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, floa
  * The same three passes with 8-float vectors: a query's scores are one
  * vector per 8 keys (keys 0-7, then 8-15 when Tk > 8), lane j for key
  * 8g + j. No transpose here: a score of d_k = 16 is 2 FMAs, and dot_n then
- * spends 5 shuffles and adds on its horizontal sum. dots8 runs 8 keys'
+ * spends 6 shuffles and adds on its horizontal sum. dots8 runs 8 keys'
  * accumulators side by side and does their 8 horizontal sums together, in
- * 11 instructions. Every step keeps the per-key loop's bits (tested):
+ * 19 instructions instead of 48. Every step keeps the per-key loop's bits
+ * (tested):
  *   - dots8 adds each key's 8 lanes in dot_n's tree, ((0 + 4) + (2 + 6))
  *     + ((1 + 5) + (3 + 7));
  *   - exp8_avx2 has expf's bits;
  *   - sums over the keys run in key order, from a local array written
  *     with full vector stores;
- *   - the weighted sums are mix_rows. */
+ *   - the weighted sums are mix_rows', two rows at a time (mix_pairs). */
 #define FEW_KEYS 16
 #define FEW_KEYS_MAX_D INT_MAX   /* dots8 reads the rows where they lie: any width */
 
@@ -539,7 +540,7 @@ void mix_block2(float *y0, float *y1, const float *c0, const float *c1, size_t c
 /* y_i (+)= sum_t coef_i[t cs] x_t for the m rows i, y_i = y + i ry and
  * coef_i = coef + i ci: mix_rows two rows at a time when a row is under 32
  * columns (from 32 on, one row already keeps 4 chains in flight, and two
- * were slower: d_k = 64, 7-9%) */
+ * were slower: the d_k = 64 backward by 7-10%) */
 static void mix_pairs(float *y, size_t ry, const float *coef, size_t ci, size_t cs, const float *x, size_t rx, int m,
                       int n, int d, int accumulate) {
     int i = 0;
@@ -547,7 +548,7 @@ static void mix_pairs(float *y, size_t ry, const float *coef, size_t ci, size_t 
         float *y0 = y + i * ry, *y1 = y0 + ry;
         const float *c0 = coef + i * ci, *c1 = c0 + ci;
         int c = 0;
-        if (c + 16 <= d) mix_block2(y0 + c, y1 + c, c0, c1, cs, x + c, rx, n, 2, accumulate), c += 16;
+        if (d >= 16) mix_block2(y0, y1, c0, c1, cs, x, rx, n, 2, accumulate), c = 16;
         if (c + 8 <= d) mix_block2(y0 + c, y1 + c, c0, c1, cs, x + c, rx, n, 1, accumulate), c += 8;
         if (c < d) {   /* the ragged end, one row at a time */
             mix_rows(y0 + c, c0, cs, x + c, rx, n, d - c, accumulate);
@@ -611,7 +612,7 @@ static void head_forward_few(float *o, size_t ro, float *w, const float *q, size
             __m256 w0 = _mm256_setzero_ps(), w1 = w0;   /* nothing to attend to: zeros, not NaN */
             if (max != -INFINITY) {
                 __m256 e0 = exp8_avx2(_mm256_sub_ps(x0, _mm256_set1_ps(max)));
-                __m256 e1 = groups > 1 ? exp8_avx2(_mm256_sub_ps(x1, _mm256_set1_ps(max))) : w1;
+                __m256 e1 = groups > 1 ? exp8_avx2(_mm256_sub_ps(x1, _mm256_set1_ps(max))) : _mm256_setzero_ps();
                 _mm256_store_ps(s[r], e0);
                 _mm256_store_ps(s[r] + 8, e1);
                 float sum = 0.0f;
@@ -639,19 +640,17 @@ static void head_backward_few(float *dq, size_t rdq, float *dk, size_t rdk, floa
     const __m256 zero = _mm256_setzero_ps();
     KeyGroup vg[FEW_KEYS / 8];
     for (int g = 0; g < groups; g++) vg[g] = key_group(v, rv, Tk, g);
-    /* (Tq, 16), ds_ij at [i*16 + j]: first dw, then ds; p: dw_ij w_ij */
-    float dsl[FEW_KEYS * 16] __attribute__((aligned(32))), p[FEW_KEYS * 16] __attribute__((aligned(32)));
+    float dsl[FEW_KEYS * 16] __attribute__((aligned(32)));   /* (Tq, 16): ds_ij at [i*16 + j], dw first */
     for (int i = 0; i < Tq; i++)   /* two passes, as in head_forward_few */
         for (int g = 0; g < groups; g++) {
             __m256 wv = _mm256_maskload_ps(w + (size_t)i * Tk + 8 * g, lanes8(Tk - 8 * g));
             /* dw_ij = dO_i . v_j, 0 where w_ij = 0 (a blocked pair) */
             __m256 dw = _mm256_andnot_ps(_mm256_cmp_ps(wv, zero, _CMP_EQ_OQ), dots8(dO + i * rdo, &vg[g], d_v));
             _mm256_store_ps(dsl + i * 16 + 8 * g, dw);
-            _mm256_store_ps(p + i * 16 + 8 * g, _mm256_mul_ps(dw, wv));
         }
     for (int i = 0; i < Tq; i++) {
-        float s = 0.0f;
-        for (int j = 0; j < Tk; j++) s += p[i * 16 + j];
+        float s = 0.0f;   /* sum_j dw_ij w_ij, in key order */
+        for (int j = 0; j < Tk; j++) s += dsl[i * 16 + j] * w[(size_t)i * Tk + j];
         for (int g = 0; g < groups; g++) {
             __m256 wv = _mm256_maskload_ps(w + (size_t)i * Tk + 8 * g, lanes8(Tk - 8 * g));
             __m256 dw = _mm256_load_ps(dsl + i * 16 + 8 * g);

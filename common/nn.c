@@ -470,6 +470,7 @@ typedef struct {
 } DropJob;
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512DQ__)
+#define DROPOUT_AVX2 1
 /* AVX2 has no 64-bit multiply (AVX-512 DQ's vpmullq, which the loop below
  * compiles to there): the compiler leaves that loop scalar. Here 4 lanes of
  * 64 bits, each product from three 32 x 32 -> 64 ones:
@@ -507,7 +508,7 @@ static void dropout_chunk(void *ctx, long lo, long hi) {
     const float *inp = j->inp;
     const float p = j->p, scale = j->scale;
     const uint64_t base = j->base;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512DQ__)
+#ifdef DROPOUT_AVX2
     const __m256 vp = _mm256_set1_ps(p), vscale = _mm256_set1_ps(scale);
     for (; lo + 8 <= hi; lo += 8) {
         __m256 k = _mm256_and_ps(_mm256_cmp_ps(dropout_u8(base, lo), vp, _CMP_GE_OQ), vscale);
