@@ -22,6 +22,8 @@
 #              (default: sm_75 sm_80 sm_86 sm_89 sm_90 + PTX for newer GPUs)
 #   BLAS=openblas  send gemm() to OpenBLAS's cblas_sgemm (needs libopenblas-dev)
 #   PORTABLE=1   no -march=native (generic x86-64 / other CPUs)
+#   DEMO_QUICK=1 make demo with the long chapters shortened (QUICK_*, as
+#              make smoke runs them): CI's lecture-mode check
 #   MPI=0        do not build the MPI path even if mpicc is found (chapter 13
 #              and 08 then run as one process; Debian: openmpi-bin libopenmpi-dev)
 
@@ -211,9 +213,13 @@ run: deps-run all
 	@echo; echo "All chapters ran. Plots and data are in $(OUT)/ (PNG files need gnuplot)."
 
 # lecture mode: each chapter waits for Enter before each section (on a
-# terminal; `make demo </dev/null` runs straight through), then a recap
+# terminal; `make demo </dev/null` runs straight through), then a recap.
+# DEMO_QUICK=1: the chapters that train for a while run short, with the
+# flags of make smoke (CI: make run has just run them at their defaults)
+DEMO_ENV = $(if $(DEMO_QUICK),$(foreach p,$(CHAPTERS),$(if $(QUICK_$(p)),DEMO_FLAGS_$(p)="$(QUICK_$(p))")),\
+                              DEMO_FLAGS_12_variations="$(RUN_12_variations)")
 demo: all
-	@DEMO_FLAGS_12_variations="$(RUN_12_variations)" sh tools/demo.sh $(BUILD) $(OUT)/demo
+	@$(DEMO_ENV) sh tools/demo.sh $(BUILD) $(OUT)/demo
 
 # ---- tests ------------------------------------------------------------------
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
