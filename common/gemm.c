@@ -799,6 +799,12 @@ static long chunk_tiles(long units, int threads, int split_n, int transA, int ld
      * at 446 GFLOP/s, 4 of 128 at 501) */
     long least = a_in_place(transA, lda) ? GEMM_MIN_CHUNK_TILES : GEMM_MIN_CHUNK_TILES_PACKED_A;
     if (split_n && per < least && units >= least * threads) per = least;
+    /* A packed: whole B panels a chunk (the nearest multiple of NC), or the
+     * last panel of each chunk is narrow and its packed A serves a few
+     * micro-panels: AVX2's dW1 = X^T dH, 512 x 2048 over 800 rows, was cut
+     * into 6 chunks of 352 columns (256 + 96), A packed 12 times; now 8 of
+     * 256, A packed 8 times */
+    if (split_n && !a_in_place(transA, lda) && per > least) per = (per + least / 2) / least * least;
     return per;
 }
 
