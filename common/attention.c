@@ -262,10 +262,10 @@ static inline float dot_n(const float *a, const float *b, int n) {
 
 /* nv (<= 4) vectors of y at once: nv independent chains of FMAs, where one
  * vector at a time waits out each FMA's latency (the same sums, in t order).
- * The v loops are unrolled by hand's order (#pragma GCC unroll): left to
- * itself GCC kept the loop for nv = 4 and s[] on the stack, each FMA's sum
- * going through a store and a load, and mix_rows at d_k = 64 ran at a
- * fifth of its speed */
+ * The v loops are unrolled (#pragma GCC unroll): left to itself GCC kept
+ * the loop for nv = 4 and s[] on the stack, each FMA's sum going through a
+ * store and a load, and the weighted sums of d_k = 64 heads took about
+ * twice as long */
 static inline __attribute__((always_inline))
 void mix_block(float *y, const float *coef, size_t cs, const float *x, size_t rx, int n, int nv, int accumulate) {
     __m256 s[4];
