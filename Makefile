@@ -214,8 +214,8 @@ run: deps-run all
 
 # lecture mode: each chapter waits for Enter before each section (on a
 # terminal; `make demo </dev/null` runs straight through), then a recap.
-# DEMO_QUICK=1: the chapters that train for a while run short, with the
-# flags of make smoke (CI: make run has just run them at their defaults)
+# DEMO_QUICK=1: the long chapters (08-13) run short, with the flags of
+# make smoke (CI: make run has just run them at their defaults)
 DEMO_ENV = $(if $(DEMO_QUICK),$(foreach p,$(CHAPTERS),$(if $(QUICK_$(p)),DEMO_FLAGS_$(p)="$(QUICK_$(p))")),\
                               DEMO_FLAGS_12_variations="$(RUN_12_variations)")
 demo: all
