@@ -280,11 +280,12 @@ static double now_s(void) {
  * path the 50 do. */
 #if defined(__SANITIZE_ADDRESS__)
 #define CMP_STEPS 10
-#define CMP_FLAGS "--steps 10 --time-steps 0 --batch 32 --no-color"
 #else
 #define CMP_STEPS 50
-#define CMP_FLAGS "--steps 50 --time-steps 0 --batch 32 --no-color"
 #endif
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define CMP_FLAGS "--steps " STR(CMP_STEPS) " --time-steps 0 --batch 32 --no-color"
 
 START_TEST(test_ranks_match_one_process) {
     if (!have_mpi(1)) return;

@@ -152,21 +152,22 @@ static int output_has_line(const char *output, const char *quote) {
 /* The kernels of this build, as blocks name them (see the top), or NULL:
  * neither (no quote is compared). */
 #if defined(USE_OPENBLAS)
-#define DOCS_KERNELS NULL
+#define DOCS_KERNELS ((const char *)NULL)
 #elif defined(__AVX512F__)
 #define DOCS_KERNELS "avx512"
 #elif defined(__AVX2__) && defined(__FMA__)
 #define DOCS_KERNELS "avx2"
 #else
-#define DOCS_KERNELS NULL
+#define DOCS_KERNELS ((const char *)NULL)
 #endif
 
-/* Checks every marked block of one README that quotes the kernels `kernels`
- * (or any: unmarked); prints each stale line to report. Returns the number
+/* Checks every marked block of one README that quotes this build's kernels
+ * (DOCS_KERNELS) or any (unmarked); prints each stale line to report. Returns the number
  * of problems (stale lines, missing programs, failed runs, unclosed blocks,
  * unknown kernels); *blocks counts the blocks checked, *other those left
  * out, marked for other kernels. */
-static int check_readme(const char *path, const char *kernels, int *blocks, int *other, FILE *report) {
+static int check_readme(const char *path, int *blocks, int *other, FILE *report) {
+    const char *kernels = DOCS_KERNELS;
     char *doc = slurp_file(path);
     if (!doc) return 0;
     int bad = 0, lineno = 0;
@@ -272,7 +273,7 @@ START_TEST(test_checker_catches_a_changed_figure) {
         fclose(f);
         int blocks = 0, other = 0;
         FILE *quiet = fopen("/dev/null", "w");
-        int bad = check_readme(path, DOCS_KERNELS, &blocks, &other, quiet);
+        int bad = check_readme(path, &blocks, &other, quiet);
         fclose(quiet);
         ck_assert_msg(bad == c[k].bad && blocks == c[k].blocks && other == c[k].other,
                       "mark '%s', quote '%s': %d problems, %d blocks compared, %d left out; want %d, %d, %d",
@@ -294,7 +295,7 @@ START_TEST(test_readme_quotes) {
         return;
     }
     int bad = 0, blocks = 0, other = 0, files = 0;
-    bad += check_readme("README.md", DOCS_KERNELS, &blocks, &other, stderr);
+    bad += check_readme("README.md", &blocks, &other, stderr);
     DIR *d = opendir("chapters");
     ck_assert_msg(d != NULL, "run from the repository root (no chapters/ here)");
     struct dirent *de;
@@ -303,7 +304,7 @@ START_TEST(test_readme_quotes) {
         char path[600];
         snprintf(path, sizeof path, "chapters/%s/README.md", de->d_name);
         int before = blocks;
-        bad += check_readme(path, DOCS_KERNELS, &blocks, &other, stderr);
+        bad += check_readme(path, &blocks, &other, stderr);
         files += blocks > before;
     }
     closedir(d);
