@@ -648,7 +648,8 @@ static ModelResult model_runs_merge(ModelResult *r, int n) {
         if (r[i].rss_kb > m.rss_kb) m.rss_kb = r[i].rss_kb;
         if (r[i].step_ms < m.step_lo) m.step_lo = r[i].step_ms;
         if (r[i].step_ms > m.step_hi) m.step_hi = r[i].step_ms;
-        if (r[i].trip0 < m.trip0) m.trip0 = r[i].trip0;
+        /* trips: -1 = not measured (floor.c) */
+        if (r[i].trip0 >= 0 && (m.trip0 < 0 || r[i].trip0 < m.trip0)) m.trip0 = r[i].trip0;
         if (r[i].trip1 > m.trip1) m.trip1 = r[i].trip1;
     }
     m.fwd_ms = median(fwd, n);
@@ -677,9 +678,11 @@ static void print_ours(const char *title, const char *who, const ModelCase *mc, 
                r->fwd_ms, "-", mc->B * (mc->Ts + mc->Tt) / (r->fwd_ms / 1e3), r->rss_kb / 1024.0, "-", "-",
                r->load0, r->load1);
     else {
-        printf("  %-52s %-14s %8.2f %9.2f %9.0f %6.1f MiB %8.2f %5.2fx  load %.1f-%.1f  trip %.0f-%.0f ns",
-               title, who, r->fwd_ms, r->step_ms, ntok / (r->step_ms / 1e3), r->rss_kb / 1024.0, floor_ms,
-               r->step_ms / floor_ms, r->load0, r->load1, r->trip0, r->trip1);
+        printf("  %-52s %-14s %8.2f %9.2f %9.0f %6.1f MiB %8.2f %5.2fx  load %.1f-%.1f", title, who,
+               r->fwd_ms, r->step_ms, ntok / (r->step_ms / 1e3), r->rss_kb / 1024.0, floor_ms,
+               r->step_ms / floor_ms, r->load0, r->load1);
+        if (r->trip0 >= 0 && r->trip1 >= 0) printf("  trip %.0f-%.0f ns", r->trip0, r->trip1);
+        else printf("  trip n/a");
         if (r->runs > 1) printf("  runs %.2f-%.2f", r->step_lo, r->step_hi);
         printf("\n");
     }

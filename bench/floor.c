@@ -22,7 +22,9 @@
  * run: "with one core busy elsewhere, is the 2-thread step still no slower
  * than the 1-thread step?"
  */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -69,34 +71,64 @@ double load_1min(void) {
 }
 
 /* Two threads take turns writing one counter, TRIP_TURNS turns each: the
- * median of 5 runs, in ns per round trip. */
+ * median of 5 runs, in ns per round trip. -1 when it cannot be measured:
+ * the process may run on one processor only (taskset, a cpuset, a 1-CPU
+ * machine; the two threads would then take turns by time slices, a few ms
+ * a turn, minutes in all), or a run took over TRIP_GIVE_UP_NS (the partner
+ * lost its core to another program): each waiting loop looks at the clock
+ * now and then and gives up. */
 #define TRIP_TURNS 5000
+#define TRIP_GIVE_UP_NS 200000000L
 static _Atomic long trip_turn __attribute__((aligned(64)));
+static _Atomic int trip_stop;
+
+static long ns_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* waits until trip_turn is want; 0, or -1 when the run was given up */
+static int trip_wait(long want, long deadline) {
+    for (long spins = 1; atomic_load(&trip_turn) != want; spins++) {
+        if (atomic_load_explicit(&trip_stop, memory_order_relaxed)) return -1;
+        if (spins % 4096 == 0 && ns_now() > deadline) {
+            atomic_store(&trip_stop, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 static void *trip_partner(void *arg) {
-    (void)arg;
+    long deadline = *(const long *)arg;
     for (long i = 0; i < TRIP_TURNS; i++) {
-        while (atomic_load(&trip_turn) != 2 * i + 1) {}
+        if (trip_wait(2 * i + 1, deadline)) break;
         atomic_store(&trip_turn, 2 * i + 2);
     }
     return NULL;
 }
 
 double core_trip_ns(void) {
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) return -1;
     double t[5];
     for (int r = 0; r < 5; r++) {
         pthread_t th;
-        struct timespec a, b;
+        long deadline = ns_now() + TRIP_GIVE_UP_NS;
         atomic_store(&trip_turn, 0);
-        if (pthread_create(&th, NULL, trip_partner, NULL)) return -1;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        for (long i = 0; i < TRIP_TURNS; i++) {
+        atomic_store(&trip_stop, 0);
+        if (pthread_create(&th, NULL, trip_partner, &deadline)) return -1;
+        long t0 = ns_now();
+        int gave_up = 0;
+        for (long i = 0; i < TRIP_TURNS && !gave_up; i++) {
             atomic_store(&trip_turn, 2 * i + 1);
-            while (atomic_load(&trip_turn) != 2 * i + 2) {}
+            gave_up = trip_wait(2 * i + 2, deadline) != 0;
         }
-        clock_gettime(CLOCK_MONOTONIC, &b);
+        long t1 = ns_now();
         pthread_join(th, NULL);
-        t[r] = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / TRIP_TURNS;
+        if (gave_up) return -1;
+        t[r] = (double)(t1 - t0) / TRIP_TURNS;
         for (int i = r; i > 0 && t[i] < t[i - 1]; i--) {   /* insertion sort */
             double x = t[i];
             t[i] = t[i - 1];
