@@ -1,4 +1,5 @@
 /* parallel.c - a sane thread count before the first parallel region. */
+#define _GNU_SOURCE   /* the pool: sched_getcpu, sched_setaffinity, cpu_set_t */
 #include "parallel.h"
 
 #include <stdio.h>
@@ -57,19 +58,24 @@ void parallel_set_threads(int n) {
 #define POOL_MAX 64            /* workers at most (threads - 1)                 */
 #define POOL_SPIN_NS 200000L   /* a worker spins this long for the next job, then
                                 * sleeps: the gaps between a step's jobs are shorter */
-#define POOL_WAIT_NS 200000L   /* the caller waited this much longer than one of its
-                                * own chunks takes for a worker's chunk: that core
-                                * is busy elsewhere (see below)                    */
-#define POOL_PREEMPTED_NS 500000L /* a spinning worker saw this long between two
-                                * looks at the clock: it lost its core meanwhile */
-#define POOL_AGAIN_NS 20000000L /* a sign of a busy core (those two, or the share
-                                * of chunks below) counts the second time within
-                                * this: one alone is the host taking a vCPU for 1-5 ms,
-                                * which this VM does every 0.2-2 s (up to 6 times in
-                                * a 3.6 s run of the Annotated step, each of which had
-                                * sent 50-1600 ms to one thread); another program on the
-                                * core gives one every time slice, a few ms apart  */
-#define POOL_SOLO_NS 50000000L /* ... so for this long the caller works alone,     */
+/* a worker that shares its core (Share, below): */
+#define POOL_OFF_NS 300000L    /* more wall time than this went by than it ran:
+                                * it lost its core meanwhile                      */
+#define POOL_AGAIN_NS 20000000L /* it counts the second loss within this: this VM's
+                                * host takes a vCPU away for 1-5 ms every 0.2-2 s,
+                                * a lone event soon over; another program on the
+                                * core takes it every other time slice, ms apart  */
+#define POOL_SHARE_NS 200000000L /* then it shares its core until this long after
+                                * its last loss                                   */
+#define POOL_RUN_NS 4000000L   /* its first guess at its time slice (this kernel's
+                                * tick, 4 ms); then it measures it                */
+#define POOL_READ_NS 10000000L /* its CPU clock read at least this often         */
+/* the caller, judging the workers over a window of jobs (parallel_run): */
+#define POOL_WINDOW 256        /* at least this many chunks, and POOL_AGAIN_NS     */
+#define POOL_SHARE_MIN 0.7     /* it ran less of the window than this: it shares
+                                * its own core                                    */
+#define POOL_SOLO_NS 50000000L /* the workers did not pay: for this long the
+                                * caller works alone,                             */
 #define POOL_SOLO_MAX_NS 1600000000L /* doubled up to this while it keeps happening */
 
 /* The job is one 64-bit word, so that taking a chunk is one compare-and-swap
@@ -97,15 +103,20 @@ static struct {
     _Atomic uint32_t wake;      /* futex word, bumped with every job         */
     _Atomic int sleepers;       /* workers asleep (or about to be) on wake   */
     _Atomic int active;         /* workers this job may use                  */
-    _Atomic int away;           /* workers in retreat (see retreat)           */
+    _Atomic int caller_cpu;     /* the CPU the caller ran on at its last job */
+    cpu_set_t cpus;             /* the CPUs the caller could use when the pool started */
     ParallelFn fn;              /* written before state, read after a claim  */
     void *ctx;
     long n, grain;
     int started;                /* workers running                          */
     long solo_until;            /* now_ns() before which jobs run in the caller */
     long solo_ns;               /* the length of the last solo period         */
-    long win_all, win_mine;     /* chunks of recent jobs: all, and the caller's */
-    long sign_at;               /* now_ns() of the last busy_sign(), or 0            */
+    long win_all;               /* chunks of the jobs of the window (parallel_run) */
+    long win_waited, win_saved; /* ... the caller's waits for workers, and the time
+                                 * their chunks would have taken the caller       */
+    long win_wall, win_cpu;     /* ... when the window began: wall clock and the
+                                 * caller's CPU clock (win_wall 0: not begun)     */
+    pthread_t win_owner;        /* ... the thread that called then              */
     pthread_mutex_t lock;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -139,11 +150,102 @@ static int pool_claim(uint32_t gen, int from_back, uint32_t *chunk) {
     }
 }
 
-/* runs chunks of job gen until none is left; returns how many it ran */
-static long pool_chunks(uint32_t gen, int from_back) {
+/* ---- a worker that shares its core ---------------------------------------
+ * Another program on a worker's core (a busy loop, a compiler) takes the
+ * core away for a time slice and gives it back for one: 4 ms each here,
+ * the kernel's tick. A chunk the worker holds when it loses its core holds
+ * the caller up until it is back, so the caller would do better alone. But
+ * the worker can still help, if it takes chunks only when it will finish
+ * them before it loses the core again. So a worker that found itself off
+ * its core (more wall time went by than its thread's CPU clock counted)
+ * twice within POOL_AGAIN_NS shares its core, until POOL_SHARE_NS after
+ * the last time: it takes chunks only in the first half of each time
+ * slice (back on its core, or woken for a job), and leaves the rest of a
+ * job to the caller. Measured with a busy loop on one of this VM's 2
+ * cores: chapter 08's step at 0.82 of the 1-thread step, the Annotated
+ * step at 0.89 (bench/README.md, item 16). */
+static _Atomic long times_shared;   /* parallel_times_shared() */
+
+typedef struct {
+    long look;      /* wall clock at the last look (0: none yet)               */
+    long off;       /* wall clock minus this thread's CPU clock, at read       */
+    long read;      /* the last look that read the CPU clock                   */
+    long gap;       /* when it last found it had lost its core (0: never)      */
+    long until;     /* it shares its core until then                           */
+    long slice;     /* its time slice began: back on its core, or woken since  */
+    long run;       /* how long it kept its core the last time: its time slice */
+} Share;
+
+static long thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* A look at the clocks (at every job, and before every chunk while it
+ * shares its core): more wall time went by than it ran, and it was off
+ * its core. */
+static void share_look(Share *s) {
+    long now = now_ns();
+    /* The CPU clock is a system call (about 0.6 us here, as much as a small
+     * chunk): it is read only when it may show a loss, after POOL_OFF_NS
+     * without a look, and every POOL_READ_NS to keep its count fresh. */
+    if (s->look && now - s->look <= POOL_OFF_NS && now - s->read < POOL_READ_NS) {
+        s->look = now;
+        return;
+    }
+    long off = now - thread_cpu_ns();
+    if (s->look && off - s->off > POOL_OFF_NS) {         /* it lost its core since the last look */
+        long kept = s->look - s->slice;                  /* on its core since slice, at least */
+        if (s->slice && kept > 1000000L && kept < 20000000L) s->run = kept;
+        long back = s->look + (off - s->off);            /* the earliest it got it back */
+        s->slice = back < now ? back : now;
+        /* the second time within POOL_AGAIN_NS (not a lone host event), or
+         * again while it shares: it shares its core for POOL_SHARE_NS more */
+        if ((s->gap && now - s->gap < POOL_AGAIN_NS) || now < s->until) {
+            if (now >= s->until) atomic_fetch_add_explicit(&times_shared, 1, memory_order_relaxed);
+            s->until = now + POOL_SHARE_NS;
+        }
+        s->gap = now;
+    }
+    s->look = now, s->off = off, s->read = now;
+}
+
+/* Woken for a job: the time asleep was no loss of its core, and it starts
+ * a time slice. */
+static void share_wake(Share *s) {
+    long now = now_ns();
+    s->look = s->read = s->slice = now;
+    s->off = now - thread_cpu_ns();
+}
+
+static int share_on(const Share *s) { return s->look < s->until; }
+
+/* May it take a chunk now? Always, unless it shares its core; then only
+ * in the first half of its time slice. */
+static int share_may_take(Share *s) {
+    share_look(s);
+    return !share_on(s) || s->look - s->slice < s->run / 2;
+}
+
+/* A worker on the caller's CPU moves to the caller's other CPUs: beside
+ * the caller it only takes the caller's time. (The kernel puts a woken
+ * thread beside the thread that woke it when no CPU is idle: with another
+ * program on the other CPU, the worker woke beside the caller.) */
+static void share_move(void) {
+    int c = atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed);
+    if (c < 0 || sched_getcpu() != c) return;
+    cpu_set_t m = pool.cpus;
+    CPU_CLR(c, &m);
+    if (CPU_COUNT(&m) > 0) sched_setaffinity(0, sizeof m, &m);
+}
+
+/* runs chunks of job gen until none is left (or, for a worker that shares
+ * its core, sh, until its time for them is up); returns how many it ran */
+static long pool_chunks(uint32_t gen, int from_back, Share *sh) {
     uint32_t c;
     long ran = 0;
-    while (pool_claim(gen, from_back, &c)) {
+    while ((!sh || share_may_take(sh)) && pool_claim(gen, from_back, &c)) {
         long lo = (long)c * pool.grain, hi = lo + pool.grain < pool.n ? lo + pool.grain : pool.n;
         pool.fn(pool.ctx, lo, hi);
         atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
@@ -152,83 +254,55 @@ static long pool_chunks(uint32_t gen, int from_back) {
     return ran;
 }
 
-/* The length of the next period of staying out (the caller working alone,
- * or a worker in retreat), the last one `period` long and ended at
- * `ended`: held up again soon after it ended (the other program is still
- * there), twice as long, up to POOL_SOLO_MAX_NS, so under lasting
- * contention the trials cost less and less; otherwise POOL_SOLO_NS again. */
+/* The length of the next period the caller works alone, the last one
+ * `period` long and ended at `ended`: held up again soon after it ended
+ * (the other program is still there), twice as long, up to
+ * POOL_SOLO_MAX_NS, so under lasting contention the trials cost less and
+ * less; otherwise POOL_SOLO_NS again. */
 static long next_period(long period, long ended, long now) {
     int again = ended && now - ended < 2 * period;
     return again ? (2 * period < POOL_SOLO_MAX_NS ? 2 * period : POOL_SOLO_MAX_NS) : POOL_SOLO_NS;
-}
-
-/* A worker that finds it was not running for a while (another program
- * shares its core) stays out of the jobs for a while: it sleeps
- * next_period() and the caller does the chunks meanwhile. A worker holding
- * a chunk when it loses its core holds the caller up; this way it mostly
- * notices while it is between jobs, and gives up its place before taking
- * one. */
-static void retreat(long *period, long *until) {
-    *period = next_period(*period, *until, now_ns());
-    struct timespec ts = {*period / 1000000000L, *period % 1000000000L};
-    atomic_fetch_add(&pool.away, 1);
-    while (nanosleep(&ts, &ts) != 0) {}
-    atomic_fetch_sub(&pool.away, 1);
-    *until = now_ns();
-}
-
-/* A sign of a busy core at time now, the last one at *at (0: none yet):
- * 1 when that was within POOL_AGAIN_NS (the second sign soon: another
- * program, not a lone host event); *at becomes now. */
-static int again_soon(long *at, long now) {
-    int again = *at && now - *at < POOL_AGAIN_NS;
-    *at = now;
-    return again;
 }
 
 static void *pool_worker(void *arg) {
     int id = (int)(intptr_t)arg;
     in_job = 1;                                   /* a worker never starts a nested job */
     uint32_t seen = ST_GEN(atomic_load(&pool.state));
-    long retreat_ns = 0, retreat_end = 0, off_at = 0;
+    Share sh = {.run = POOL_RUN_NS};
     for (;;) {
         uint64_t s;
         int spins = 0;
-        long t0 = now_ns(), last = t0;
+        long t0 = now_ns();
         while (ST_GEN(s = atomic_load_explicit(&pool.state, memory_order_acquire)) == seen) {
-            if (++spins % 64) {
-                CPU_RELAX();
-                continue;
-            }
-            long t = now_ns();
-            if (t - last > POOL_PREEMPTED_NS) {   /* this thread was off its core */
-                if (again_soon(&off_at, t)) {    /* the second time soon: not a lone event */
-                    retreat(&retreat_ns, &retreat_end);
-                    t0 = last = now_ns();
-                    continue;
-                }
-            }
-            last = t;
-            if (t - t0 < POOL_SPIN_NS) {
+            if (++spins % 64 || now_ns() - t0 < POOL_SPIN_NS) {
                 CPU_RELAX();
                 continue;
             }
             /* sleep until the next job: re-check after announcing ourselves,
-             * so a job published meanwhile is not missed */
+             * so a job published meanwhile is not missed (and first look
+             * at the clocks: it may have lost its core while it spun) */
+            share_look(&sh);
             atomic_fetch_add(&pool.sleepers, 1);
             uint32_t w = atomic_load(&pool.wake);
             if (ST_GEN(atomic_load(&pool.state)) == seen)
                 syscall(SYS_futex, &pool.wake, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
             atomic_fetch_sub(&pool.sleepers, 1);
-            t0 = last = now_ns();
+            share_wake(&sh);
+            t0 = now_ns();
         }
         seen = ST_GEN(s);
-        if (id < atomic_load(&pool.active)) pool_chunks(seen, 1);
+        if (id < atomic_load(&pool.active)) {
+            share_look(&sh);
+            share_move();
+            pool_chunks(seen, 1, share_on(&sh) ? &sh : NULL);
+        }
     }
     return NULL;
 }
 
 int parallel_threads(void) { return in_job ? 1 : omp_get_max_threads(); }
+
+long parallel_times_shared(void) { return atomic_load(&times_shared); }
 
 /* A child of fork() has only the thread that forked: no workers. It starts
  * its own the first time it needs them (Check runs every test in a forked
@@ -237,8 +311,7 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
 static void pool_after_fork(void) {
     pool.started = 0;
-    pool.sign_at = 0;
-    atomic_store(&pool.away, 0);
+    pool.win_wall = 0;
     atomic_store(&pool.sleepers, 0);
     pthread_mutex_init(&pool.lock, NULL);
 }
@@ -250,13 +323,6 @@ static void go_solo(void) {
     long now = now_ns();
     pool.solo_ns = next_period(pool.solo_ns, pool.solo_until, now);
     pool.solo_until = now + pool.solo_ns;
-}
-
-/* A sign that a worker is not getting its core (see parallel_run). One
- * alone is the host's doing and soon over; the second within
- * POOL_AGAIN_NS is another program's, and the caller goes solo. */
-static void busy_sign(void) {
-    if (again_soon(&pool.sign_at, now_ns())) go_solo();
 }
 
 void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
@@ -285,20 +351,16 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
      * take turns; the pool is not reentrant) */
     pthread_once(&pool_once, pool_register_fork);
     pthread_mutex_lock(&pool.lock);
-    /* Straggler guard: a worker that took a chunk and then lost its core
-     * to another program holds the caller up until it is scheduled again
-     * (a time slice, milliseconds). When that happened twice recently, the
-     * caller does the jobs alone for a while (the worker goes to sleep
-     * and leaves its core to the other program), then tries again. */
-    /* (Likewise while every worker is in retreat: the job is then one
-     * call, as on one thread, not chunk by chunk.) */
-    if ((pool.solo_until && now_ns() < pool.solo_until) ||
-        (pool.started > 0 && atomic_load(&pool.away) >= pool.started)) {
+    /* Straggler guard: when the workers did not pay over the last window
+     * (below), the caller does the jobs alone for a while (the workers
+     * sleep and leave their cores to whatever took them), then tries again. */
+    if (pool.solo_until && now_ns() < pool.solo_until) {
+        pool.win_wall = 0;                        /* the window counts shared jobs only */
         pthread_mutex_unlock(&pool.lock);
         fn(ctx, 0, n);
         return;
     }
-    int before = pool.started;
+    if (!pool.started) sched_getaffinity(0, sizeof pool.cpus, &pool.cpus);
     while (pool.started < threads - 1) {
         pthread_t t;
         pthread_attr_t at;
@@ -309,14 +371,9 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         if (rc) break;                            /* fewer workers: still correct */
         pool.started++;
     }
-    /* A worker started for this job begins late (its thread is being
-     * created), so the caller's wait for it below is no sign of a busy
-     * core, and does not send the next 50 ms to one thread. Only a worker
-     * that did start counts: when pthread_create keeps failing, the guard
-     * keeps working. */
-    int fresh = pool.started > before;
     pool.fn = fn;
     pool.ctx = ctx;
+    atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);   /* share_move */
     pool.n = n;
     pool.grain = grain;
     atomic_store(&pool.active, threads - 1);
@@ -328,32 +385,39 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx) {
         syscall(SYS_futex, &pool.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
     in_job = 1;
     long w0 = now_ns();
-    long mine = pool_chunks(gen, 0);
+    long mine = pool_chunks(gen, 0, NULL);
     long per_chunk = mine > 0 ? (now_ns() - w0) / mine : 0;   /* this thread's time per chunk */
     in_job = 0;
     /* wait only for chunks a worker has taken and not finished */
+    long waited = 0;
     if (atomic_load_explicit(&pool.done, memory_order_acquire) < nch) {
-        long t0 = now_ns(), waited = 0;
+        long t0 = now_ns();
         for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < nch; spins++)
             wait_turn(spins);
         waited = now_ns() - t0;
-        /* A worker that runs finishes its last chunk at most about one
-         * chunk's time after this thread ran out of chunks; longer means it
-         * lost its core (or shares it: then it is slower than this thread) */
-        if (waited > POOL_WAIT_NS + per_chunk && !fresh) busy_sign();
     }
-    /* The other sign of busy cores: the workers, spinning and ready, should
-     * take their share of the chunks; when over the last jobs they took
-     * less than a third of it, they are not getting a core (and their
-     * spinning may take time from this thread: Linux shares a core among
-     * a session's threads): a sign too. */
+    /* Do the workers pay? Over a window of jobs this thread shared (at
+     * least POOL_WINDOW chunks and POOL_AGAIN_NS), two signs that they do
+     * not, and then this thread works alone for a while (go_solo):
+     *   - it waited for the workers' chunks longer than they would have
+     *     taken it (a worker lost its core holding one: a time slice);
+     *   - it ran less than POOL_SHARE_MIN of the wall time: it shares its
+     *     own core, with a worker (whose spinning then takes its time) or
+     *     with another program. */
+    if (!pool.win_wall || !pthread_equal(pool.win_owner, pthread_self())) {
+        pool.win_all = pool.win_waited = pool.win_saved = 0;
+        pool.win_wall = now_ns(), pool.win_cpu = thread_cpu_ns(), pool.win_owner = pthread_self();
+    }
     pool.win_all += nch;
-    pool.win_mine += mine;
-    if (pool.win_all >= 256) {
-        double theirs = (double)(pool.win_all - pool.win_mine) / pool.win_all;
-        double fair = (double)(threads - 1) / threads;
-        if (theirs < fair / 3) busy_sign();
-        pool.win_all = pool.win_mine = 0;
+    pool.win_waited += waited;
+    pool.win_saved += (nch - mine) * per_chunk;
+    long wall = now_ns();
+    if (pool.win_all >= POOL_WINDOW && wall - pool.win_wall >= POOL_AGAIN_NS) {
+        long cpu = thread_cpu_ns();
+        double ran = (double)(cpu - pool.win_cpu) / (double)(wall - pool.win_wall);
+        if (pool.win_waited > pool.win_saved || ran < POOL_SHARE_MIN) go_solo();
+        pool.win_all = pool.win_waited = pool.win_saved = 0;
+        pool.win_wall = wall, pool.win_cpu = cpu;
     }
     pthread_mutex_unlock(&pool.lock);
 }
@@ -392,6 +456,8 @@ void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx) {
 }
 #else
 int parallel_threads(void) { return 1; }
+
+long parallel_times_shared(void) { return 0; }
 
 void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx) {
     (void)h;

@@ -52,6 +52,12 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx);
  * rows it wrote from its own cache. Otherwise the caller does both. */
 void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx);
 
+/* How many times a worker began to share its core with another program
+ * (it lost the core twice within 20 ms): from then on it takes chunks
+ * only early in each of its time slices (parallel.c, "a worker that
+ * shares its core"). For the tests: the path they mean to test ran. */
+long parallel_times_shared(void);
+
 /* threads parallel_run would use now (1 inside a parallel_run) */
 int parallel_threads(void);
 

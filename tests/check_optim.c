@@ -1,4 +1,5 @@
 /* check_optim.c - the Section 5.3 learning-rate schedule and Adam. */
+#define _GNU_SOURCE   /* sched_getcpu, sched_setaffinity: a test confines itself to one CPU */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -6,6 +7,10 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -314,6 +319,93 @@ START_TEST(test_parallel_in_turn) {
 }
 END_TEST
 
+/* ---- a worker that shares its core --------------------------------------
+ * Another program on the worker's CPU takes it away every other time
+ * slice. The worker finds itself off its core and shares it (parallel.c):
+ * it takes chunks only early in each of its slices and leaves the rest of
+ * a job to the caller. Every chunk must still be done exactly once. A
+ * child process sets it up, so that nothing leaks into the other tests:
+ * it starts the pool, pins itself (this thread only) to one CPU and a busy
+ * loop to another (the worker, free to run anywhere, moves off the
+ * caller's CPU and so meets the busy loop), and runs jobs until the
+ * worker has shared its core. */
+static void slow_hits(void *ctx, long lo, long hi) {   /* 20 us an item */
+    count_hits(ctx, lo, hi);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000L * (hi - lo));
+}
+
+enum { SHARE_OK, SHARE_WRONG, SHARE_NEVER, SHARE_NO_PIN };
+
+static int share_jobs(void) {
+    enum { N = 64 };
+    int hits[N];
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int rounds = 0;; rounds++) {
+        memset(hits, 0, sizeof hits);
+        RunCheck c = {hits, N, 1, 0};
+        parallel_run(N, 1, slow_hits, &c);
+        for (int i = 0; i < N; i++)
+            if (hits[i] != 1 || c.bad) return SHARE_WRONG;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double secs = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+        if (rounds >= 100 && parallel_times_shared() > 0) return SHARE_OK;
+        if (secs > 3) return SHARE_NEVER;
+    }
+}
+
+static int share_child(void) {
+#if defined(_OPENMP) && defined(__linux__)
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) return SHARE_NO_PIN;
+    int a = -1, b = -1;
+    for (int c = 0; c < CPU_SETSIZE && b < 0; c++)
+        if (CPU_ISSET(c, &all)) *(a < 0 ? &a : &b) = c;
+    omp_set_num_threads(2);
+    int hits[64] = {0};
+    RunCheck c = {hits, 64, 1, 0};
+    parallel_run(64, 1, count_hits, &c);            /* the worker starts, free to run on all CPUs */
+    pid_t hog = fork();
+    if (hog < 0) return SHARE_NO_PIN;
+    if (hog == 0) {                                 /* the busy loop, on CPU b, gone with its parent */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        CPU_ZERO(&one);
+        CPU_SET(b, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        for (volatile unsigned long x = 0;; x++) {}
+    }
+    CPU_ZERO(&one);
+    CPU_SET(a, &one);
+    int rc = sched_setaffinity(0, sizeof one, &one) != 0 ? SHARE_NO_PIN : share_jobs();
+    kill(hog, SIGKILL);
+    waitpid(hog, NULL, 0);
+    return rc;
+#else
+    return SHARE_NO_PIN;
+#endif
+}
+
+START_TEST(test_parallel_run_shared_core) {
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) _exit(share_child());
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status), "the child did not exit");
+    int rc = WEXITSTATUS(status);
+    if (rc == SHARE_NO_PIN) {
+        printf("optim: fewer than 2 CPUs (or no way to pin threads): a worker sharing its core was not tested\n");
+        return;
+    }
+    ck_assert_msg(rc != SHARE_WRONG, "with a busy loop beside the worker a chunk was skipped or done twice");
+    ck_assert_msg(rc == SHARE_OK, "with a busy loop beside it the worker never shared its core in 3 s");
+}
+END_TEST
+
 Suite *optim_suite(void) {
     Suite *s = suite_create("optim");
     TCase *core = tcase_create("Core");
@@ -331,6 +423,7 @@ Suite *optim_suite(void) {
     tcase_add_test(fused, test_adam_step_thread_count);
     tcase_add_test(fused, test_parallel_run_covers_once);
     tcase_add_test(fused, test_parallel_in_turn);
+    tcase_add_test(fused, test_parallel_run_shared_core);
     suite_add_tcase(s, fused);
     return s;
 }
