@@ -33,7 +33,11 @@
  *     simply takes no chunk: the caller does them all and never waits for
  *     a thread that has not started (an OpenMP region's closing barrier
  *     waits for every thread of the team, however late it arrives);
- *   - a faster core does more chunks, a slower one fewer.
+ *   - a faster core does more chunks, a slower one fewer;
+ *   - a worker whose core another program shares takes chunks only early
+ *     in each of its time slices, and leaves the rest to the caller; when
+ *     the workers cost the caller more than they save, or the caller
+ *     shares its own core, the caller works alone for a while (parallel.c).
  * The caller waits only for chunks already taken. Workers spin briefly for
  * the next job (steps call many small jobs back to back), then sleep.
  * Runs fn(ctx, 0, n) in the caller, in one piece, when n <= grain, when one
