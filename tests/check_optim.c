@@ -362,8 +362,11 @@ static int share_child(void) {
     cpu_set_t all, one;
     if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) return SHARE_NO_PIN;
     int a = -1, b = -1;
-    for (int c = 0; c < CPU_SETSIZE && b < 0; c++)
-        if (CPU_ISSET(c, &all)) *(a < 0 ? &a : &b) = c;
+    for (int c = 0; c < CPU_SETSIZE && b < 0; c++)   /* the first two CPUs it may use */
+        if (CPU_ISSET(c, &all)) {
+            if (a < 0) a = c;
+            else b = c;
+        }
     omp_set_num_threads(2);
     int hits[64] = {0};
     RunCheck c = {hits, 64, 1, 0};
