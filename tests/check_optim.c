@@ -329,15 +329,19 @@ END_TEST
  * loop to another (the worker, free to run anywhere, moves off the
  * caller's CPU and so meets the busy loop), and runs jobs until the
  * worker has shared its core. */
+static pthread_t share_caller;
+static _Atomic long share_worker_chunks;   /* chunks a worker ran */
+
 static void slow_hits(void *ctx, long lo, long hi) {   /* 20 us an item */
     count_hits(ctx, lo, hi);
+    if (!pthread_equal(pthread_self(), share_caller)) share_worker_chunks++;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do clock_gettime(CLOCK_MONOTONIC, &t);
     while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000L * (hi - lo));
 }
 
-enum { SHARE_OK, SHARE_WRONG, SHARE_NEVER, SHARE_NO_PIN };
+enum { SHARE_OK, SHARE_WRONG, SHARE_NEVER, SHARE_NO_PIN, SHARE_NO_WORKER };
 
 static int share_jobs(void) {
     enum { N = 64 };
@@ -353,7 +357,7 @@ static int share_jobs(void) {
         clock_gettime(CLOCK_MONOTONIC, &t);
         double secs = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
         if (rounds >= 100 && parallel_times_shared() > 0) return SHARE_OK;
-        if (secs > 3) return SHARE_NEVER;
+        if (secs > 3) return share_worker_chunks ? SHARE_NEVER : SHARE_NO_WORKER;
     }
 }
 
@@ -368,6 +372,7 @@ static int share_child(void) {
             else b = c;
         }
     omp_set_num_threads(2);
+    share_caller = pthread_self();
     int hits[64] = {0};
     RunCheck c = {hits, 64, 1, 0};
     parallel_run(64, 1, count_hits, &c);            /* the worker starts, free to run on all CPUs */
@@ -405,6 +410,10 @@ START_TEST(test_parallel_run_shared_core) {
         return;
     }
     ck_assert_msg(rc != SHARE_WRONG, "with a busy loop beside the worker a chunk was skipped or done twice");
+    if (rc == SHARE_NO_WORKER) {   /* valgrind runs one thread at a time, and gave the worker no turn */
+        printf("optim: the worker never ran a chunk in 3 s: a worker sharing its core was not tested\n");
+        return;
+    }
     ck_assert_msg(rc == SHARE_OK, "with a busy loop beside it the worker never shared its core in 3 s");
 }
 END_TEST
