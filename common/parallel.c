@@ -163,7 +163,7 @@ static int pool_claim(uint32_t gen, int from_back, uint32_t *chunk) {
  * slice (back on its core, or woken for a job), and leaves the rest of a
  * job to the caller. Measured with a busy loop on one of this VM's 2
  * cores: chapter 08's step at 0.82 of the 1-thread step, the Annotated
- * step at 0.89-0.90 (bench/README.md, item 16). */
+ * step at 0.87-0.90 (bench/README.md, item 16). */
 static _Atomic long times_shared;   /* parallel_times_shared() */
 
 typedef struct {
