@@ -1,7 +1,10 @@
-/* check_bleu.c - corpus BLEU-4: hand-computed values, then the same
- * hypotheses scored by sacrebleu (tests/bleu_ref.py) must agree to 0.01.
- * Without sacrebleu that part says so and is skipped: `make sacrebleu`
- * installs it in build/venv. */
+/* check_bleu.c - corpus BLEU-4: hand-computed values and hand-checked 13a
+ * tokenisations ("Core", "Limits"), then sacrebleu itself
+ * (tests/bleu_ref.py, "Reference"): the same hypotheses must score the same
+ * to 0.01 with tokenize='none' and '13a', bleu_tokenize_13a must give
+ * exactly the string sacrebleu's Tokenizer13a gives, and the signatures
+ * must match. Without sacrebleu that part says so and is skipped:
+ * `make sacrebleu` installs it in build/venv. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +38,7 @@ START_TEST(test_hand_values) {
     bleu_add(&s, "der der der", "der Hund");
     ck_assert_int_eq(s.correct[0], 1);
     ck_assert_int_eq(s.total[0], 3);
-    /* brevity: a 3-token hypothesis for a 6-token reference, all matching */
+    /* brevity: a 4-token hypothesis for an 8-token reference, all matching */
     memset(&s, 0, sizeof s);
     bleu_add(&s, "a b c d", "a b c d e f g h");
     b = bleu_compute(&s);
@@ -51,6 +54,120 @@ START_TEST(test_hand_values) {
     bleu_add(&s, "a b c d", "a b c d");
     b = bleu_compute(&s);
     ck_assert(b.bp < 1.0 && b.score > 0 && b.score < 100);
+}
+END_TEST
+
+/* 13a by hand: each pair worked out from the rules in bleu.c (rule 1 lone
+ * punctuation, rule 2 '.'/',' after a non-digit, rule 3 before a
+ * non-digit, rule 4 '-' after a digit). */
+static const struct {
+    const char *in, *out;
+} TOK13A_HAND[] = {
+    {"Lass dich nicht entmutigen!", "Lass dich nicht entmutigen !"},   /* rule 1 */
+    {"(Hallo)", "( Hallo )"},
+    {"3.5 m, 1,000-2,000.", "3.5 m , 1,000 - 2,000 ."},   /* numbers keep '.' ',', rule 4 */
+    {"e-mail", "e-mail"},                                   /* '-' after a letter stays */
+    {"don't", "don't"},                                     /* so does the apostrophe */
+    {"U.S.A.", "U . S . A ."},                              /* rule 2, three times */
+    {"Bäume.", "Bäume ."},                                  /* 'ä' is a non-digit */
+    {"„Geld“.", "„Geld“ ."},                                /* German quotes are not ASCII: kept */
+    {"Er sagte: „Das kostet 3,50 €.“", "Er sagte : „Das kostet 3,50 € . “"},
+    {".5", ". 5"},                                          /* the padding space before '.' */
+    {"5.", "5 ."},                                          /* and after it */
+    {"1.a", "1 . a"},                                       /* rule 3 */
+    {"1--2", "1 - -2"},                                     /* rule 4 takes only the first '-' */
+    {"3-Zimmer-Wohnung", "3 - Zimmer-Wohnung"},
+    {"a&amp;b", "a & b"},                                   /* XML escapes undone, then rule 1 */
+    {"&amp;lt;", "<"},                                      /* &amp; first, then &lt; */
+    {"x<skipped>y", "xy"},
+    {"Wort-\ntrennung", "Worttrennung"},                    /* "-\n" joins */
+    {"zwei\nZeilen", "zwei Zeilen"},
+    {"x\ty\xc2\xa0z", "x y z"},                             /* tab and no-break space split */
+    {"", ""},
+    {" \t ", ""},
+};
+
+START_TEST(test_tokenize_13a_hand) {
+    char out[256];
+    for (size_t i = 0; i < sizeof TOK13A_HAND / sizeof TOK13A_HAND[0]; i++) {
+        size_t n = bleu_tokenize_13a(TOK13A_HAND[i].in, out, sizeof out);
+        ck_assert_msg(!strcmp(out, TOK13A_HAND[i].out), "13a of \"%s\": got \"%s\", want \"%s\"",
+                      TOK13A_HAND[i].in, out, TOK13A_HAND[i].out);
+        ck_assert_uint_eq(n, strlen(TOK13A_HAND[i].out));
+    }
+}
+END_TEST
+
+START_TEST(test_13a_hand_values) {
+    /* the chapter's case: punctuation attached. 'none' sees 4 tokens and
+     * "entmutigen!" never matches "entmutigen."; 13a sees 5 and only "!"
+     * against "." is wrong: 1-grams 4/5, 2-grams 3/4, 3-grams 2/3, 4-grams 1/2 */
+    BleuStats s = {0};
+    bleu_add_tok(&s, "Lass dich nicht entmutigen!", "Lass dich nicht entmutigen.", BLEU_TOK_NONE);
+    ck_assert_int_eq(s.sys_len, 4);
+    ck_assert_int_eq(s.correct[0], 3);
+    ck_assert_int_eq(s.correct[3], 0);
+    memset(&s, 0, sizeof s);
+    bleu_add_tok(&s, "Lass dich nicht entmutigen!", "Lass dich nicht entmutigen.", BLEU_TOK_13A);
+    ck_assert_int_eq(s.sys_len, 5);
+    ck_assert_int_eq(s.ref_len, 5);
+    ck_assert_int_eq(s.correct[0], 4);
+    ck_assert_int_eq(s.correct[3], 1);
+    ck_assert_double_eq_tol(bleu_compute(&s).score, 100 * pow(4.0 / 5 * 3.0 / 4 * 2.0 / 3 * 1.0 / 2, 0.25), 1e-9);
+    /* pre-tokenised text against raw text: 13a makes them the same */
+    memset(&s, 0, sizeof s);
+    bleu_add_tok(&s, "Lass dich nicht entmutigen !", "Lass dich nicht entmutigen!", BLEU_TOK_13A);
+    ck_assert_double_eq_tol(bleu_compute(&s).score, 100.0, 1e-9);
+    /* bleu_add is the 'none' path, now split on any whitespace */
+    BleuStats t = {0};
+    memset(&s, 0, sizeof s);
+    bleu_add(&s, "a\tb\xc2\xa0" "c ", "a b c");
+    bleu_add_tok(&t, "a b c", "a b c", BLEU_TOK_NONE);
+    ck_assert_int_eq(s.sys_len, 3);
+    ck_assert_mem_eq(&s, &t, sizeof s);
+}
+END_TEST
+
+START_TEST(test_signature_hand) {
+    char sig[128];
+    int n = bleu_signature(sig, sizeof sig, BLEU_TOK_13A);
+    ck_assert_str_eq(sig, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" BLEU_SACREBLEU_VERSION);
+    ck_assert_int_eq(n, (int)strlen(sig));
+    bleu_signature(sig, sizeof sig, BLEU_TOK_NONE);
+    ck_assert_str_eq(sig, "nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:" BLEU_SACREBLEU_VERSION);
+    /* too small a buffer: cut, NUL-terminated, the full length returned */
+    char small[8];
+    ck_assert_int_eq(bleu_signature(small, sizeof small, BLEU_TOK_13A), n);
+    ck_assert_str_eq(small, "nrefs:1");
+}
+END_TEST
+
+START_TEST(test_tokenize_13a_limits) {
+    /* the length without a buffer, then a buffer too small: cut and ended */
+    const char *in = "Lass dich nicht entmutigen!";
+    size_t need = bleu_tokenize_13a(in, NULL, 0);
+    ck_assert_uint_eq(need, strlen("Lass dich nicht entmutigen !"));
+    char small[10];
+    ck_assert_uint_eq(bleu_tokenize_13a(in, small, sizeof small), need);
+    ck_assert_str_eq(small, "Lass dich");
+    /* the worst growth the buffer in bleu.c is sized for: every '.' split
+     * off by rule 2 and again by rule 3, every byte punctuation; under
+     * SANITIZE=1 an overrun would stop here */
+    size_t n = 30000;
+    char *big = malloc(n + 1), *out = malloc(5 * n + 16);
+    ck_assert(big && out);
+    const char *kinds[] = {"a.", "..", "!!", "1-", ".,"};
+    for (int k = 0; k < 5; k++) {
+        for (size_t i = 0; i < n; i++) big[i] = kinds[k][i % 2];
+        big[n] = 0;
+        size_t got = bleu_tokenize_13a(big, out, 5 * n + 16);
+        ck_assert_uint_eq(got, strlen(out));
+        ck_assert_uint_le(got, 2 * n);   /* n tokens at most, one space each */
+    }
+    for (size_t i = 0; i < n; i++) big[i] = '!';
+    ck_assert_uint_eq(bleu_tokenize_13a(big, out, 5 * n + 16), 2 * n - 1);   /* "! ! ... !" */
+    free(big);
+    free(out);
 }
 END_TEST
 
@@ -89,22 +206,39 @@ static void damage(char *out, size_t len, const char *s, Rng *r) {
     }
 }
 
-/* Runs tests/bleu_ref.py on the two files; returns 1 and the score, 0 when
- * sacrebleu is not there (the script exits 3, or no python3), -1 when the
- * script failed otherwise (that is a test failure, not a skip). */
-static int sacrebleu_score(const char *hyp, const char *ref, double *score) {
-    const char *py = NULL;
-    if (access("build/venv/bin/python3", X_OK) == 0) py = "build/venv/bin/python3";
-    else py = "python3";
+/* Runs `python3 tests/bleu_ref.py ARGS` (build/venv's python3 when there
+ * is one) and keeps its output in out (len bytes). Returns 1 when it ran,
+ * 0 when sacrebleu is not there (the script exits 3, or no python3), -1
+ * when the script failed otherwise (that is a test failure, not a skip). */
+static int bleu_ref(const char *args, char *out, size_t len) {
+    const char *py = access("build/venv/bin/python3", X_OK) == 0 ? "build/venv/bin/python3" : "python3";
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s tests/bleu_ref.py %s %s 2>/dev/null", py, hyp, ref);
+    snprintf(cmd, sizeof cmd, "%s tests/bleu_ref.py %s 2>/dev/null", py, args);
     FILE *p = popen(cmd, "r");
     if (!p) return 0;
-    int ok = fscanf(p, "%lf", score) == 1;
+    size_t n = 0, got;
+    while (n + 1 < len && (got = fread(out + n, 1, len - 1 - n, p)) > 0) n += got;
+    out[n] = 0;
     int st = pclose(p);
-    if (ok && st == 0) return 1;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 1;
     if (WIFEXITED(st) && (WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 127)) return 0;
     return -1;
+}
+
+static const char *TOK_NAME[] = {"none", "13a"};
+
+/* sacrebleu's corpus BLEU of the two files with tokenizer tok: 1 and the
+ * score, 0 without sacrebleu, -1 on failure (as bleu_ref) */
+static int sacrebleu_score(const char *hyp, const char *ref, BleuTok tok, double *score) {
+    char args[400], out[64];
+    snprintf(args, sizeof args, "--tokenize %s %s %s", TOK_NAME[tok], hyp, ref);
+    int got = bleu_ref(args, out, sizeof out);
+    if (got == 1 && sscanf(out, "%lf", score) != 1) return -1;
+    return got;
+}
+
+static void skip_sacrebleu(const char *what) {
+    printf("check_bleu: SKIP %s: sacrebleu is not installed (run `make sacrebleu`)\n", what);
 }
 
 START_TEST(test_against_sacrebleu) {
@@ -136,11 +270,11 @@ START_TEST(test_against_sacrebleu) {
         fclose(fh);
         fclose(fr);
         double ours = bleu_compute(&s).score, ref;
-        int got = sacrebleu_score(hp, rp, &ref);
+        int got = sacrebleu_score(hp, rp, BLEU_TOK_NONE, &ref);
         ck_assert_msg(got >= 0, "tests/bleu_ref.py failed on %s %s", hp, rp);
         if (!got) {
-            printf("check_bleu: SKIP the comparison with sacrebleu: not installed (run `make sacrebleu`); "
-                   "C score of system %d was %.4f\n", sys, ours);
+            printf("check_bleu: C score of system %d was %.4f\n", sys, ours);
+            skip_sacrebleu("the comparison with sacrebleu (tokenize='none')");
             break;
         }
         ck_assert_msg(fabs(ours - ref) < 0.01, "system %d: bleu.c %.6f, sacrebleu %.6f", sys, ours, ref);
@@ -151,14 +285,274 @@ START_TEST(test_against_sacrebleu) {
 }
 END_TEST
 
+/* ---- 13a against sacrebleu ----------------------------------------- */
+
+#define NSENT 12
+
+/* references the way a real corpus holds them: punctuation attached */
+static const char *const REF13A[NSENT] = {
+    "Lass dich nicht entmutigen!",
+    "„Das Geld ist weg“, sagte er.",
+    "Der Preis beträgt 3,50 € pro Stück.",
+    "Um 9.30 Uhr fährt der Zug (ICE 1-2) ab.",
+    "Ist das dein Hund?",
+    "Wir sehen uns am 1. Mai!",
+    "Er wohnt in einer 3-Zimmer-Wohnung.",
+    "Schreib mir eine E-Mail: info@example.de",
+    "Das ist z.B. möglich; aber nicht immer.",
+    "Sie kam, sah und siegte.",
+    "„Warum?“, fragte sie.",
+    "Tom & Jerry sind 1.000.000 Mal gelaufen...",
+};
+
+/* four systems' hypotheses for REF13A */
+static const char *const HYP13A[4][NSENT] = {
+    {   /* the words right, the punctuation not always */
+        "Lass dich nicht entmutigen.",
+        "„Das Geld ist weg“ sagte er.",
+        "Der Preis beträgt 3,50 € pro Stück!",
+        "Um 9.30 Uhr fährt der Zug ICE 1-2 ab.",
+        "Ist das dein Hund ?",
+        "Wir sehen uns am 1. Mai.",
+        "Er wohnt in einer 3-Zimmer-Wohnung!",
+        "Schreib mir eine E-Mail - info@example.de",
+        "Das ist z. B. möglich, aber nicht immer.",
+        "Sie kam, sah, und siegte.",
+        "\"Warum?\", fragte sie.",
+        "Tom &amp; Jerry sind 1.000.000 Mal gelaufen…",
+    },
+    {   /* wrong words, punctuation attached */
+        "Lass dich bloß nicht entmutigen!",
+        "„Das Geld ist fort“, sagte er.",
+        "Der Preis ist 3,50 € je Stück.",
+        "Um 9.30 Uhr fährt der Zug ab.",
+        "Ist das ihr Hund?",
+        "Wir sehen uns im Mai!",
+        "Er lebt in einer 3-Zimmer-Wohnung.",
+        "Schreib mir eine Mail: info@example.de",
+        "Das ist etwa möglich; aber nicht immer.",
+        "Er kam, sah und siegte.",
+        "„Wieso?“, fragte sie.",
+        "Tom und Jerry sind oft gelaufen.",
+    },
+    {   /* REF13A tokenised by hand with the 13a rules: 13a scores it 100 */
+        "Lass dich nicht entmutigen !",
+        "„Das Geld ist weg“ , sagte er .",
+        "Der Preis beträgt 3,50 € pro Stück .",
+        "Um 9.30 Uhr fährt der Zug ( ICE 1 - 2 ) ab .",
+        "Ist das dein Hund ?",
+        "Wir sehen uns am 1 . Mai !",
+        "Er wohnt in einer 3 - Zimmer-Wohnung .",
+        "Schreib mir eine E-Mail : info @ example . de",
+        "Das ist z . B . möglich ; aber nicht immer .",
+        "Sie kam , sah und siegte .",
+        "„Warum ? “ , fragte sie .",
+        "Tom & Jerry sind 1.000.000 Mal gelaufen . . .",
+    },
+    {   /* short, with odd whitespace: tab, no-break and narrow no-break
+         * space, carriage return, ideographic space, trailing space */
+        "Lass  dich\tnicht entmutigen! ",
+        "„Das Geld ist weg“,\xc2\xa0sagte er.",
+        "Der Preis beträgt 3,50\xe2\x80\xaf€.",
+        "Um 9.30 Uhr\r fährt der Zug ab.",
+        "Ist das dein Hund?\xe3\x80\x80",
+        "Wir sehen uns!",
+        "Er wohnt.",
+        "Schreib mir!",
+        "",
+        "Sie kam.",
+        "Warum?",
+        "Tom & Jerry.",
+    },
+};
+
+/* "Der Hund ." -> "Der Hund.": the synthetic corpus as a raw corpus would
+ * hold it */
+static void detokenize(char *s) {
+    char *w = s;
+    for (char *r = s; *r; r++)
+        if (!(r[0] == ' ' && (r[1] == '.' || r[1] == ',') && (r[2] == ' ' || r[2] == 0))) *w++ = *r;
+    *w = 0;
+}
+
+/* Scores hyp against ref (n sentences) with bleu.c and with sacrebleu, for
+ * both tokenizers, asserts each pair agrees to 0.01 and raises maxdiff[tok].
+ * Returns 0 when sacrebleu is not installed. */
+static int agree_with_sacrebleu(const char *dir, const char *name, const char *const *hyp,
+                                const char *const *ref, int n, double maxdiff[2]) {
+    char hp[128], rp[128];
+    snprintf(hp, sizeof hp, "%s/hyp.txt", dir);
+    snprintf(rp, sizeof rp, "%s/ref.txt", dir);
+    FILE *fh = fopen(hp, "w"), *fr = fopen(rp, "w");
+    ck_assert(fh && fr);
+    for (int i = 0; i < n; i++) {
+        fprintf(fh, "%s\n", hyp[i]);
+        fprintf(fr, "%s\n", ref[i]);
+    }
+    fclose(fh);
+    fclose(fr);
+    for (int tok = BLEU_TOK_NONE; tok <= BLEU_TOK_13A; tok++) {
+        BleuStats s = {0};
+        for (int i = 0; i < n; i++) bleu_add_tok(&s, hyp[i], ref[i], (BleuTok)tok);
+        double ours = bleu_compute(&s).score, theirs;
+        int got = sacrebleu_score(hp, rp, (BleuTok)tok, &theirs);
+        ck_assert_msg(got >= 0, "tests/bleu_ref.py failed on %s %s", hp, rp);
+        if (!got) return 0;
+        double d = fabs(ours - theirs);
+        ck_assert_msg(d < 0.01, "%s, tokenize='%s': bleu.c %.6f, sacrebleu %.6f", name, TOK_NAME[tok], ours, theirs);
+        if (d > maxdiff[tok]) maxdiff[tok] = d;
+    }
+    return 1;
+}
+
+START_TEST(test_13a_against_sacrebleu) {
+    char dir[] = "/tmp/check_bleu_XXXXXX", cmd[160], err[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /* hand check first, sacrebleu or not: 13a scores the tokenised system
+     * 100 against the raw references, 'none' far below */
+    BleuStats s13 = {0}, sno = {0};
+    for (int i = 0; i < NSENT; i++) {
+        bleu_add_tok(&s13, HYP13A[2][i], REF13A[i], BLEU_TOK_13A);
+        bleu_add_tok(&sno, HYP13A[2][i], REF13A[i], BLEU_TOK_NONE);
+    }
+    ck_assert_double_eq_tol(bleu_compute(&s13).score, 100.0, 1e-9);
+    ck_assert(bleu_compute(&sno).score < 80.0);
+
+    double maxdiff[2] = {0, 0};
+    int systems = 0, have = 1;
+    static const char *names[4] = {"punctuation", "words", "tokenised", "short+whitespace"};
+    for (int sys = 0; sys < 4 && have; sys++, systems += have)
+        have = agree_with_sacrebleu(dir, names[sys], HYP13A[sys], REF13A, NSENT, maxdiff);
+
+    /* the synthetic test set detokenised ("Die Hunde sehen ein Buch."),
+     * three systems damaged as in test_against_sacrebleu */
+    Corpus tr, dv, te;
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 10, 10, 300, 11, err, sizeof err), 0);
+    char (*hb)[1024] = malloc(sizeof *hb * (size_t)te.n), (*rb)[1024] = malloc(sizeof *rb * (size_t)te.n);
+    const char **hyp = malloc(sizeof *hyp * (size_t)te.n), **ref = malloc(sizeof *ref * (size_t)te.n);
+    ck_assert(hb && rb && hyp && ref);
+    for (int sys = 0; sys < 3 && have; sys++, systems += have) {
+        Rng r;
+        rng_seed(&r, 200 + sys);
+        for (int i = 0; i < te.n; i++) {
+            if (sys == 0 && i % 4) snprintf(hb[i], sizeof hb[i], "%s", te.tgt[i]);
+            else damage(hb[i], sizeof hb[i], te.tgt[i], &r);
+            snprintf(rb[i], sizeof rb[i], "%s", te.tgt[i]);
+            if (sys < 2) detokenize(hb[i]);   /* system 2: tokenised output, raw references */
+            detokenize(rb[i]);
+            hyp[i] = hb[i];
+            ref[i] = rb[i];
+        }
+        have = agree_with_sacrebleu(dir, "synthetic", hyp, ref, te.n, maxdiff);
+    }
+    if (have)
+        printf("check_bleu: %d systems, max |bleu.c - sacrebleu|: tokenize='none' %.2g, '13a' %.2g\n",
+               systems, maxdiff[BLEU_TOK_NONE], maxdiff[BLEU_TOK_13A]);
+    else
+        skip_sacrebleu("the 13a corpus comparison");
+    free(hb), free(rb), free(hyp), free(ref);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* strings that probe every rule and its edges, many not ASCII */
+static const char *const TOK13A_TRICKY[] = {
+    "Tel.: 030/123-45", "«Oui», dit-il.", "‚Hallo‘, sagte er.", "»Ja.«", "...?!", "z.B.",
+    "www.example.com", "user@example.com", "C++", "#1!", "'quoted'", "\"quoted\"",
+    "Dr. Müller's 2.Version", "Zahl 1.000.000,50€.", "$5.00", "50%.", "10,5%", "e.g.,",
+    "über.“", "\xc2\xa0.5", "a\xe3\x80\x80.b", "x\x1cy", "x\ry", "tab\tend\t",
+    "\xe2\x80\x89Thin\xe2\x80\x89space", "-\n", "\n", "Ende-", "-5", "1-2", "a-1", "Straße-3",
+    "&quot;Zitat&quot;", "&amp;quot;", "&amp;amp;", "&amp;amp;lt;", "&lt;b&gt;fett&lt;/b&gt;", "<skip<skipped>ped>",
+    "ä.ö,ü", "a..b", "Emoji 😀!", "日本語、テスト。", "Привет, мир!", "¿Qué?", "l'homme",
+    "Preis:5€", "\\back\\slash_", "{x|y}~", "ein,zwei", "1,a", "a,1", "Ω.", ".Ω", "1.€",
+};
+
+START_TEST(test_tokenize_13a_against_sacrebleu) {
+    char path[] = "/tmp/check_bleu_tok_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    size_t nh = sizeof TOK13A_HAND / sizeof TOK13A_HAND[0], nt = sizeof TOK13A_TRICKY / sizeof TOK13A_TRICKY[0];
+    /* each string ended by a NUL, so "-\n" can be one of them */
+    for (size_t i = 0; i < nh + nt; i++) {
+        const char *in = i < nh ? TOK13A_HAND[i].in : TOK13A_TRICKY[i - nh];
+        fwrite(in, 1, strlen(in) + 1, f);
+    }
+    fclose(f);
+    size_t cap = 1 << 16;
+    char *out = malloc(cap), args[128];
+    ck_assert_ptr_nonnull(out);
+    snprintf(args, sizeof args, "--tok13a %s", path);
+    int got = bleu_ref(args, out, cap);
+    unlink(path);
+    ck_assert_msg(got >= 0, "tests/bleu_ref.py %s failed", args);
+    if (!got) {
+        skip_sacrebleu("the 13a tokenizer comparison");
+        free(out);
+        return;
+    }
+    char *line = out, mine[512];
+    for (size_t i = 0; i < nh + nt; i++) {
+        const char *in = i < nh ? TOK13A_HAND[i].in : TOK13A_TRICKY[i - nh];
+        char *nl = strchr(line, '\n');
+        ck_assert_msg(nl != NULL, "sacrebleu gave %zu lines for %zu strings", i, nh + nt);
+        *nl = 0;
+        bleu_tokenize_13a(in, mine, sizeof mine);
+        ck_assert_msg(!strcmp(mine, line), "13a of \"%s\": bleu.c \"%s\", sacrebleu \"%s\"", in, mine, line);
+        line = nl + 1;
+    }
+    ck_assert_msg(*line == 0, "sacrebleu gave more lines than strings");
+    printf("check_bleu: 13a tokenizer equals sacrebleu's on %zu strings\n", nh + nt);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_signature_against_sacrebleu) {
+    for (int tok = BLEU_TOK_NONE; tok <= BLEU_TOK_13A; tok++) {
+        char theirs[256], ours[256], args[64];
+        snprintf(args, sizeof args, "--signature %s", TOK_NAME[tok]);
+        int got = bleu_ref(args, theirs, sizeof theirs);
+        ck_assert_msg(got >= 0, "tests/bleu_ref.py %s failed", args);
+        if (!got) {
+            skip_sacrebleu("the signature comparison");
+            return;
+        }
+        theirs[strcspn(theirs, "\n")] = 0;
+        bleu_signature(ours, sizeof ours, (BleuTok)tok);
+        /* a newer sacrebleu than the one bleu.c mirrors changes only the
+         * version field; the tokenizer comparison says whether 13a moved */
+        const char *vo = strstr(ours, "|version:"), *vt = strstr(theirs, "|version:");
+        ck_assert_msg(vo && vt && vo - ours == vt - theirs && !strncmp(ours, theirs, (size_t)(vo - ours)),
+                      "signature: bleu.c \"%s\", sacrebleu \"%s\"", ours, theirs);
+        if (strcmp(vo, vt))
+            printf("check_bleu: NOTE bleu.c mirrors sacrebleu %s, %s is installed: compare the 13a rules "
+                   "and update BLEU_SACREBLEU_VERSION\n", BLEU_SACREBLEU_VERSION, vt + strlen("|version:"));
+        else
+            ck_assert_str_eq(ours, theirs);
+    }
+}
+END_TEST
+
 Suite *bleu_suite(void) {
     Suite *s = suite_create("bleu");
     TCase *core = tcase_create("Core");
     tcase_add_test(core, test_hand_values);
+    tcase_add_test(core, test_tokenize_13a_hand);
+    tcase_add_test(core, test_13a_hand_values);
+    tcase_add_test(core, test_signature_hand);
     suite_add_tcase(s, core);
+    TCase *lim = tcase_create("Limits");
+    tcase_add_test(lim, test_tokenize_13a_limits);
+    suite_add_tcase(s, lim);
     TCase *ref = tcase_create("Reference");
     tcase_add_test(ref, test_against_sacrebleu);
-    tcase_set_timeout(ref, 60);
+    tcase_add_test(ref, test_13a_against_sacrebleu);
+    tcase_add_test(ref, test_tokenize_13a_against_sacrebleu);
+    tcase_add_test(ref, test_signature_against_sacrebleu);
+    tcase_set_timeout(ref, 120);
     suite_add_tcase(s, ref);
     return s;
 }
