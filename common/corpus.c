@@ -1,4 +1,4 @@
-/* corpus.c - the English->German grammar, the lexicon, and TSV corpora.
+/* corpus.c - the English->German grammar, the lexicon, TSV corpora, Ding.
  *
  * Read corpus.h first. This file has four parts:
  *   1. The lexicon: nouns with gender and plural forms, verbs with their
@@ -6,6 +6,8 @@
  *   2. German morphology: article and adjective-ending tables.
  *   3. Rendering a structured Sentence in both languages, and drawing one.
  *   4. Corpora: generation with disjoint splits, TSV loading and saving.
+ *   5. The Ding dictionary: its example sentences and phrase pairs, and the
+ *      split that needs no seed.
  */
 #include "corpus.h"
 #include "fail.h"
@@ -856,5 +858,278 @@ int corpus_save_tsv(const Corpus *c, const char *path, char *err, size_t errlen)
         remove(tmp);
         return fail(err, errlen, "cannot write %s: %s", path, strerror(e)), 1;
     }
+    return 0;
+}
+
+void corpus_copy(Corpus *dst, const Corpus *src) {
+    memset(dst, 0, sizeof *dst);
+    int cap = 0;
+    for (int i = 0; i < src->n; i++) corpus_push(dst, &cap, src->src[i], src->tgt[i]);
+}
+
+/* ============================================================================
+ * 5. The Ding dictionary, and a split without a seed
+ * ========================================================================== */
+
+/* FNV-1a over a, a tab, then b: a tab because ("ab", "c") is not ("a", "bc") */
+static uint64_t fnv1a_pair(const char *a, const char *b) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *a; a++) h = (h ^ (unsigned char)*a) * 1099511628211ull;
+    h = (h ^ '\t') * 1099511628211ull;
+    for (; *b; b++) h = (h ^ (unsigned char)*b) * 1099511628211ull;
+    return h;
+}
+
+/* "Is pair i of c already in c?" by index, open addressing: no key string
+ * per pair (the dictionary gives over 350,000 phrase pairs). */
+typedef struct {
+    int *slot;      /* [cap] an index into the corpus + 1; 0: empty          */
+    size_t cap, n;
+} PairSet;
+
+static void pairset_put(int *slot, size_t cap, const Corpus *c, int i) {
+    size_t p = fnv1a_pair(c->src[i], c->tgt[i]) & (cap - 1);
+    while (slot[p]) p = (p + 1) & (cap - 1);
+    slot[p] = i + 1;
+}
+
+/* Adds pair i of c. 1 if no earlier pair of c is the same, else 0. */
+static int pairset_add(PairSet *t, const Corpus *c, int i) {
+    if (2 * (t->n + 1) > t->cap) {   /* at most half full: probes stay short */
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        int *slot = xcalloc(cap, sizeof(int));
+        for (size_t k = 0; k < t->cap; k++)
+            if (t->slot[k]) pairset_put(slot, cap, c, t->slot[k] - 1);
+        free(t->slot);
+        t->slot = slot, t->cap = cap;
+    }
+    size_t p = fnv1a_pair(c->src[i], c->tgt[i]) & (t->cap - 1);
+    for (; t->slot[p]; p = (p + 1) & (t->cap - 1)) {
+        int j = t->slot[p] - 1;
+        if (!strcmp(c->src[j], c->src[i]) && !strcmp(c->tgt[j], c->tgt[i])) return 0;
+    }
+    t->slot[p] = i + 1;
+    t->n++;
+    return 1;
+}
+
+/* Appends (src, tgt) to c unless c holds it already. */
+static void push_distinct(Corpus *c, int *cap, PairSet *seen, const char *src, const char *tgt) {
+    corpus_push(c, cap, src, tgt);
+    if (!pairset_add(seen, c, c->n - 1)) {
+        c->n--;
+        free(c->src[c->n]);
+        free(c->tgt[c->n]);
+    }
+}
+
+/* Cuts spaces off both ends of s, in place; returns where s now starts. */
+static char *trim_spaces(char *s) {
+    while (*s == ' ') s++;
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == ' ') s[--n] = 0;
+    return s;
+}
+
+/* 1 when one side's trimmed part reads as an example sentence: it ends in
+ * '.', '!' or '?', has three words or more, and holds no markup ({m},
+ * [ugs.], (...)), no '/' (alternatives: "he/she") and no ';' (synonyms),
+ * no tab or control character: plain text a model can learn from. */
+static int ding_sentence_like(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || (s[n - 1] != '.' && s[n - 1] != '!' && s[n - 1] != '?')) return 0;
+    int words = 0, in_word = 0;
+    for (const char *p = s; *p; p++) {
+        unsigned char u = (unsigned char)*p;
+        if (u < 0x20 || u == 0x7F || strchr("{}[]()/;", u)) return 0;
+        if (u == ' ') in_word = 0;
+        else if (!in_word) in_word = 1, words++;
+    }
+    return words >= 3;
+}
+
+/* The phrase in one side's part, into out (room for strlen(part) + 1): the
+ * first synonym (up to a ';' outside brackets), without {...}, [...] and
+ * (...) (nested ones too), spaces collapsed. 1 if something clean is left:
+ * not empty, no '/', no stray bracket, no control character. */
+static int ding_phrase(const char *part, char *out) {
+    int depth = 0;
+    char *w = out;
+    for (const char *p = part; *p && !(*p == ';' && depth == 0); p++) {
+        if (*p == '{' || *p == '[' || *p == '(') depth++;
+        else if ((*p == '}' || *p == ']' || *p == ')') && depth > 0) depth--;
+        else if (depth == 0) *w++ = *p;   /* a ')' with no '(' stays, and is refused below */
+    }
+    *w = 0;
+    if (depth > 0) return 0;   /* an unclosed bracket: markup we cannot take off */
+    squeeze_spaces(out);
+    if (!*out) return 0;
+    for (const char *p = out; *p; p++) {
+        unsigned char u = (unsigned char)*p;
+        if (u < 0x20 || u == 0x7F || strchr("/{}[]()", u)) return 0;
+    }
+    return 1;
+}
+
+typedef struct {
+    Corpus *sent, *phrases;        /* phrases may be NULL                    */
+    int cap_s, cap_p;
+    PairSet seen_s, seen_p;
+    char *en_buf, *de_buf;         /* [DING_MAX_LINE + 2] phrase scratch     */
+} DingReader;
+
+static int count_char(const char *s, char c) {
+    int n = 0;
+    for (; *s; s++) n += *s == c;
+    return n;
+}
+
+/* One entry "de :: en", both sides writable: the k-th '|' parts of the two
+ * sides pair up; each pair is a sentence pair, a phrase pair, or nothing. */
+static void ding_entry(DingReader *d, char *de, char *en) {
+    if (count_char(de, '|') != count_char(en, '|')) return;   /* cannot be aligned */
+    for (;;) {
+        char *de_bar = strchr(de, '|'), *en_bar = strchr(en, '|');
+        if (de_bar) *de_bar = 0;
+        if (en_bar) *en_bar = 0;
+        char *g = trim_spaces(de), *e = trim_spaces(en);
+        if (ding_sentence_like(g) && ding_sentence_like(e)) {
+            squeeze_spaces(g);
+            squeeze_spaces(e);
+            push_distinct(d->sent, &d->cap_s, &d->seen_s, e, g);
+        } else if (d->phrases && ding_phrase(e, d->en_buf) && ding_phrase(g, d->de_buf)) {
+            push_distinct(d->phrases, &d->cap_p, &d->seen_p, d->en_buf, d->de_buf);
+        }
+        if (!de_bar) break;   /* the counts agree: en_bar is NULL too */
+        de = de_bar + 1, en = en_bar + 1;
+    }
+}
+
+int corpus_load_ding(Corpus *sent, Corpus *phrases, const char *path, char *err, size_t errlen) {
+    memset(sent, 0, sizeof *sent);
+    if (phrases) memset(phrases, 0, sizeof *phrases);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return fail_rc(1, err, errlen, "%s not found: the Ding dictionary comes with Debian's package "
+                           "trans-de-en; install it: apt-get install trans-de-en", path);
+        return fail_rc(1, err, errlen, "%s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode))
+        return fail_rc(1, err, errlen, "%s is not a regular file (a directory, FIFO or device); give the Ding "
+                       "dictionary (%s, from trans-de-en)", path, DING_PATH);
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail_rc(1, err, errlen, "%s: %s", path, strerror(errno));
+    DingReader d = {.sent = sent, .phrases = phrases};
+    char *line = xmalloc(DING_MAX_LINE + 2);
+    d.en_buf = xmalloc(DING_MAX_LINE + 2);
+    d.de_buf = xmalloc(DING_MAX_LINE + 2);
+    int lineno = 0, rc = 0;
+    for (;;) {
+        /* one line by hand, as corpus_load_tsv: fgets cannot tell a NUL byte
+         * from the end. getc_unlocked: one reader, and 25 MB go 5x faster */
+        size_t n = 0;
+        int ch, too_long = 0, nul = 0;
+        while ((ch = getc_unlocked(f)) != EOF && ch != '\n') {
+            if (ch == 0) nul = 1;
+            if (n < DING_MAX_LINE + 1) line[n++] = (char)ch;
+            else too_long = 1;
+        }
+        if (ch == EOF && ferror(f)) {
+            rc = fail_rc(1, err, errlen, "%s: read error after line %d: %s", path, lineno, strerror(errno));
+            break;
+        }
+        if (ch == EOF && n == 0) break;   /* end of file (after a final newline, or empty) */
+        lineno++;
+        if (n > 0 && line[n - 1] == '\r') n--;
+        line[n] = 0;
+        if (too_long || n > DING_MAX_LINE) continue;   /* skipped whole (corpus.h: DING_MAX_LINE) */
+        if (nul) {
+            rc = fail(err, errlen, "%s line %d: contains a NUL byte (is this the Ding dictionary?)", path, lineno);
+            break;
+        }
+        long bad = utf8_invalid_at(line, n);
+        if (bad >= 0) {
+            rc = fail(err, errlen, "%s line %d: invalid UTF-8 at byte %ld (0x%02X); the Ding dictionary is UTF-8",
+                      path, lineno, bad + 1, (unsigned char)line[bad]);
+            break;
+        }
+        if (line[0] == '#') continue;   /* a comment */
+        char *sep = strstr(line, "::");
+        if (!sep) continue;             /* not an entry */
+        *sep = 0;
+        ding_entry(&d, line, sep + 2);
+    }
+    fclose(f);
+    free(line);
+    free(d.en_buf);
+    free(d.de_buf);
+    free(d.seen_s.slot);
+    free(d.seen_p.slot);
+    if (!rc && sent->n == 0)
+        rc = fail(err, errlen, "%s: no example sentence pair found (is it the Ding dictionary? an entry with one "
+                  "reads \"Er kommt heute. :: He comes today.\")", path);
+    if (rc) {
+        corpus_free(sent);
+        if (phrases) corpus_free(phrases);
+    }
+    return rc;
+}
+
+/* A pair of the corpus, and where the fixed split ranks it. */
+typedef struct {
+    uint64_t h;            /* FNV-1a of the English side                     */
+    const char *en, *de;
+    int i;                 /* index in the corpus (file order)               */
+} Ranked;
+
+static int ranked_cmp(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    if (x->h != y->h) return x->h < y->h ? -1 : 1;
+    int c = strcmp(x->en, y->en);   /* the same hash, other English: rare, but ordered */
+    if (!c) c = strcmp(x->de, y->de);
+    if (!c) c = (x->i > y->i) - (x->i < y->i);   /* identical pairs: the first in the file first */
+    return c;
+}
+
+/* The end of a cut that takes `want` pairs of r[0..n) from `from` on,
+ * moved on past pairs with the same English as the last one taken (same
+ * English, same hash: they sit side by side in r). */
+static int fixed_cut(const Ranked *r, int n, int from, int want) {
+    long end = (long)from + want;
+    if (end >= n) return n;
+    while (end < n && !strcmp(r[end].en, r[end - 1].en)) end++;
+    return (int)end;
+}
+
+int corpus_split_fixed(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, int n_dev, int n_test,
+                       char *err, size_t errlen) {
+    memset(train, 0, sizeof *train);
+    memset(dev, 0, sizeof *dev);
+    memset(test, 0, sizeof *test);
+    if (n_dev < 1 || n_test < 1)
+        return fail(err, errlen, "dev and test need at least one pair each (asked: dev %d, test %d)", n_dev, n_test);
+    Ranked *r = xmalloc(((size_t)all->n + 1) * sizeof *r);
+    for (int i = 0; i < all->n; i++) r[i] = (Ranked){fnv1a(all->src[i]), all->src[i], all->tgt[i], i};
+    qsort(r, (size_t)all->n, sizeof *r, ranked_cmp);
+    int n = 0;   /* identical pairs are neighbours now: keep the first */
+    for (int k = 0; k < all->n; k++)
+        if (n == 0 || strcmp(r[k].en, r[n - 1].en) || strcmp(r[k].de, r[n - 1].de)) r[n++] = r[k];
+    int dev_end = fixed_cut(r, n, 0, n_dev), test_end = fixed_cut(r, n, dev_end, n_test);
+    if (n - test_end < test_end) {
+        free(r);
+        return fail(err, errlen, "%d distinct sentence pair%s: dev %d and test %d would leave %d to train on; "
+                    "training needs at least as many as dev and test together (ask for fewer)",
+                    n, n == 1 ? "" : "s", dev_end, test_end - dev_end, n - test_end);
+    }
+    /* each split keeps file order: mark every pair's split, then walk the corpus */
+    unsigned char *split = xcalloc((size_t)all->n + 1, 1);   /* 0: a repeat, dropped */
+    for (int k = 0; k < n; k++) split[r[k].i] = k < dev_end ? 2 : k < test_end ? 3 : 1;
+    int cap[4] = {0};
+    Corpus *out[4] = {NULL, train, dev, test};
+    for (int i = 0; i < all->n; i++)
+        if (split[i]) corpus_push(out[split[i]], &cap[split[i]], all->src[i], all->tgt[i]);
+    free(split);
+    free(r);
     return 0;
 }

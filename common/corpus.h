@@ -40,6 +40,30 @@
  * distinct, and train, dev and test are cut from one shuffled list.
  *
  * A user's own corpus: corpus_load_tsv reads "source<TAB>target" lines.
+ *
+ * Real English and German: the Ding dictionary (corpus_load_ding).
+ * Frank Richter's German-English dictionary of TU Chemnitz, shipped by
+ * Debian as the package trans-de-en at /usr/share/trans/de-en (GPL-2+).
+ * Its licence is not this project's, so not a line of it is copied here:
+ * it is read at run time (apt-get install trans-de-en), and the tests use
+ * a fixture written in its format (tests/data/ding_sample.txt). An entry:
+ *
+ *   Hund {m} | Hunde {pl} :: dog | dogs
+ *   Er kommt morgen. | Sie kommt heute. :: He comes tomorrow. | She comes today.
+ *
+ * German left of "::", English right; the k-th '|' part of each side
+ * translate each other. Among the headwords sit example sentences, and
+ * those are the corpus: about 14,700 real pairs, 8 English words on average
+ * (the paper's WMT 2014 has 4.5 million). corpus_load_ding says which parts
+ * count as sentences; every other aligned part gives a shorter "phrase
+ * pair" (over 350,000) a user may add as extra training data.
+ *
+ * The Ding corpus comes with no split, and a split drawn by seed would
+ * differ from run to run. corpus_split_fixed cuts one that depends on the
+ * text alone: pairs ranked by a hash of the English sentence, dev the first
+ * n_dev, test the next n_test, the rest trains. The same on every machine
+ * and every --seed, and a sentence with two translations never sits on two
+ * sides of a cut.
  */
 #ifndef CORPUS_H
 #define CORPUS_H
@@ -125,6 +149,57 @@ int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen);
  * copied; all is unchanged. */
 int corpus_split(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, int n_dev,
                  int n_test, uint64_t seed, char *err, size_t errlen);
+
+/* ---- the Ding dictionary: real sentences, read at run time ----------------- */
+#define DING_PATH "/usr/share/trans/de-en"
+/* Lines longer than this are skipped whole (the 2023 file's longest entry
+ * is 9,539 bytes): a bound on memory, not on the dictionary's content. */
+#define DING_MAX_LINE 65536
+
+/* Reads the Ding dictionary at path (normally DING_PATH) once.
+ *
+ * sent gets its example sentences, src = English, tgt = German, in file
+ * order, each distinct (English, German) pair once, runs of spaces collapsed
+ * and ends trimmed. A pair of aligned parts (the k-th '|' part of each
+ * side) is a sentence pair when both sides
+ *   - end in '.', '!' or '?',
+ *   - have three words or more,
+ *   - contain none of { } [ ] ( ) / ; (markup, alternatives, synonyms)
+ *     and no tab or control character.
+ * Lines starting with '#' are comments; a line without "::" is not an
+ * entry; an entry whose sides have different numbers of '|' parts cannot
+ * be aligned and is skipped; CRLF and a missing final newline are fine.
+ *
+ * phrases (NULL: not collected) gets every other aligned part as a phrase
+ * pair: on each side the first synonym (up to a ';' that is not inside
+ * brackets), with {...}, [...] and (...) removed and spaces collapsed;
+ * kept when neither side is empty or still holds '/', a bracket or a
+ * control character. Each distinct pair once.
+ *   "Hund {m} | Hunde {pl} :: dog | dogs" -> (dog, Hund), (dogs, Hunde)
+ *
+ * Returns 0; 1 when the file cannot be read (missing: the message says
+ * "install it: apt-get install trans-de-en"; a directory, FIFO or device is
+ * refused); 2 for bad content: invalid UTF-8 or a NUL byte (the message
+ * names the line) or no sentence pair at all. On an error sent and phrases
+ * are left empty. The strings are owned by sent / phrases (corpus_free). */
+int corpus_load_ding(Corpus *sent, Corpus *phrases, const char *path, char *err, size_t errlen);
+
+/* A split that needs no seed, for corpora that come without one (Ding):
+ * the distinct pairs of all are ranked by the 64-bit FNV-1a hash of the
+ * English side (ties: by the English text, then the German); dev takes the
+ * first n_dev in that order, test the next n_test, train the rest. A cut
+ * never falls between two pairs with the same English sentence: it moves
+ * on past them, so dev or test may hold a pair more than asked, and the
+ * splits are disjoint by English sentence. Each split keeps file order.
+ * The hash is of the text alone, so the split is the same on every machine
+ * and with every --seed (a new version of the dictionary moves the cuts).
+ * Returns 0, or 2 when n_dev or n_test < 1 or train would hold fewer pairs
+ * than dev and test together. The strings are copied; all is unchanged. */
+int corpus_split_fixed(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, int n_dev, int n_test,
+                       char *err, size_t errlen);
+
+/* Copies src into dst (a fresh corpus; the caller frees both). */
+void corpus_copy(Corpus *dst, const Corpus *src);
 
 /* Checks s is valid UTF-8 (no overlong forms, no surrogates, <= U+10FFFF).
  * Returns -1 if it is, else the byte offset of the first bad byte. */

@@ -1,9 +1,14 @@
 /* check_corpus.c - the generated German is correct, the splits are
- * disjoint, and bad TSV files get a message naming the line.
+ * disjoint, bad TSV files get a message naming the line, and the Ding
+ * dictionary gives exactly the sentence pairs its rule says.
  *
  * "Core": hand-checked English/German pairs, each built as a structured
  * Sentence and rendered; every one probes a rule of German grammar (named
  * in the comment beside it).
+ * "Ding": tests/data/ding_sample.txt, a file written by hand in the Ding
+ * format (the dictionary's own lines are GPL-2+ and stay out of this
+ * repository), then the installed dictionary itself when trans-de-en is
+ * there. Run from the repository root, as `make test` does.
  */
 #include <check.h>
 #include <stdio.h>
@@ -306,6 +311,259 @@ START_TEST(test_tsv) {
 }
 END_TEST
 
+/* ---- the Ding dictionary ------------------------------------------------------ */
+#define DING_SAMPLE "tests/data/ding_sample.txt"
+
+/* c holds exactly the n pairs want[][0] (English) -> want[][1] (German), in order */
+static void expect_pairs(const Corpus *c, const char *const want[][2], int n, const char *what) {
+    for (int i = 0; i < c->n && i < n; i++) {
+        ck_assert_msg(!strcmp(c->src[i], want[i][0]) && !strcmp(c->tgt[i], want[i][1]),
+                      "%s %d: got \"%s\" -> \"%s\", want \"%s\" -> \"%s\"", what, i, c->src[i], c->tgt[i],
+                      want[i][0], want[i][1]);
+    }
+    ck_assert_msg(c->n == n, "%s: %d pairs, want %d", what, c->n, n);
+}
+
+/* the index of pair (en, de) in c, or -1 */
+static int find_pair(const Corpus *c, const char *en, const char *de) {
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->src[i], en) && !strcmp(c->tgt[i], de)) return i;
+    return -1;
+}
+
+/* The sample's sentence pairs, in file order. Left out, each for its rule:
+ * "Komm her!" (two words), "He reads a book (about dogs)." (markup),
+ * "I have no time; I am busy." (';'), "He/She comes tomorrow." ('/'), the
+ * bus entry (one German part too many: cannot be aligned), the second
+ * "Wo ist der Bahnhof?" (a repeat), the line without "::". */
+static const char *const SAMPLE_SENT[][2] = {
+    {"The house is big.", "Das Haus ist groß."},            /* 2nd and 3rd '|' part of "Haus {n}" */
+    {"The houses are old.", "Die Häuser sind alt."},
+    {"The dog sleeps in the garden.", "Der Hund schläft im Garten."},
+    {"We are going home today.", "Wir gehen heute nach Hause."},   /* the CRLF line */
+    {"Where is the station?", "Wo ist der Bahnhof?"},
+    {"The weather is nice.", "Das Wetter ist schön."},
+    {"Where is the station?", "Wo befindet sich der Bahnhof?"},   /* same English, another German */
+    {"The child laughs loudly.", "Das Kind lacht laut."},   /* spaces collapsed, end trimmed */
+    {"They sing a song.", "Sie singen ein Lied."},
+    {"I like drinking tea.", "Ich trinke gern Tee."},
+};
+
+/* Every other aligned part, as a phrase: the first synonym, markup off. */
+static const char *const SAMPLE_PHRASES[][2] = {
+    {"dog", "Hund"}, {"dogs", "Hunde"},       /* Hund {m} | Hunde {pl} :: dog | dogs */
+    {"cat", "Katze"}, {"cats", "Katzen"},     /* "; Mieze {f} [ugs.]", "; pussycat [coll.]" dropped */
+    {"garden", "Garten"},                     /* (hinter dem Haus), (behind the house) removed */
+    {"house", "Haus"},
+    {"Come here!", "Komm her!"},              /* too short for a sentence, kept as a phrase */
+    {"He reads a book .", "Er liest ein Buch ."},   /* (...) removed, the space before '.' stays */
+    {"I have no time", "Ich habe keine Zeit"},      /* the first synonym; "He/She" has a '/' */
+};
+
+START_TEST(test_ding_sample) {
+    Corpus sent, phr, sent2;
+    char err[512];
+    int rc = corpus_load_ding(&sent, &phr, DING_SAMPLE, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s (run from the repository root)", err);
+    expect_pairs(&sent, SAMPLE_SENT, (int)(sizeof SAMPLE_SENT / sizeof SAMPLE_SENT[0]), "sentence");
+    expect_pairs(&phr, SAMPLE_PHRASES, (int)(sizeof SAMPLE_PHRASES / sizeof SAMPLE_PHRASES[0]), "phrase");
+    /* without phrases: the same sentences */
+    ck_assert_int_eq(corpus_load_ding(&sent2, NULL, DING_SAMPLE, err, sizeof err), 0);
+    expect_pairs(&sent2, SAMPLE_SENT, sent.n, "sentence (phrases NULL)");
+    corpus_free(&sent), corpus_free(&phr), corpus_free(&sent2);
+    /* the CRLF line only tests something while the file keeps its CR */
+    FILE *f = fopen(DING_SAMPLE, "rb");
+    ck_assert_ptr_nonnull(f);
+    int ch, cr = 0;
+    while ((ch = fgetc(f)) != EOF) cr += ch == '\r';
+    fclose(f);
+    ck_assert_msg(cr == 1, DING_SAMPLE " should hold one CRLF line, holds %d CR: was it normalised?", cr);
+}
+END_TEST
+
+/* no English sentence of a is in b (an assertion only on a failure: each
+ * ck_assert costs a write, and the dictionary asks millions of these) */
+static void expect_disjoint(const Corpus *a, const Corpus *b, const char *what) {
+    for (int i = 0; i < a->n; i++)
+        for (int j = 0; j < b->n; j++)
+            if (!strcmp(a->src[i], b->src[j])) ck_assert_msg(0, "\"%s\" is in %s", a->src[i], what);
+}
+
+static void expect_same(const Corpus *a, const Corpus *b) {
+    ck_assert_int_eq(a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        ck_assert_str_eq(a->src[i], b->src[i]);
+        ck_assert_str_eq(a->tgt[i], b->tgt[i]);
+    }
+}
+
+START_TEST(test_ding_split_fixed) {
+    Corpus all, tr, dv, te, tr2, dv2, te2;
+    char err[512];
+    ck_assert_int_eq(corpus_load_ding(&all, NULL, DING_SAMPLE, err, sizeof err), 0);
+    /* ranked by FNV-1a-64 of the English: "The dog sleeps ..." (0x058426e5c504d3d1),
+     * "The house is big." (0x1239...), "We are going ..." (0x1a66...), then
+     * both "Where is the station?" (0x2052...), then the rest. Dev takes 2;
+     * test takes 2, and a third: the cut would fall between the two pairs of
+     * "Where is the station?" and moves past them. Each keeps file order. */
+    ck_assert_int_eq(corpus_split_fixed(&all, &tr, &dv, &te, 2, 2, err, sizeof err), 0);
+    static const char *const dev_want[][2] = {{"The house is big.", "Das Haus ist groß."},
+                                              {"The dog sleeps in the garden.", "Der Hund schläft im Garten."}};
+    static const char *const test_want[][2] = {{"We are going home today.", "Wir gehen heute nach Hause."},
+                                               {"Where is the station?", "Wo ist der Bahnhof?"},
+                                               {"Where is the station?", "Wo befindet sich der Bahnhof?"}};
+    static const char *const train_want[][2] = {{"The houses are old.", "Die Häuser sind alt."},
+                                                {"The weather is nice.", "Das Wetter ist schön."},
+                                                {"The child laughs loudly.", "Das Kind lacht laut."},
+                                                {"They sing a song.", "Sie singen ein Lied."},
+                                                {"I like drinking tea.", "Ich trinke gern Tee."}};
+    expect_pairs(&dv, dev_want, 2, "dev");
+    expect_pairs(&te, test_want, 3, "test");
+    expect_pairs(&tr, train_want, 5, "train");
+    /* fixed: another split in between, then the same call, the same result */
+    ck_assert_int_eq(corpus_split_fixed(&all, &tr2, &dv2, &te2, 1, 1, err, sizeof err), 0);
+    corpus_free(&tr2), corpus_free(&dv2), corpus_free(&te2);
+    ck_assert_int_eq(corpus_split_fixed(&all, &tr2, &dv2, &te2, 2, 2, err, sizeof err), 0);
+    expect_same(&tr, &tr2), expect_same(&dv, &dv2), expect_same(&te, &te2);
+    corpus_free(&tr2), corpus_free(&dv2), corpus_free(&te2);
+    /* the text decides, not its order: the corpus backwards, with a repeat
+     * of its first pair, puts every pair on the same side */
+    char *src[16], *tgt[16];
+    int n = 0;
+    for (int i = all.n - 1; i >= 0; i--) src[n] = all.src[i], tgt[n++] = all.tgt[i];
+    src[n] = all.src[0], tgt[n++] = all.tgt[0];
+    Corpus back = {src, tgt, n};
+    ck_assert_int_eq(corpus_split_fixed(&back, &tr2, &dv2, &te2, 2, 2, err, sizeof err), 0);
+    ck_assert_int_eq(tr2.n + dv2.n + te2.n, all.n);   /* the repeat kept once */
+    for (int i = 0; i < all.n; i++) {
+        const char *en = all.src[i], *de = all.tgt[i];
+        ck_assert_int_eq(find_pair(&dv2, en, de) >= 0, find_pair(&dv, en, de) >= 0);
+        ck_assert_int_eq(find_pair(&te2, en, de) >= 0, find_pair(&te, en, de) >= 0);
+        ck_assert_int_eq(find_pair(&tr2, en, de) >= 0, find_pair(&tr, en, de) >= 0);
+    }
+    ck_assert_str_eq(dv2.src[0], "The dog sleeps in the garden.");   /* file order: this file's */
+    corpus_free(&tr2), corpus_free(&dv2), corpus_free(&te2);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    /* every size that leaves enough to train: disjoint by English, and the
+     * two translations of "Where is the station?" always on one side */
+    for (int nd = 1; nd <= 4; nd++)
+        for (int nt = 1; nt <= 4; nt++) {
+            int rc = corpus_split_fixed(&all, &tr, &dv, &te, nd, nt, err, sizeof err);
+            if (rc) {
+                ck_assert_int_eq(rc, 2);
+                ck_assert_msg(strstr(err, "to train on") != NULL, "%s", err);
+                continue;
+            }
+            ck_assert_int_eq(tr.n + dv.n + te.n, all.n);
+            ck_assert_int_ge(dv.n, nd);
+            ck_assert_int_ge(te.n, nt);
+            ck_assert_int_ge(tr.n, dv.n + te.n);
+            expect_disjoint(&dv, &tr, "dev and train"), expect_disjoint(&te, &tr, "test and train");
+            expect_disjoint(&dv, &te, "dev and test");
+            const Corpus *sides[3] = {&tr, &dv, &te};
+            for (int k = 0; k < 3; k++)
+                ck_assert_int_eq(find_pair(sides[k], "Where is the station?", "Wo ist der Bahnhof?") >= 0,
+                                 find_pair(sides[k], "Where is the station?", "Wo befindet sich der Bahnhof?") >= 0);
+            corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+        }
+    /* errors: empty dev or test, too little left to train on */
+    ck_assert_int_eq(corpus_split_fixed(&all, &tr, &dv, &te, 0, 1, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "at least one pair"));
+    ck_assert_int_eq(corpus_split_fixed(&all, &tr, &dv, &te, 3, 3, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "dev 3 and test 3 would leave 4 to train on") != NULL, "%s", err);
+    ck_assert_int_eq(tr.n + dv.n + te.n, 0);
+    ck_assert_int_eq(corpus_split_fixed(&all, &tr, &dv, &te, 2000000000, 2000000000, err, sizeof err), 2);
+    corpus_free(&all);
+}
+END_TEST
+
+/* loading content as a Ding file must fail with rc and a message containing want */
+static void expect_ding_error(const char *content, size_t n, int rc, const char *want) {
+    Corpus c, p;
+    char err[512];
+    const char *path = write_file("bad.ding", content, n);
+    ck_assert_int_eq(corpus_load_ding(&c, &p, path, err, sizeof err), rc);
+    ck_assert_msg(strstr(err, want) != NULL, "message \"%s\" does not say \"%s\"", err, want);
+    ck_assert_int_eq(c.n, 0);
+    ck_assert_int_eq(p.n, 0);
+}
+#define DING_ERROR(text, rc, want) expect_ding_error(text, sizeof text - 1, rc, want)
+
+START_TEST(test_ding_bad_files) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_corpus_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    Corpus c, p;
+    char err[512];
+    /* missing: says how to install it; a directory and a FIFO: refused, not read */
+    ck_assert_int_eq(corpus_load_ding(&c, &p, "/nonexistent/de-en", err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "install it: apt-get install trans-de-en") != NULL, "%s", err);
+    ck_assert_int_eq(corpus_load_ding(&c, NULL, tmpdir, err, sizeof err), 1);
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    char fifo[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(corpus_load_ding(&c, NULL, fifo, err, sizeof err), 1);
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    /* bad content: the line is named */
+    DING_ERROR("# ok\nDas ist gro\xDF. :: That is big.\n", 2, "line 2: invalid UTF-8 at byte 12");
+    DING_ERROR("Er kommt\0 heute. :: He comes today.\n", 2, "line 1: contains a NUL byte");
+    DING_ERROR("", 2, "no example sentence pair");
+    DING_ERROR("# only a comment :: with colons\nHund {m} :: dog\n", 2, "no example sentence pair");
+    /* no final newline, and a line over DING_MAX_LINE: skipped whole, the next one read */
+    const char tail[] = "\nSie kommt heute. :: She comes today.";
+    size_t big = DING_MAX_LINE + 100, n = big + sizeof tail - 1;
+    char *text = malloc(n);
+    memcpy(text, "Er kommt morgen. :: He comes tomorrow. | ", 41);
+    memset(text + 41, 'x', big - 41);
+    memcpy(text + big, tail, sizeof tail - 1);
+    ck_assert_int_eq(corpus_load_ding(&c, &p, write_file("long.ding", text, n), err, sizeof err), 0);
+    free(text);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.src[0], "She comes today.");
+    ck_assert_str_eq(c.tgt[0], "Sie kommt heute.");
+    ck_assert_int_eq(p.n, 0);
+    corpus_free(&c), corpus_free(&p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* The dictionary itself, when trans-de-en is installed. Its 2023-01-30
+ * version has 14,672 example sentence pairs (an independent Python reading
+ * of the same rule agrees); another version is checked for size only. */
+START_TEST(test_ding_installed) {
+    if (access(DING_PATH, R_OK) != 0) {
+        printf("SKIP corpus/Ding: %s not installed (apt-get install trans-de-en)\n", DING_PATH);
+        return;
+    }
+    char head[128] = "", err[512];
+    FILE *f = fopen(DING_PATH, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(head, sizeof head, f));
+    fclose(f);
+    int known = strstr(head, "2023-01-30") != NULL;
+    Corpus sent, phr, tr, dv, te;
+    ck_assert_msg(corpus_load_ding(&sent, &phr, DING_PATH, err, sizeof err) == 0, "%s", err);
+    if (known) ck_assert_int_eq(sent.n, 14672);
+    else printf("corpus/Ding: %s is another version (%.60s): %d sentence pairs, not compared with 14672\n",
+                DING_PATH, head, sent.n);
+    ck_assert_int_gt(sent.n, 10000);
+    ck_assert_int_gt(phr.n, 200000);
+    ck_assert_int_eq(corpus_split_fixed(&sent, &tr, &dv, &te, 500, 500, err, sizeof err), 0);
+    ck_assert_int_eq(tr.n + dv.n + te.n, sent.n);
+    if (known) {
+        ck_assert_int_eq(dv.n, 500);
+        ck_assert_int_eq(te.n, 500);
+    }
+    expect_disjoint(&dv, &te, "dev and test");
+    expect_disjoint(&dv, &tr, "dev and train");
+    expect_disjoint(&te, &tr, "test and train");
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    corpus_free(&sent), corpus_free(&phr);
+}
+END_TEST
+
 Suite *corpus_suite(void) {
     Suite *s = suite_create("corpus");
     TCase *core = tcase_create("Core");
@@ -317,5 +575,12 @@ Suite *corpus_suite(void) {
     tcase_add_test(files, test_utf8);
     tcase_add_test(files, test_tsv);
     suite_add_tcase(s, files);
+    TCase *ding = tcase_create("Ding");
+    tcase_add_test(ding, test_ding_sample);
+    tcase_add_test(ding, test_ding_split_fixed);
+    tcase_add_test(ding, test_ding_bad_files);
+    tcase_add_test(ding, test_ding_installed);
+    tcase_set_timeout(ding, 120);   /* the installed file is 25 MB: seconds under the sanitizers */
+    suite_add_tcase(s, ding);
     return s;
 }

@@ -2,27 +2,45 @@
 # deps.sh run|test - make sure what the README's two commands need is here.
 # Installs missing Debian packages when allowed (root, or passwordless sudo);
 # otherwise stops with the one exact command to run.
+# Two are optional, each installed on its own so one that cannot be had
+# stops nothing: gnuplot (without it, no PNG plots) and trans-de-en (the
+# Ding dictionary, /usr/share/trans/de-en: without it, `--corpus ding` says
+# how to install it, and its test says SKIP).
 need=""
+opt=""
 have_check() { pkg-config --exists check 2>/dev/null; }
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 if [ "$1" = test ]; then
   have_check || need="$need check"
 fi
-command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
-[ -z "$need" ] && exit 0
+command -v gnuplot >/dev/null 2>&1 || opt="$opt gnuplot-nox"
+[ -r /usr/share/trans/de-en ] || opt="$opt trans-de-en"
+[ -z "$need$opt" ] && exit 0
 
-install="apt-get install -y$need"
-if [ "$(id -u)" = 0 ]; then
-  echo "deps: installing$need"
-  { apt-get install -y -qq $need >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $need >/dev/null; }; } && exit 0
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-  echo "deps: installing$need (sudo)"
-  sudo apt-get install -y -qq $need >/dev/null 2>&1 || { sudo apt-get update -qq && sudo apt-get install -y -qq $need; } && exit 0
+# apt_install " pkg ...": 0 when they are installed now; 1 when they could
+# not be, or we may not install (neither root nor passwordless sudo)
+apt_install() {
+  if [ "$(id -u)" = 0 ]; then
+    echo "deps: installing$1"
+    { apt-get install -y -qq $1 >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $1 >/dev/null; }; }
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    echo "deps: installing$1 (sudo)"
+    sudo apt-get install -y -qq $1 >/dev/null 2>&1 || { sudo apt-get update -qq && sudo apt-get install -y -qq $1; }
+  else
+    return 1
+  fi
+}
+
+if [ -n "$need" ] && ! apt_install "$need"; then
+  echo "deps: missing$need. Install them with:"
+  echo "    sudo apt-get install -y$need$opt"
+  exit 1
 fi
-# gnuplot alone is optional: programs print a hint and go on without PNGs
-case "$need" in
-  " gnuplot-nox") echo "deps: gnuplot not found; PNG plots will be skipped (sudo $install)"; exit 0;;
-esac
-echo "deps: missing$need. Install them with:"
-echo "    sudo $install"
-exit 1
+for p in $opt; do
+  apt_install " $p" && continue
+  case $p in
+    gnuplot-nox) echo "deps: gnuplot not found; PNG plots will be skipped (sudo apt-get install -y gnuplot-nox)";;
+    trans-de-en) echo "deps: trans-de-en not found; --corpus ding needs it, the rest runs without (sudo apt-get install -y trans-de-en)";;
+  esac
+done
+exit 0
