@@ -34,7 +34,8 @@ double length_penalty(int len, double alpha) {
 }
 
 DecodeOpts decode_opts_paper(int start_id, int end_id) {
-    DecodeOpts o = {.beam = 4, .alpha = 0.6f, .offset = 50, .start_id = start_id, .end_id = end_id, .cached = 1};
+    DecodeOpts o = {.beam = 4, .alpha = 0.6f, .offset = 50, .start_id = start_id, .end_id = end_id, .cached = 1,
+                    .rule = BEAM_RULE_T2T};
     return o;
 }
 
@@ -52,6 +53,9 @@ int decode_check_opts(const Config *c, const DecodeOpts *o, char *err, size_t er
                     o->end_id, c->vocab - 1);
     if (o->offset < -MODEL_MAX_LEN || o->offset > MODEL_MAX_LEN)
         return fail(err, errlen, "offset %d is out of range", o->offset);
+    if (o->rule != BEAM_RULE_T2T && o->rule != BEAM_RULE_TOPK_ONLY)
+        return fail(err, errlen, "beam rule %d is neither BEAM_RULE_T2T (%d) nor BEAM_RULE_TOPK_ONLY (%d)",
+                    (int)o->rule, BEAM_RULE_T2T, BEAM_RULE_TOPK_ONLY);
     return 0;
 }
 
@@ -143,6 +147,7 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
     ALLOC(d->trace, T * R);
     d->max_fin = (int)((T + 1) * R);
     ALLOC(d->fin, (size_t)d->max_fin);
+    ALLOC(d->fin_top, R);
     ALLOC(d->cand_s, 2 * (size_t)max_K);
     ALLOC(d->cand_i, 2 * (size_t)max_K);
 #undef ALLOC
@@ -173,7 +178,8 @@ void decoder_free(Decoder *d) {
         if (dev[i] && be->free) be->free(dev[i]);
     void *p[] = {d->src, d->keep, d->hist[0], d->hist[1], d->hist_lp[0], d->hist_lp[1], d->logp, d->cross_w,
                  d->rows, d->prefix, d->sum, d->new_sum, d->new_lp, d->alive, d->parent, d->tok, d->maxlen,
-                 d->out, d->out_lp, d->out_len, d->out_sum, d->out_score, d->trace, d->fin, d->cand_s, d->cand_i};
+                 d->out, d->out_lp, d->out_len, d->out_sum, d->out_score, d->trace, d->fin, d->fin_top,
+                 d->cand_s, d->cand_i};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     memset(d, 0, sizeof *d);
 }
@@ -694,6 +700,7 @@ static int begin_search(Decoder *d, const DecodeOpts *o, const int *src, int B, 
             d->out_lp[(size_t)b * d->max_T + j] = 0.0f;
         }
     }
+    for (int r = 0; r < B * K; r++) d->fin_top[r] = -INFINITY;
     d->steps = 0, d->n_fin = 0;
     return 0;
 }
@@ -743,21 +750,44 @@ static void keep_best(float *s, int *idx, int *n, int cap, float score, int i) {
     s[j] = score, idx[j] = i;
 }
 
-/* A finished hypothesis of sentence b: the tokens of row `row` so far plus
- * token w (its log-prob lp) as generated token number n. */
-static void finish(Decoder *d, const DecodeOpts *o, int b, int t, int row, int w, float lp, float sum) {
-    int n = t + 1, T = d->max_T;
-    float score = (float)(sum / length_penalty(n, o->alpha));
-    if (d->n_fin < d->max_fin)
-        d->fin[d->n_fin++] = (BeamFinished){b, n, row, w, n, sum, score};
-    if (!(score > d->out_score[b])) return;
-    d->out_score[b] = score, d->out_sum[b] = sum, d->out_len[b] = n;
+/* Sentence b's answer becomes the tokens of row `row` so far plus token w
+ * (its log-prob lp) as generated token number t + 1. */
+static void set_answer(Decoder *d, int b, int t, int row, int w, float lp, float sum, float score) {
+    int T = d->max_T;
+    d->out_score[b] = score, d->out_sum[b] = sum, d->out_len[b] = t + 1;
     const int *h = d->hist[0] + (size_t)row * T;          /* h[0] is the start symbol */
     const float *hl = d->hist_lp[0] + (size_t)row * T;
     for (int j = 0; j < T; j++) {
         d->out[(size_t)b * T + j] = j < t ? h[j + 1] : j == t ? w : d->m->cfg.pad_id;
         d->out_lp[(size_t)b * T + j] = j < t ? hl[j] : j == t ? lp : 0.0f;
     }
+}
+
+/* A finished hypothesis of sentence b: row `row`'s tokens plus w as token
+ * number n = t + 1, scored sum / lp(n). It is recorded (d->fin), enters the
+ * sentence's finished set of K if it beats the worst there (d->fin_top: an
+ * equal score goes after the ones already there, as tensor2tensor's top_k
+ * keeps the lower index first), and is the answer if it beats the best. */
+static void finish(Decoder *d, const DecodeOpts *o, int b, int t, int row, int w, float lp, float sum) {
+    int n = t + 1, K = d->K;
+    float score = (float)(sum / length_penalty(n, o->alpha));
+    if (d->n_fin < d->max_fin)
+        d->fin[d->n_fin++] = (BeamFinished){b, n, row, w, n, sum, score};
+    float *top = d->fin_top + (size_t)b * K;
+    if (score > top[K - 1]) {
+        int j = K - 1;
+        while (j > 0 && score > top[j - 1]) top[j] = top[j - 1], j--;
+        top[j] = score;
+    }
+    if (score > d->out_score[b]) set_answer(d, b, t, row, w, lp, sum, score);
+}
+
+/* The lowest score in sentence b's finished set; -inf when it is empty. */
+static float finished_worst(const Decoder *d, int b) {
+    const float *top = d->fin_top + (size_t)b * d->K;
+    int j = d->K - 1;
+    while (j > 0 && top[j] == -INFINITY) j--;
+    return top[j];
 }
 
 int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
@@ -768,7 +798,7 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
     int longest = set_max_lengths(d, o, err, errlen);
     if (longest < 0) return 2;
     const Config *c = &d->m->cfg;
-    int V = c->vocab, R = B * K, T = d->max_T;
+    int V = c->vocab, R = B * K, T = d->max_T, t2t = o->rule == BEAM_RULE_T2T;
     float *new_sum = d->new_sum, *new_lp = d->new_lp;
     if ((double)K * V > 2e9) return fail(err, errlen, "beam %d x vocabulary %d is too many candidates", K, V);
     /* Step 0: one hypothesis per sentence (beam 0); the others start at -inf
@@ -800,14 +830,20 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
                     if (w != c->pad_id && row[w] > -INFINITY)
                         keep_best(d->cand_s, d->cand_i, &nc, 2 * K, s + row[w], k * V + w);
             }
+            /* Down the 2K: an end symbol finishes, the first K others live on.
+             * The textbook rule stops at the K-th live one, dropping the end
+             * symbols below it; t2t finishes every end symbol of the 2K, so a
+             * short output that ranks just below the K-th live one is kept
+             * (it may be the best the search ever finds). */
             int live = 0;
-            for (int j = 0; j < nc && live < K; j++) {
+            for (int j = 0; j < nc && (t2t || live < K); j++) {
                 int k = d->cand_i[j] / V, w = d->cand_i[j] % V, r = r0 + k;
                 float lp = logp[(size_t)r * V + w];
                 if (w == o->end_id) {
                     finish(d, o, b, t, r, w, lp, d->cand_s[j]);
                     continue;
                 }
+                if (live == K) continue;
                 d->parent[r0 + live] = r, d->tok[r0 + live] = w;
                 new_sum[r0 + live] = d->cand_s[j], new_lp[r0 + live] = lp;
                 live++;
@@ -815,14 +851,25 @@ int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
             for (int k = live; k < K; k++)   /* fewer than K possible: dead rows */
                 d->parent[r0 + k] = r0, d->tok[r0 + k] = o->start_id, new_sum[r0 + k] = -INFINITY,
                 new_lp[r0 + k] = 0;
+            double lpL = length_penalty(d->maxlen[b], o->alpha);
             if (n == d->maxlen[b]) {
-                /* out of room: the live hypotheses end here as they are */
-                for (int k = 0; k < live; k++)
-                    finish(d, o, b, t, d->parent[r0 + k], d->tok[r0 + k], new_lp[r0 + k], new_sum[r0 + k]);
+                /* Out of room. Textbook: the live hypotheses end here as they
+                 * are and compete on score. t2t: they are the answer only if
+                 * nothing finished; the best live one is first. */
+                if (!t2t)
+                    for (int k = 0; k < live; k++)
+                        finish(d, o, b, t, d->parent[r0 + k], d->tok[r0 + k], new_lp[r0 + k], new_sum[r0 + k]);
+                else if (live > 0 && d->fin_top[(size_t)b * K] == -INFINITY)
+                    set_answer(d, b, t, d->parent[r0], d->tok[r0], new_lp[r0], new_sum[r0],
+                               (float)(new_sum[r0] / lpL));
                 d->alive[b] = 0;
+            } else if (t2t) {
+                /* t2t's early stop: the worst of the finished set beats the
+                 * most any live beam's descendant can score, the best live
+                 * beam's sum / lp(L) (an empty set's -inf beats nothing) */
+                d->alive[b] = live > 0 && !(finished_worst(d, b) > new_sum[r0] / lpL);
             } else {
-                /* early stop: can any live beam still beat the best finished one? */
-                double lpL = length_penalty(d->maxlen[b], o->alpha);
+                /* textbook: can any live beam still beat the best finished one? */
                 int hope = 0;
                 for (int k = 0; k < live; k++) hope |= new_sum[r0 + k] / lpL > d->out_score[b];
                 d->alive[b] = hope;

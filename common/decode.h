@@ -19,29 +19,61 @@
  *
  * Search (Sec. 6.1: "beam search with a beam size of 4 and length penalty
  * alpha = 0.6 ... maximum output length to input length + 50, but terminate
- * early when possible"), defined precisely here:
+ * early when possible"), defined precisely here. The paper's numbers come
+ * from its code, tensor2tensor (utils/beam_search.py), and decode_beam
+ * follows that code's rule by default (BEAM_RULE_T2T); the textbook rule
+ * (BEAM_RULE_TOPK_ONLY) is kept beside it to show where the two part.
  *   - |x| = the source's non-padding tokens; a sentence may generate at most
  *     L = |x| + offset tokens (never more than the PE table's max_len, nor
  *     fewer than 1). The start symbol is not counted; an end symbol is.
+ *     (t2t uses one L for a whole batch, from its padded length: L here is
+ *     t2t's with one sentence per batch.)
  *   - The padding id is never generated (its log-probability is still part
  *     of the softmax: log-probs are the model's own).
  *   - Greedy: each row appends its argmax (lowest id on a tie); a row is done
  *     when it emits end_id or reaches L; decoding stops when every row is done.
- *   - Beam (K beams, alpha): every live hypothesis y with sum log-prob s(y)
- *     extends by every token w: candidate s + log p(w | y). Per sentence the
- *     candidates are ranked by s (ties: lower beam index, then lower id);
- *     walking down that list, a candidate ending in end_id is finished with
- *     score s / lp(|y|), lp of Wu et al. 2016:
- *         lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha,
- *     every other one becomes a live beam, until K live beams are found.
- *     At step L the live beams are finished as they are.
- *   - Early stop: s only falls as a hypothesis grows and lp(n) <= lp(L), so
- *     no descendant of a live beam can score more than s / lp(L). A sentence
- *     ends when its best finished score is at least that bound for every live
- *     beam ("every beam has ended": none can still win), or at step L; the
- *     search stops when every sentence has ended. The answer is the finished
- *     hypothesis with the highest score (first found on a tie).
- *   - With alpha = 0 (or no end_id) beam size 1 is greedy decoding.
+ *   - Beam (K beams, alpha): a sentence holds up to K live hypotheses and a
+ *     finished set. Each step every live hypothesis y, with sum log-prob
+ *     s(y), extends by every token w: candidate s + log p(w | y). Per
+ *     sentence the candidates are ranked by s (ties: lower beam index, then
+ *     lower id). A finished hypothesis scores s / lp(|y|), lp of Wu et al.
+ *     2016 (the paper's alpha = 0.6 is its alpha):
+ *         lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha.
+ *   - BEAM_RULE_T2T (the default; decode_opts_paper), each step:
+ *       * the 2K best candidates are kept, the rest dropped (t2t ranks by
+ *         s / lp(t+1): the same order, all candidates of a step having one
+ *         length). At most K of them end in end_id (one per live beam), so
+ *         at least K do not;
+ *       * EVERY one of the 2K that ends in end_id is finished, wherever it
+ *         ranks among them, also below the K-th live one; the finished set
+ *         keeps the K best scores (the one found first on a tie);
+ *       * the K best of the 2K that do not end in end_id are the live beams.
+ *     Early stop: s only falls as a hypothesis grows and lp(n) <= lp(L), so
+ *     no descendant of a live beam can score more than s / lp(L). A
+ *     sentence ends when its finished set is not empty and its WORST score
+ *     is greater than the best live beam's s / lp(L) (t2t's test; the best
+ *     one would give the same answer, sometimes sooner: t2t's also settles
+ *     the set itself once it holds K, its n-best list), or after step L.
+ *     (t2t stops a whole batch when every sentence passes the test; going
+ *     on never changes a sentence's answer once it has.) The answer is the
+ *     best of the finished set; only when nothing finished by step L is it
+ *     the best live beam (the highest s: L tokens, no end symbol, score
+ *     s / lp(L); t2t reports s itself there) - even a live beam scoring
+ *     more than every finished hypothesis loses to them at step L.
+ *   - BEAM_RULE_TOPK_ONLY (the textbook rule), each step: walking down the
+ *     ranked candidates, one ending in end_id is finished, every other one
+ *     becomes a live beam, until K live beams are found; an end candidate
+ *     ranked below the K-th live one is dropped, even one that would have
+ *     won. At step L the live beams are finished as they are and compete
+ *     with the others on score. A sentence ends when its BEST finished
+ *     score is at least every live beam's s / lp(L), or at step L. The
+ *     answer is the finished hypothesis with the highest score (first found
+ *     on a tie).
+ *   - Both rules end the search when every sentence has ended.
+ *   - Beam size 1 is greedy decoding with BEAM_RULE_TOPK_ONLY at alpha = 0,
+ *     and with either rule when there is no end_id. With BEAM_RULE_T2T and
+ *     an end_id it is not: its 2 candidates per step keep an end symbol
+ *     ranked second as a finished hypothesis.
  *
  * Ownership: decoder_new allocates everything once; nothing is allocated
  * per step. Results point into the Decoder and are valid until the next
@@ -57,6 +89,13 @@
 /* Wu et al. 2016's length penalty lp(Y) = ((5 + len)^alpha) / ((5 + 1)^alpha). */
 double length_penalty(int len, double alpha);
 
+/* decode_beam's two rules (the top of this file has them in full). 0 is
+ * the paper's code, so an options struct without .rule gets it. */
+typedef enum {
+    BEAM_RULE_T2T = 0,        /* tensor2tensor's: every end symbol in the top 2K finishes */
+    BEAM_RULE_TOPK_ONLY = 1,  /* textbook: only end symbols above the K-th live one finish */
+} BeamRule;
+
 typedef struct {
     int beam;        /* K >= 1 (1 with decode_greedy)                           */
     float alpha;     /* length penalty exponent, finite and >= 0 (paper 0.6)     */
@@ -64,9 +103,11 @@ typedef struct {
     int start_id;    /* the decoder's first input                                */
     int end_id;      /* end-of-sentence id, or -1 (none: always L tokens)        */
     int cached;      /* 1: KV cache; 0: recompute the prefix (the reference)     */
+    BeamRule rule;   /* which candidates finish, when to stop (see the top)      */
 } DecodeOpts;
 
-/* beam 4, alpha 0.6, offset 50 (Sec. 6.1), cached; start_id / end_id as given. */
+/* beam 4, alpha 0.6, offset 50 (Sec. 6.1), cached, BEAM_RULE_T2T;
+ * start_id / end_id as given. */
 DecodeOpts decode_opts_paper(int start_id, int end_id);
 /* 0 if o is usable with this model, otherwise 2 and a plain message
  * ("beam is 0; it must be at least 1"). */
@@ -126,7 +167,9 @@ typedef struct {
 
     /* beam trace for printing (beam search only) */
     BeamNode *trace;            /* (max_T, R)                                             */
-    BeamFinished *fin;          /* up to max_T * R                                         */
+    BeamFinished *fin;          /* every hypothesis that finished: up to (max_T+1) * R     */
+    float *fin_top;             /* (B,K) the finished set's K best scores per sentence,
+                                   descending, -inf where empty (t2t's early stop)          */
     int n_fin, max_fin;
     float *cand_s; int *cand_i; /* (2*K) per sentence: the best candidates                */
 } Decoder;

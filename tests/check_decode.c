@@ -5,10 +5,15 @@
  *          through model_decode every step): same tokens, log-probs within
  *          1e-5, for greedy and beam, post-LN and pre-LN, padded sources.
  * "Search": the reference's log-probs are the model's own (teacher forcing);
- *          beam size 1 is greedy; beam search with K >= vocabulary on two
- *          tokens finds the exhaustive optimum.
+ *          beam size 1 is greedy; textbook beam search with K >= vocabulary
+ *          on two tokens finds the exhaustive optimum.
  * "Core":  the length penalty's values; cache bytes and FLOPs; the step's
  *          few-row matrix products against the plain ops.
+ * "Rule":  the paper's code's beam search (tensor2tensor, BEAM_RULE_T2T) against
+ *          the textbook one on a model with a fixed next-word distribution,
+ *          where each answer can be worked out by hand: an end symbol ranked
+ *          below the K-th live beam, and the length cap; then both rules
+ *          against a plain, slow beam search written here, on random models.
  * "Limits": bad options and sizes are refused with rc 2 and a message.
  * "Program": chapter 09's bad flags exit 2; its output has what its README quotes. */
 #include <check.h>
@@ -280,19 +285,27 @@ START_TEST(test_logp_is_model_forward) {
 }
 END_TEST
 
+/* Beam size 1 is greedy decoding: with the textbook rule at alpha 0 and an
+ * end symbol, and with either rule and no end symbol. (Not with t2t's rule
+ * and an end symbol: its 2K = 2 candidates per step also finish an end
+ * symbol ranked second, which greedy never does; on this model the two
+ * then take 11 and 9 steps.) */
 START_TEST(test_beam1_is_greedy) {
     Model m;
     Decoder d;
     build(&m, 0, 11);
     new_decoder(&d, &m);
     Result g, b;
-    /* alpha 0 with an end symbol, and any alpha without one */
     DecodeOpts o = decode_opts_paper(START, END);
-    o.beam = 1, o.offset = 4, o.alpha = 0;
+    o.beam = 1, o.offset = 4, o.alpha = 0, o.rule = BEAM_RULE_TOPK_ONLY;
     run(&g, &d, o, 1, 1);
     run(&b, &d, o, 1, 0);
     assert_same(&g, &b, 1e-6);
     o.end_id = -1, o.alpha = 0.6f;
+    run(&g, &d, o, 1, 1);
+    run(&b, &d, o, 1, 0);
+    assert_same(&g, &b, 1e-6);
+    o.rule = BEAM_RULE_T2T;
     run(&g, &d, o, 1, 1);
     run(&b, &d, o, 1, 0);
     assert_same(&g, &b, 1e-6);
@@ -303,15 +316,17 @@ START_TEST(test_beam1_is_greedy) {
 END_TEST
 
 /* At most 2 tokens and a beam as wide as the vocabulary: every 1-token
- * prefix survives, so beam search is exhaustive. Checked against scoring
- * every output of length 1 (<end>) and 2 with model_forward. */
+ * prefix survives, so the textbook rule is exhaustive. Checked against
+ * scoring every output of length 1 (<end>) and 2 with model_forward. (t2t's
+ * rule is not: at step 2 it looks at the 2K best of 90 candidates only, and
+ * returns a live 2-token output only when nothing ended in <end>.) */
 START_TEST(test_beam_exhaustive) {
     Model m;
     Decoder d;
     build(&m, 1, 5);
     new_decoder(&d, &m);
     DecodeOpts o = decode_opts_paper(START, END);
-    o.beam = V, o.alpha = 1.0f;
+    o.beam = V, o.alpha = 1.0f, o.rule = BEAM_RULE_TOPK_ONLY;
     const int *src = SRC + 2 * TS;     /* 2 tokens: L = 2 + offset 0 */
     o.offset = 0;
     char err[256];
@@ -370,6 +385,302 @@ START_TEST(test_reorder) {
 }
 END_TEST
 
+/* ---- Rule: t2t's beam search against the textbook one ----------------------- */
+
+/* A model whose next-token distribution is p at every step, whatever the
+ * source and the prefix. Every decoder LayerNorm gets gain 0 and bias e_0
+ * (post-LN: each layer's output is LN(x + sublayer(x)) = 0 * x_hat + e_0),
+ * so the decoder outputs e_0 however its input came; the logits e_0 E^T
+ * are column 0 of the shared embedding E (Sec. 3.4), set to log p. A
+ * hypothesis' sum is then the sum of log p over its tokens: beam search by
+ * hand. */
+static void build_fixed(Model *m, const double p[V]) {
+    build(m, 0, 1);
+    const Config *c = &m->cfg;
+    int D = c->d_model;
+    for (int l = 0; l < c->N; l++) {
+        DecoderLayer *w = &m->params.dec[l];
+        float *g[3] = {w->ln1_g, w->ln2_g, w->ln3_g}, *b[3] = {w->ln1_b, w->ln2_b, w->ln3_b};
+        for (int j = 0; j < 3; j++)
+            for (int i = 0; i < D; i++) g[j][i] = 0.0f, b[j][i] = i == 0;
+    }
+    for (int w = 0; w < V; w++) m->params.embed[(size_t)w * D] = (float)log(p[w]);
+    model_push(m);
+}
+
+/* p with the named probabilities; the rest shared equally by the other
+ * tokens (padding and <s> included: the softmax covers them). */
+static void fixed_p(double p[V], double p3, double p4, double p_end) {
+    double rest = (1.0 - p3 - p4 - p_end) / (V - 3);
+    for (int w = 0; w < V; w++) p[w] = rest;
+    p[3] = p3, p[4] = p4, p[END] = p_end;
+}
+
+/* One sentence, SRC's third (2 tokens: L = 2 + offset), beam 2. */
+static void decode_fixed(Decoder *d, float alpha, int offset, BeamRule rule) {
+    char err[256];
+    DecodeOpts o = decode_opts_paper(START, END);
+    o.beam = 2, o.alpha = alpha, o.offset = offset, o.rule = rule;
+    ck_assert_msg(decode_beam(d, &o, SRC + 2 * TS, 1, TS, err, sizeof err) == 0, "%s", err);
+}
+
+static void assert_output(const Decoder *d, const int *want, int n, double sum) {
+    ck_assert_int_eq(d->out_len[0], n);
+    for (int j = 0; j < n; j++) ck_assert_int_eq(d->out[j], want[j]);
+    ck_assert_msg(fabs(d->out_sum[0] - sum) < 1e-5, "sum %.6f, want %.6f", d->out_sum[0], sum);
+}
+
+/* An end symbol ranked below the K-th live candidate. p(3) = 0.5, p(4) =
+ * 0.3, p(</s>) = 0.15; beam K = 2, alpha 0, L = 5. Step 1 ranks
+ *     3 (-0.693)   4 (-1.204)   </s> (-1.897)   <s> (-5.075) ...
+ * Both rules keep 3 and 4 live: </s> is third, below the 2nd live one.
+ *   t2t: the 2K = 4 best include </s>, so [</s>] is finished, score -1.897.
+ *        No later end candidate reaches the top 4 (3 </s> is -2.590, under
+ *        4 4's -2.408). After step 3 the best live beam, 3 3 3 at -2.079,
+ *        cannot beat -1.897 any more (alpha 0: lp = 1): stop; [</s>] wins.
+ *   textbook: the walk down the list stops at the 2nd live one: </s> is
+ *        dropped. Every later end candidate ranks below two live ones too,
+ *        so nothing finishes until step L, where the live 3 3 3 3 3 ends as
+ *        it is: sum 5 log 0.5 = -3.466, less probable than [</s>], which
+ *        the search had in its hands at step 1. */
+START_TEST(test_rule_end_below_kth_live) {
+    Model m;
+    Decoder d;
+    double p[V];
+    fixed_p(p, 0.5, 0.3, 0.15);
+    build_fixed(&m, p);
+    new_decoder(&d, &m);
+    for (int rule = BEAM_RULE_T2T; rule <= BEAM_RULE_TOPK_ONLY; rule++) {
+        decode_fixed(&d, 0.0f, 3, (BeamRule)rule);
+        /* step 1's live beams: 3 and 4, from <s> (row 0); </s> ranked below them */
+        ck_assert_int_eq(d.trace[0].token, 3);
+        ck_assert_int_eq(d.trace[1].token, 4);
+        ck_assert_int_eq(d.trace[0].parent, 0);
+        ck_assert_int_eq(d.trace[1].parent, 0);
+        ck_assert(log(p[END]) < d.trace[1].sum);
+        ck_assert(fabs(d.trace[1].sum - log(0.3)) < 1e-5);
+        if (rule == BEAM_RULE_T2T) {
+            const int want[] = {END};
+            assert_output(&d, want, 1, log(0.15));
+            ck_assert_int_eq(d.steps, 3);
+            ck_assert_int_eq(d.n_fin, 1);                /* found at step 1, the only one */
+            ck_assert_int_eq(d.fin[0].step, 1);
+            ck_assert_int_eq(d.fin[0].token, END);
+        } else {
+            const int want[] = {3, 3, 3, 3, 3};
+            assert_output(&d, want, 5, 5 * log(0.5));
+            ck_assert_int_eq(d.steps, 5);
+            ck_assert_int_eq(d.n_fin, 2);                /* the two live beams, at step L */
+            for (int i = 0; i < d.n_fin; i++) ck_assert_int_eq(d.fin[i].step, 5);
+        }
+    }
+    decoder_free(&d);
+    model_free(&m);
+}
+END_TEST
+
+/* At the length cap, L = 2 + offset.
+ * (a) Nothing finished: p(</s>) = 1e-6 never reaches the 2K best, K = 2,
+ *     alpha 0.6, L = 5. t2t returns the best live beam, 3 3 3 3 3 with no
+ *     end symbol, and has no finished hypothesis at all; the textbook rule
+ *     returns the same tokens as one of the two live beams it finished.
+ * (b) Something finished: p(3) = 0.6, p(</s>) = 0.3, K = 2, alpha 0, L = 2.
+ *     Step 1: 3 (-0.511) live, </s> (-1.204) finished (both rules: it ranks
+ *     above the 2nd live one), <s> (-4.500) live. Step 2 is the last:
+ *     3 3 (-1.022) is the best live beam, 3 </s> (-1.715) finishes. t2t
+ *     returns a finished one when there is one: [</s>], -1.204, though 3 3
+ *     scores more; the textbook rule finishes 3 3 at step L and returns it. */
+START_TEST(test_rule_length_cap) {
+    Model m;
+    Decoder d;
+    double p[V];
+    fixed_p(p, 0.5, 0.3, 1e-6);
+    build_fixed(&m, p);
+    new_decoder(&d, &m);
+    const int five[] = {3, 3, 3, 3, 3}, end[] = {END}, two[] = {3, 3};
+    for (int rule = BEAM_RULE_T2T; rule <= BEAM_RULE_TOPK_ONLY; rule++) {
+        decode_fixed(&d, 0.6f, 3, (BeamRule)rule);
+        assert_output(&d, five, 5, 5 * log(0.5));
+        ck_assert(fabs(d.out_score[0] - 5 * log(0.5) / length_penalty(5, 0.6)) < 1e-5);
+        ck_assert_int_eq(d.steps, 5);
+        ck_assert_int_eq(d.n_fin, rule == BEAM_RULE_T2T ? 0 : 2);
+    }
+    model_free(&m);
+    fixed_p(p, 0.6, 0.1 / 8, 0.3);
+    build_fixed(&m, p);
+    decode_fixed(&d, 0.0f, 0, BEAM_RULE_T2T);
+    assert_output(&d, end, 1, log(0.3));
+    ck_assert_int_eq(d.steps, 2);
+    ck_assert_int_eq(d.n_fin, 2);                        /* [</s>] and [3 </s>] */
+    decode_fixed(&d, 0.0f, 0, BEAM_RULE_TOPK_ONLY);
+    assert_output(&d, two, 2, 2 * log(0.6));
+    decoder_free(&d);
+    model_free(&m);
+}
+END_TEST
+
+/* The reference: beam search as tensor2tensor's beam_search.py does it (or
+ * the textbook rule), written plainly. Hypotheses are token lists; each
+ * step scores every live one with model_forward over its whole prefix
+ * (teacher forcing) and sorts all candidates; the finished set is a sorted
+ * list of at most K scores. *gap gets the smallest difference between two
+ * numbers whose order decided something (candidates next to each other,
+ * a score and the stopping bound): where it is tiny, float rounding of two
+ * correct implementations may decide differently. */
+typedef struct {
+    int tok[MAXOUT], n;
+    float sum;
+} Hyp;
+
+typedef struct {
+    float sum;
+    int beam, w;
+} Cand;
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const Cand *a = pa, *b = pb;
+    if (a->sum != b->sum) return a->sum > b->sum ? -1 : 1;
+    return a->beam != b->beam ? a->beam - b->beam : a->w - b->w;
+}
+
+typedef struct {
+    Hyp best;
+    float score;
+    int steps;
+} RefResult;
+
+static void ref_beam(RefResult *res, double *gap, Model *m, const int *src, int K, float alpha, int L,
+                     BeamRule rule) {
+    static Hyp live[KMAX], next[KMAX];
+    static Cand cand[KMAX * V];
+    float fin[KMAX];                 /* the finished set's scores, best first */
+    int n_live = 1, n_fin = 0;
+    live[0].n = 0, live[0].sum = 0.0f;
+    res->score = -INFINITY, res->best.n = 0, res->steps = 0;
+    double lpL = length_penalty(L, alpha);
+    for (int t = 0; t < L; t++) {
+        int nc = 0;
+        for (int k = 0; k < n_live; k++) {
+            int tgt[MAXOUT + 1] = {START};
+            for (int j = 0; j < live[k].n; j++) tgt[j + 1] = live[k].tok[j];
+            const float *lp = model_forward(m, src, tgt, 1, TS, live[k].n + 1, 0) + (size_t)live[k].n * V;
+            for (int w = 0; w < V; w++)
+                if (w != PAD) cand[nc++] = (Cand){live[k].sum + lp[w], k, w};
+        }
+        qsort(cand, (size_t)nc, sizeof *cand, cand_cmp);
+        for (int j = 0; j + 1 < nc && j <= 2 * K; j++) *gap = fmin(*gap, cand[j].sum - cand[j + 1].sum);
+        int n_next = 0, top = rule == BEAM_RULE_T2T ? (nc < 2 * K ? nc : 2 * K) : nc;
+        for (int j = 0; j < top && (rule == BEAM_RULE_T2T || n_next < K); j++) {
+            Hyp h = live[cand[j].beam];
+            h.tok[h.n++] = cand[j].w;
+            h.sum = cand[j].sum;
+            if (cand[j].w == END) {
+                float score = (float)(h.sum / length_penalty(h.n, alpha));
+                if (n_fin > 0) *gap = fmin(*gap, fabs(score - res->score));
+                if (score > res->score) res->best = h, res->score = score;
+                if (n_fin < K) fin[n_fin++] = -INFINITY;   /* room: one more place, last */
+                if (score > fin[n_fin - 1]) {               /* after equal scores: first found first */
+                    int i = n_fin - 1;
+                    for (; i > 0 && score > fin[i - 1]; i--) fin[i] = fin[i - 1];
+                    fin[i] = score;
+                }
+            } else if (n_next < K) {
+                next[n_next++] = h;
+            }
+        }
+        memcpy(live, next, sizeof(Hyp) * (size_t)n_next);
+        n_live = n_next;
+        res->steps = t + 1;
+        if (t + 1 == L) {
+            for (int k = 0; k < n_live; k++) {
+                float score = (float)(live[k].sum / lpL);
+                if (rule == BEAM_RULE_TOPK_ONLY && n_fin + k > 0) *gap = fmin(*gap, fabs(score - res->score));
+                if (rule == BEAM_RULE_T2T ? n_fin == 0 && k == 0 : score > res->score)
+                    res->best = live[k], res->score = score;
+            }
+            break;
+        }
+        if (n_live == 0) break;
+        double bound = live[0].sum / lpL;   /* the most any live beam's descendant can score */
+        if (n_fin > 0) {
+            /* t2t: the worst of the finished set must beat it; textbook: the best must reach it */
+            float edge = rule == BEAM_RULE_T2T ? fin[n_fin - 1] : res->score;
+            *gap = fmin(*gap, fabs(edge - bound));
+            if (rule == BEAM_RULE_T2T ? edge > bound : edge >= bound) break;
+        }
+    }
+}
+
+/* decode_beam against the reference on random models: 3 sentences of 7, 5
+ * and 2 tokens decoded together (each stops on its own), beams 1 to 4,
+ * alpha 0, 0.6 and 1: the same tokens, sums, scores and steps, with both
+ * rules. The sweep must hold both ways the rules part, or it would prove
+ * little: t2t's answer scoring higher (an end symbol the textbook rule
+ * dropped) and lower (a live beam at step L that t2t does not return). The
+ * models are sharpened (E x 4: the logits x 4) so that the decoder is sure
+ * of some words and </s> comes and goes. */
+START_TEST(test_rule_vs_reference) {
+    static const float alphas[3] = {0.0f, 0.6f, 1.0f};
+    int cases = 0, close = 0, differ = 0, higher = 0, lower = 0;
+    for (int seed = 1; seed <= 6; seed++) {
+        Model m;
+        Decoder d;
+        build(&m, seed & 1, 100 + seed);
+        for (size_t i = 0; i < (size_t)V * m.cfg.d_model; i++) m.params.embed[i] *= 4.0f;
+        model_push(&m);
+        new_decoder(&d, &m);
+        for (int K = 1; K <= 4; K++)
+            for (int a = 0; a < 3; a++) {
+                int answers[2][NB * MAXOUT + NB];
+                float scores[2][NB];
+                for (int rule = BEAM_RULE_T2T; rule <= BEAM_RULE_TOPK_ONLY; rule++) {
+                    char err[256];
+                    DecodeOpts o = decode_opts_paper(START, END);
+                    o.beam = K, o.alpha = alphas[a], o.offset = 3, o.rule = (BeamRule)rule;
+                    ck_assert_msg(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err) == 0, "%s", err);
+                    memcpy(answers[rule], d.out, sizeof(int) * NB * MAXOUT);
+                    memcpy(answers[rule] + NB * MAXOUT, d.out_len, sizeof(int) * NB);
+                    memcpy(scores[rule], d.out_score, sizeof(float) * NB);
+                    int steps = 0, skip = 0;
+                    for (int b = 0; b < NB; b++) {
+                        RefResult ref;
+                        double gap = INFINITY;
+                        ref_beam(&ref, &gap, &m, SRC + b * TS, K, alphas[a], d.maxlen[b], (BeamRule)rule);
+                        steps = ref.steps > steps ? ref.steps : steps;
+                        cases++;
+                        if (gap < 1e-4) {   /* a near tie: either order is right */
+                            close++, skip = 1;
+                            continue;
+                        }
+                        ck_assert_msg(d.out_len[b] == ref.best.n, "seed %d K %d alpha %.1f rule %d sentence %d: "
+                                      "length %d, reference %d", seed, K, alphas[a], rule, b, d.out_len[b],
+                                      ref.best.n);
+                        for (int j = 0; j < ref.best.n; j++)
+                            ck_assert_int_eq(d.out[b * MAXOUT + j], ref.best.tok[j]);
+                        ck_assert_float_eq_tol(d.out_sum[b], ref.best.sum, 1e-4);
+                        ck_assert_float_eq_tol(d.out_score[b], ref.score, 1e-4);
+                    }
+                    if (!skip) ck_assert_int_eq(d.steps, steps);
+                }
+                for (int b = 0; b < NB; b++)
+                    if (answers[0][NB * MAXOUT + b] != answers[1][NB * MAXOUT + b] ||
+                        memcmp(answers[0] + b * MAXOUT, answers[1] + b * MAXOUT, sizeof(int) * MAXOUT)) {
+                        differ++;
+                        higher += scores[0][b] > scores[1][b], lower += scores[0][b] < scores[1][b];
+                    }
+            }
+        decoder_free(&d);
+        model_free(&m);
+    }
+    fprintf(stderr, "check_decode: rules vs reference: %d cases, %d near ties skipped; the rules differ on %d "
+            "of %d sentences (t2t's answer higher on %d, lower on %d)\n", cases, close, differ, cases / 2,
+            higher, lower);
+    ck_assert_int_le(close * 20, cases);   /* at most 5% skipped */
+    ck_assert_int_gt(higher, 0);
+    ck_assert_int_gt(lower, 0);
+}
+END_TEST
+
 /* ---- Limits ---------------------------------------------------------------- */
 START_TEST(test_bad_arguments) {
     Model m;
@@ -392,6 +703,9 @@ START_TEST(test_bad_arguments) {
     ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB, TS, err, sizeof err), 2);
     o = good, o.end_id = V;
     ck_assert_int_eq(decode_greedy(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    o = good, o.rule = (BeamRule)7;
+    ck_assert_int_eq(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "rule"));
     o = good, o.beam = KMAX + 1;       /* more beams than the decoder was built for */
     ck_assert_int_eq(decode_beam(&d, &o, SRC, NB, TS, err, sizeof err), 2);
     o = good, o.offset = 40;           /* 47 tokens: clipped to max_len 24 > capacity 16 */
@@ -533,6 +847,12 @@ Suite *decode_suite(void) {
     tcase_add_test(search, test_beam_exhaustive);
     tcase_set_timeout(search, 30);
     suite_add_tcase(s, search);
+    TCase *rule = tcase_create("Rule");
+    tcase_add_test(rule, test_rule_end_below_kth_live);
+    tcase_add_test(rule, test_rule_length_cap);
+    tcase_add_test(rule, test_rule_vs_reference);
+    tcase_set_timeout(rule, 60);
+    suite_add_tcase(s, rule);
     TCase *lim = tcase_create("Limits");
     tcase_add_test(lim, test_bad_arguments);
     suite_add_tcase(s, lim);

@@ -10,7 +10,9 @@
  *   3. beam search (Sec. 6.1: beam 4) as a tree of hypotheses, on an input
  *      where it finds a more probable output than greedy;
  *   4. the length penalty lp(Y) = (5+|Y|)^alpha / 6^alpha (Wu et al. 2016,
- *      the paper's alpha = 0.6) at alpha 0, 0.6, 1.0;
+ *      the paper's alpha = 0.6) at alpha 0, 0.6, 1.0, with the end symbol
+ *      handled as the paper's code, tensor2tensor, does (decode.h), and
+ *      how often the textbook rule would answer otherwise;
  *   5. cost: time and FLOPs per token with and without the cache (plot);
  *   6. the cache's memory, here and for the paper's base model;
  *   7. the cross-attention of the decoded output as a heatmap.
@@ -285,7 +287,8 @@ static void section_beam(Ch *c) {
     printf("input %d:", tried);
     print_ids(x, T);
     printf("\nevery step keeps the %d best extensions of the live hypotheses ([row<-parent row],\n"
-           "sum = sum of log-probs; the first step has one parent, <s>):\n", c->beam);
+           "sum = sum of log-probs; the first step has one parent, <s>; no end symbol here, so\n"
+           "nothing finishes before the length limit):\n", c->beam);
     print_tree(d, c->beam);
     printf("greedy:");
     print_ids(gy, L);
@@ -308,6 +311,41 @@ static void section_beam(Ch *c) {
 }
 
 /* ---- 4. the length penalty ------------------------------------------------------ */
+
+/* The two rules of decode.h on n inputs at the paper's alpha. Their live
+ * beams are the same at every step (the K best candidates not ending in
+ * </s>); the textbook rule finishes a subset of t2t's (only the </s> above
+ * the K-th live one). So where t2t's answer scores higher it is an </s> the
+ * textbook rule dropped; where lower, the textbook rule's is a live beam cut
+ * at the length limit, which t2t returns only when nothing finished. */
+static void section_rules(Ch *c, const int *src, int n) {
+    char err[256];
+    Decoder *d = &c->d;
+    int out[NS * T], len[NS], differ = 0, higher = 0, lower = 0;
+    float score[NS];
+    DecodeOpts o = opts(c, c->beam, 0.6f, c->end_id);
+    run_or_die(decode_beam(d, &o, src, n, T, err, sizeof err), err);
+    memcpy(out, d->out, sizeof(int) * n * T), memcpy(len, d->out_len, sizeof(int) * n);
+    memcpy(score, d->out_score, sizeof(float) * n);
+    o.rule = BEAM_RULE_TOPK_ONLY;
+    run_or_die(decode_beam(d, &o, src, n, T, err, sizeof err), err);
+    for (int s = 0; s < n; s++)
+        if (len[s] != d->out_len[s] || memcmp(out + s * T, d->out + s * T, sizeof(int) * len[s])) {
+            differ++;
+            higher += score[s] > d->out_score[s], lower += score[s] < d->out_score[s];
+        }
+    printf("The textbook rule (BEAM_RULE_TOPK_ONLY: an </s> ranked below the K-th live candidate is\n"
+           "dropped; at the limit the live beams compete on score) ");
+    if (!differ) {
+        printf("gives the same answers on all %d inputs\nof that batch at alpha 0.6.\n", n);
+        return;
+    }
+    printf("answers differently on %d of the\n%d inputs of that batch at alpha 0.6: the paper's rule scores "
+           "higher on %d (an </s> the\ntextbook dropped), lower on %d (a better live beam cut at the limit, "
+           "which the paper's\ncode returns only when nothing finished)%s.\n", differ, n, higher, lower,
+           higher + lower < differ ? "; the rest tie" : "");
+}
+
 static void section_length_penalty(Ch *c) {
     show_section("4. The length penalty lp(Y) = (5+|Y|)^alpha / (5+1)^alpha (Wu et al. 2016)");
     static const float alphas[3] = {0.0f, 0.6f, 1.0f};
@@ -325,8 +363,9 @@ static void section_length_penalty(Ch *c) {
         printf("--end -1: no end symbol, every output has the same length and lp changes nothing.\n");
         return;
     }
-    printf("The copy task has no end-of-sentence word; here word %d plays </s> (--end): a hypothesis\n"
-           "that emits it is finished.\n", c->end_id);
+    printf("The copy task has no end-of-sentence word; here word %d plays </s> (--end). The search\n"
+           "is the paper's code's (tensor2tensor; decode.h, BEAM_RULE_T2T): of each step's 2K best\n"
+           "candidates, every one ending in </s> is finished, the K best others stay live.\n", c->end_id);
     char err[256];
     Decoder *d = &c->d;
     int src[NS * T], tin[NS * T], tout[NS * T], len0[NS];
@@ -365,8 +404,9 @@ static void section_length_penalty(Ch *c) {
     }
     printf("From alpha 0 to 1.0 the chosen output went from %d to %d tokens%s;\nthe paper's 0.6 gave %d.",
            lens[0], lens[2], lens[2] > lens[0] ? " (longer, as the penalty intends)" : "", lens[1]);
-    printf("%s\n", early ? " Where it took fewer steps than the limit, the search stopped early: no live\n"
-                           "beam could still beat the best finished one (decode.h)." : "");
+    printf("%s\n", early ? " Where it took fewer steps than the limit, the search stopped early: the best\n"
+                           "live beam could no longer beat the worst of the K best finished ones (decode.h)." : "");
+    section_rules(c, src, NS);
 }
 
 /* ---- 5. cost: time and FLOPs per token, cached vs uncached -------------------- */
