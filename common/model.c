@@ -2,7 +2,8 @@
  *
  * Read model.h first for the picture. This file has five parts:
  *   1. Config: the base model of Table 3, validation, the parameter count.
- *   2. Parameters: one allocation, named tensors in a fixed order, Xavier init.
+ *   2. Parameters: one allocation, named tensors in a fixed order, their
+ *      initialisation (the embedding N(0, 1/d_model), Xavier elsewhere).
  *   3. Activations: one allocation sized at build, laid out per call.
  *   4. Forward: embed -> encoder stack -> decoder stack -> x E^T -> log-softmax.
  *   5. Backward: the same steps in reverse, each quoting the line it undoes.
@@ -239,10 +240,40 @@ static int params_alloc(Params *p, const Config *c) {
     return 0;
 }
 
-/* Xavier/Glorot uniform (Glorot & Bengio 2010): U(-a, a) with
- * a = sqrt(6 / (fan_in + fan_out)) keeps the variance of activations and of
- * gradients about the same from layer to layer. Every matrix gets it,
- * including the shared embedding; LayerNorm gamma = 1, beta = 0; biases 0.
+/* The initialisation, tensor by tensor (the paper does not give one; its
+ * code, tensor2tensor, and fairseq, PyTorch do what is said here):
+ *
+ *   embed (V, d_model)     N(0, d_model^-1/2). The embedding is multiplied
+ *                          by sqrt(d_model) on the way in (Sec. 3.4), so a
+ *                          word enters with entries of std 1, the size of
+ *                          the positional encoding's sines and cosines
+ *                          (Sec. 3.5) it is added to. As the output
+ *                          projection (tied, Sec. 3.4) it gives logits of
+ *                          std |x| d_model^-1/2 = 1 for a LayerNorm output x.
+ *                          Xavier over (V, d_model) would give std
+ *                          sqrt(2/(V+d_model)): 0.031 at V = 2000, d = 64,
+ *                          a word of std 0.25 beside a PE of amplitude 1,
+ *                          drowned: the model sees positions, not words.
+ *   W_Q, W_K, W_V          Xavier-uniform with gain 1/sqrt(2), as fairseq
+ *   (d_model, h d_k)       does ("convergence much better with the scaled
+ *                          initialization") and as PyTorch's one packed
+ *                          (3 d_model, d_model) in_proj_weight gets: U(-a, a),
+ *                          a = sqrt(3 / (d_model + h d_k)). Full Xavier on each
+ *                          gives q and k entries of variance 1, so the scores
+ *                          q.k / sqrt(d_k) start with std 1 (Eq. 1) and the
+ *                          softmax already picks favourites among random
+ *                          keys; at 1/sqrt(2) each, the scores start with
+ *                          std 1/2 and attention near uniform. On the Ding
+ *                          corpus (chapter 11's README) that was the last
+ *                          gap to PyTorch: dev perplexity 57.2 with full
+ *                          Xavier against 52.5 with the gain (PyTorch: 52.7).
+ *   every other matrix     Xavier/Glorot uniform (Glorot & Bengio 2010):
+ *   (fan_in, fan_out)      U(-a, a), a = sqrt(6 / (fan_in + fan_out)), which
+ *                          keeps the variance of activations and gradients
+ *                          about the same from layer to layer.
+ *   LayerNorm gamma, beta  1 and 0: each sub-layer starts as a plain norm.
+ *   biases                 0.
+ *
  * Tensors are filled in their fixed order from one Rng, so a seed fixes
  * every weight. */
 static void params_init(Params *p, uint64_t seed) {
@@ -251,8 +282,12 @@ static void params_init(Params *p, uint64_t seed) {
     for (int i = 0; i < p->n_tensors; i++) {
         NamedTensor *t = &p->tensors[i];
         size_t n = named_tensor_numel(t);
-        if (t->ndim == 2) {
+        if (t == &p->tensors[0]) {   /* "embed": carved first (params_layout) */
+            rng_fill_normal(&rng, t->data, n, 0.0f, 1.0f / sqrtf((float)t->shape[1]));
+        } else if (t->ndim == 2) {
             float a = sqrtf(6.0f / (float)(t->shape[0] + t->shape[1]));
+            const char *dot = strrchr(t->name, '.');
+            if (dot && (!strcmp(dot, ".w_q") || !strcmp(dot, ".w_k") || !strcmp(dot, ".w_v"))) a *= sqrtf(0.5f);
             rng_fill_uniform(&rng, t->data, n, -a, a);
         } else {
             const char *dot = strrchr(t->name, '.');

@@ -134,8 +134,10 @@ typedef struct {
 /* Closed-form parameter count for c (what --summary and Table 3 print). */
 size_t model_param_count(const Config *c);
 
-/* Builds a model with weights initialised from seed (Xavier-uniform
- * matrices, LayerNorm gamma=1 beta=0, biases 0), gradients zeroed, and
+/* Builds a model with weights initialised from seed (the embedding
+ * N(0, 1/d_model); W_Q, W_K, W_V Xavier-uniform times 1/sqrt(2); the other
+ * matrices Xavier-uniform; LayerNorm gamma=1 beta=0, biases 0: model.c's
+ * params_init says why), gradients zeroed, and
  * activations for up to max_B sequences of max_Ts source and max_Tt target
  * tokens. Returns 0, or non-zero with a message in err (invalid config, out
  * of memory) and m left safe to model_free. */

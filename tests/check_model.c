@@ -124,17 +124,64 @@ START_TEST(test_init_deterministic) {
     build_or_fail(&d, &c, 1, 3, 3, 8);
     ck_assert_int_eq(memcmp(a.params.mem, b.params.mem, a.params.n * sizeof(float)), 0);
     ck_assert_int_ne(memcmp(a.params.mem, d.params.mem, a.params.n * sizeof(float)), 0);
-    /* Xavier-uniform: |w| <= sqrt(6/(fan_in+fan_out)); LN gamma 1, beta 0; biases 0 */
-    const NamedTensor *wq = params_find(&a.params, "encoder.1.self_attn.w_q");
-    float lim = sqrtf(6.0f / (8 + 8));
-    for (size_t i = 0; i < named_tensor_numel(wq); i++) ck_assert(fabsf(wq->data[i]) <= lim);
-    ck_assert(params_find(&a.params, "decoder.0.ln3.gamma")->data[2] == 1.0f);
-    ck_assert(params_find(&a.params, "decoder.0.ln3.beta")->data[2] == 0.0f);
-    ck_assert(params_find(&a.params, "decoder.1.ffn.b1")->data[0] == 0.0f);
     for (size_t i = 0; i < a.grads.n; i++) ck_assert(a.grads.mem[i] == 0.0f);
     model_free(&a);
     model_free(&b);
     model_free(&d);
+}
+END_TEST
+
+/* Mean and standard deviation of a tensor's entries, and the largest |w|. */
+static void tensor_stats(const NamedTensor *t, double *mean, double *std, double *maxabs) {
+    size_t n = named_tensor_numel(t);
+    double s = 0, s2 = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += t->data[i];
+        s2 += (double)t->data[i] * t->data[i];
+        mx = fabs(t->data[i]) > mx ? fabs(t->data[i]) : mx;
+    }
+    *mean = s / n;
+    *std = sqrt(s2 / n - *mean * *mean);
+    *maxabs = mx;
+}
+
+/* model.c's params_init, at chapter 11's size on real data (V = 2000,
+ * d_model = 64): each tensor has the distribution its comment promises.
+ *   embed        N(0, 1/d_model): std 0.125, so E * sqrt(d_model) has std 1,
+ *                the amplitude of the positional encoding it is added to
+ *   W_Q, W_K, W_V  U(-a, a), a = sqrt(6 / (fan_in + fan_out)) / sqrt(2): std a/sqrt(3)
+ *   other matrices U(-a, a), a = sqrt(6 / (fan_in + fan_out))
+ *   LayerNorm gamma 1, beta 0; biases 0 */
+START_TEST(test_init_statistics) {
+    Config c = {.N = 2, .d_model = 64, .d_ff = 256, .h = 4, .d_k = 16, .d_v = 16,
+                .vocab = 2000, .max_len = 32, .dropout = 0.1f, .pre_ln = 0, .pad_id = 0};
+    Model m;
+    build_or_fail(&m, &c, 1, 4, 4, 2017);
+    double mean, std, mx;
+    tensor_stats(params_find(&m.params, "embed"), &mean, &std, &mx);   /* 128,000 draws */
+    ck_assert_msg(fabs(mean) < 0.002 && fabs(std - 0.125) < 0.002, "embed: mean %g std %g, want 0 and 0.125",
+                  mean, std);
+    ck_assert_msg(mx > 3 * 0.125, "embed: max |w| %g: a normal has tails past 3 std", mx);
+    static const struct { const char *name; double a; } uni[] = {
+        {"encoder.0.self_attn.w_q", 0.15309},   /* sqrt(6/128)/sqrt(2) = sqrt(3/128) */
+        {"decoder.1.cross_attn.w_k", 0.15309},
+        {"decoder.0.self_attn.w_v", 0.15309},
+        {"encoder.1.self_attn.w_o", 0.21651},   /* sqrt(6/128) */
+        {"decoder.1.ffn.w1", 0.13693},          /* sqrt(6/320) */
+        {"encoder.0.ffn.w2", 0.13693},
+    };
+    for (size_t i = 0; i < sizeof uni / sizeof uni[0]; i++) {
+        tensor_stats(params_find(&m.params, uni[i].name), &mean, &std, &mx);
+        double want = uni[i].a / sqrt(3.0);    /* the std of U(-a, a) */
+        ck_assert_msg(mx <= uni[i].a + 1e-6 && mx > 0.95 * uni[i].a, "%s: max |w| %g, bound %g", uni[i].name, mx,
+                      uni[i].a);
+        ck_assert_msg(fabs(std - want) < 0.04 * want && fabs(mean) < 0.1 * want, "%s: mean %g std %g, want 0 and %g",
+                      uni[i].name, mean, std, want);
+    }
+    ck_assert(params_find(&m.params, "decoder.0.ln3.gamma")->data[2] == 1.0f);
+    ck_assert(params_find(&m.params, "decoder.0.ln3.beta")->data[2] == 0.0f);
+    ck_assert(params_find(&m.params, "decoder.1.ffn.b1")->data[0] == 0.0f);
+    model_free(&m);
 }
 END_TEST
 
@@ -721,6 +768,7 @@ Suite *model_suite(void) {
     tcase_add_test(tc, test_param_count_base);
     tcase_add_loop_test(tc, test_param_count_matches_tensors, 0, (int)(sizeof count_configs / sizeof count_configs[0]));
     tcase_add_test(tc, test_init_deterministic);
+    tcase_add_test(tc, test_init_statistics);
     tcase_add_test(tc, test_embedding_and_layer_by_hand);
     tcase_add_test(tc, test_batch_rows_independent_and_layout_reused);
     tcase_add_test(tc, test_greedy_decode_matches_forward);
