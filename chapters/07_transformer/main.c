@@ -301,7 +301,7 @@ static void print_stages(const Model *m, const float *logp, const int *src, int 
         printf("  here the scale makes the two comparable, so neither drowns the other.\n");
     else if (r < 0.5)
         printf("  even scaled, these initial rows are %.1fx smaller than %s: position dominates\n"
-               "  the sum until training grows E (Xavier over vocab %d makes the rows small).\n", 1 / r, pn, V);
+               "  the sum until training grows E.\n", 1 / r, pn);
     else
         printf("  scaled, these rows are %.1fx larger than %s: meaning dominates the sum.\n", r, pn);
     shape3("encoder input", emb, B, Ts, "seq", D, "d_model", "(dropout P_drop here when training)");
