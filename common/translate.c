@@ -79,8 +79,21 @@ const Batch *batch_for_step(const Batches *bs, uint64_t step, uint64_t seed, int
 int trtask_build(TrTask *t, int n_train, int n_dev, int vocab, int tokens, int max_rows, uint64_t seed,
                  char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    int rc = corpus_generate(&t->train, &t->dev, &t->test, n_train, n_dev, 1, seed, err, errlen);
-    if (rc) return rc;
+    Corpus train, dev, test;
+    int rc = corpus_generate(&train, &dev, &test, n_train, n_dev, 1, seed, err, errlen);
+    if (!rc) rc = trtask_build_from(t, &train, &dev, vocab, tokens, max_rows, seed, err, errlen);
+    corpus_free(&train);
+    corpus_free(&dev);
+    corpus_free(&test);
+    return rc;
+}
+
+int trtask_build_from(TrTask *t, const Corpus *train, const Corpus *dev, int vocab, int tokens, int max_rows,
+                      uint64_t seed, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    int rc;
+    corpus_copy(&t->train, train);
+    corpus_copy(&t->dev, dev);
     if ((rc = bpe_learn(&t->bpe, t->train.src, t->train.n, t->train.tgt, t->train.n, vocab, err, errlen)))
         return rc;
     bpe_set_words(&t->bpe, t->train.src, t->train.n);
@@ -183,4 +196,49 @@ int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out) {
     free(ys);
     free(prefix);
     return 0;
+}
+
+/* ---- translating a split ------------------------------------------------------ */
+
+int translate_split(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, const DecodeOpts *o,
+                    int greedy, char **hyp, char *err, size_t errlen) {
+    /* room for the longest output any sentence may write: the longest
+     * source + offset (set_max_lengths in decode.c gives each its own) */
+    int max_out = bs->max_Ts + o->offset;
+    if (max_out > m->cfg.max_len) max_out = m->cfg.max_len;
+    if (max_out < 1) max_out = 1;
+    Decoder dec;
+    int rc = decoder_new(&dec, m, bs->max_B, greedy ? 1 : o->beam, bs->max_Ts, max_out, err, errlen);
+    if (rc) return rc;
+    int *src = calloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));     /* (B,Ts) */
+    int *tin = calloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));     /* (B,Tt), unused */
+    int *tout = calloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
+    if (!src || !tin || !tout) {
+        rc = fail(err, errlen, "out of memory for batches of %d x %d tokens", bs->max_B, bs->max_Ts);
+        goto done;
+    }
+    for (int k = 0; k < bs->n && !rc; k++) {
+        const Batch *b = &bs->b[k];
+        fill_batch(e, b, src, tin, tout);
+        rc = greedy ? decode_greedy(&dec, o, src, b->n, b->Ts, err, errlen)
+                    : decode_beam(&dec, o, src, b->n, b->Ts, err, errlen);
+        for (int r = 0; r < b->n && !rc; r++) {
+            const int *ids = dec.out + (size_t)r * dec.max_T;   /* (out_len[r]) tokens, </s> last if it ended */
+            size_t need = bpe_decode(bpe, ids, dec.out_len[r], NULL, 0) + 1;
+            char *text = malloc(need);
+            if (!text) {
+                rc = fail(err, errlen, "out of memory for a translation of %zu bytes", need);
+                break;
+            }
+            bpe_decode(bpe, ids, dec.out_len[r], text, need);
+            free(hyp[b->idx[r]]);
+            hyp[b->idx[r]] = text;
+        }
+    }
+done:
+    decoder_free(&dec);
+    free(src);
+    free(tin);
+    free(tout);
+    return rc;
 }

@@ -18,6 +18,7 @@
 #include "bleu.h"
 #include "bpe.h"
 #include "corpus.h"
+#include "decode.h"
 #include "model.h"
 #include "train.h"
 
@@ -42,9 +43,9 @@ void fill_batch(const Encoded *e, const Batch *b, int *src, int *tin, int *tout)
  * does. perm is bs->n ints of scratch. */
 const Batch *batch_for_step(const Batches *bs, uint64_t step, uint64_t seed, int *perm);
 
-/* ---- the task: a generated corpus, its BPE, the encoded splits, batches ---- */
+/* ---- the task: a corpus, its BPE, the encoded splits, batches ---------------- */
 typedef struct {
-    Corpus train, dev, test;  /* test is generated (1 pair) but not used     */
+    Corpus train, dev, test;  /* test: left empty (the task is scored on dev) */
     Bpe bpe;
     Encoded etrain, edev;
     Batches train_b, dev_b;   /* dev_b: the same budget, sorted, for eval     */
@@ -60,6 +61,12 @@ typedef struct {
  * message; t is then safe to trtask_free. */
 int trtask_build(TrTask *t, int n_train, int n_dev, int vocab, int tokens, int max_rows, uint64_t seed,
                  char *err, size_t errlen);
+/* The same on splits the caller made (a TSV file split by corpus_split,
+ * the Ding dictionary by corpus_split_fixed): train and dev are copied (the
+ * caller keeps and frees its own); seed breaks the batching's ties.
+ * trtask_build generates a corpus and calls this. */
+int trtask_build_from(TrTask *t, const Corpus *train, const Corpus *dev, int vocab, int tokens, int max_rows,
+                      uint64_t seed, char *err, size_t errlen);
 void trtask_free(TrTask *t);
 
 /* Training steps tr->step .. to-1 on the task's training batches (order
@@ -78,5 +85,20 @@ double trtask_perplexity(Model *m, TrTask *t);
 /* Corpus BLEU-4 (bleu.h) of greedy translations of the dev set against its
  * references. Returns 0, or 1 (out of memory). */
 int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out);
+
+/* ---- translating a split ------------------------------------------------------
+ * Translates every pair of e into hyp[i] (an owned string, in e's order;
+ * an old hyp[i] is freed), the sentences decoded batch by batch as bs cuts
+ * them, with the KV-cached decoder of decode.h: greedy (decode_greedy)
+ * when greedy = 1, else beam search with o (decode_beam; o->beam beams).
+ * Either way each sentence may write at most ITS OWN source length +
+ * o->offset tokens (Sec. 6.1; within the model's max_len) and stops at its
+ * own end symbol; the padding token is never chosen. So a translation does
+ * not depend on which sentences share its batch (tests/check_translation.c).
+ * o's start_id and end_id are the BPE's <s> and </s>. The encoder runs in
+ * m's activations: bs->max_B and bs->max_Ts must fit them. Returns 0, or 2
+ * with a message (sizes beyond the model's, out of memory). */
+int translate_split(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, const DecodeOpts *o,
+                    int greedy, char **hyp, char *err, size_t errlen);
 
 #endif

@@ -16,6 +16,8 @@
  *   build/12_variations                    every row (resumes a stopped run)
  *   build/12_variations --rows A,E         some groups (base, A, B, C, D, E)
  *   build/12_variations --steps 100        a shorter budget (a new results file key)
+ *   build/12_variations --corpus ding      real sentences: the Ding dictionary (apt-get
+ *                                          install trans-de-en; common/corpus.h)
  *
  * Files in --out: results.tsv (one line per finished row, rewritten
  * atomically after each: Ctrl-C loses at most the row in progress), table.md,
@@ -93,6 +95,7 @@ typedef struct {
     float factor, eps_ls, dropout;
     uint64_t seed;
     const char *rows, *out, *results;
+    const char *corpus;   /* NULL: generated; "ding"; or a source<TAB>target file */
 } Opts;
 
 /* A finished row: what results.tsv holds. */
@@ -165,15 +168,52 @@ static int row_config(const Opts *o, const TrTask *t, const Row *w, Config *c, f
     return config_validate(c, why, n);
 }
 
-static void section_task(const Opts *o, TrTask *t, Results *res) {
+/* The task on a corpus read from a file, as chapter 11's --corpus: "ding"
+ * is the Ding dictionary's example sentences with the split that needs no
+ * seed; any other name is a source<TAB>target file split by --seed. Dev
+ * takes --dev-size pairs and as many are held out as test (not used here),
+ * the rest trains. Prints where the pairs came from; what: the same in brief. */
+static void task_from_file(const Opts *o, TrTask *t, char *what, size_t n) {
     char err[512];
-    show_section("1. The task: chapter 11's English-German, one budget for all (Sec. 6.2)");
-    int rc = trtask_build(t, o->n_train, o->n_dev, o->vocab, o->tokens, o->max_rows, o->seed, err, sizeof err);
+    Corpus all, train, dev, test;
+    int ding = !strcmp(o->corpus, "ding");
+    int rc = ding ? corpus_load_ding(&all, NULL, DING_PATH, err, sizeof err)
+                  : corpus_load_tsv(&all, o->corpus, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "%s: error: --corpus %s: %s\n", PROG, o->corpus, err);
+        exit(rc);
+    }
+    rc = ding ? corpus_split_fixed(&all, &train, &dev, &test, o->n_dev, o->n_dev, err, sizeof err)
+              : corpus_split(&all, &train, &dev, &test, o->n_dev, o->n_dev, o->seed, err, sizeof err);
+    if (ding) {
+        printf("read %d example sentence pairs from the Ding dictionary (%s, GPL-2+);\n"
+               "dev and test are cut by a hash of the English: the same for every --seed\n", all.n, DING_PATH);
+        snprintf(what, n, "Ding, fixed split");
+    } else {
+        printf("read %d pair%s from %s\n", all.n, all.n == 1 ? "" : "s", o->corpus);
+        snprintf(what, n, "from a file, split by seed %llu", (unsigned long long)o->seed);
+    }
+    corpus_free(&all);
+    if (rc) cli_fail(PROG, "--corpus %s: %s", o->corpus, err);
+    rc = trtask_build_from(t, &train, &dev, o->vocab, o->tokens, o->max_rows, o->seed, err, sizeof err);
+    corpus_free(&train), corpus_free(&dev), corpus_free(&test);
     if (rc) cli_fail(PROG, "%s", err);
+}
+
+static void section_task(const Opts *o, TrTask *t, Results *res) {
+    char err[512], what[64];
+    show_section("1. The task: chapter 11's English-German, one budget for all (Sec. 6.2)");
+    if (o->corpus) {
+        task_from_file(o, t, what, sizeof what);
+    } else {
+        if (trtask_build(t, o->n_train, o->n_dev, o->vocab, o->tokens, o->max_rows, o->seed, err, sizeof err))
+            cli_fail(PROG, "%s", err);
+        snprintf(what, sizeof what, "generated, seed %llu", (unsigned long long)o->seed);
+    }
     Config c = base_config(o, t);
     if (o->d_model % o->heads) cli_fail(PROG, "--d-model %d is not divisible by --heads %d", o->d_model, o->heads);
-    printf("corpus: %d training pairs, %d dev pairs (generated, seed %llu); BPE vocabulary %d\n", t->train.n,
-           t->dev.n, (unsigned long long)o->seed, t->bpe.vocab);
+    printf("corpus: %d training pairs, %d dev pairs (%s); BPE vocabulary %d\n", t->train.n, t->dev.n, what,
+           t->bpe.vocab);
     printf("batches: %d of at most %d tokens a side (%d rows at most); largest src [batch=%d, seq=%d]\n",
            t->train_b.n, o->tokens, o->max_rows, t->train_b.max_B, t->train_b.max_Ts);
     printf("base (paper: N=6 d_model=512 d_ff=2048 h=8 d_k=d_v=64 P_drop=0.1 eps_ls=0.1, 100K steps):\n"
@@ -187,6 +227,14 @@ static void section_task(const Opts *o, TrTask *t, Results *res) {
              "vocab=%d,N=%d,d=%d,ff=%d,h=%d,drop=%g,ls=%g,seed=%llu", o->steps, o->warmup, (double)o->factor,
              o->tokens, o->max_rows, o->n_train, o->n_dev, o->vocab, o->layers, o->d_model, o->d_ff, o->heads,
              (double)o->dropout, (double)o->eps_ls, (unsigned long long)o->seed);
+    /* a row trained on another corpus is another result; the generated
+     * corpus keeps the key it always had, so earlier results still count */
+    if (o->corpus) {
+        size_t l = strlen(res->budget), room = sizeof res->budget - l;
+        if (strpbrk(o->corpus, "\t\n\r") || snprintf(res->budget + l, room, ",corpus=%s", o->corpus) >= (int)room)
+            cli_fail(PROG, "--corpus %s: a path this long (or with a tab or newline) cannot key results.tsv; "
+                     "use a shorter path", o->corpus);
+    }
 }
 
 /* ---- results.tsv: read what earlier runs finished, rewrite after each row ---- */
@@ -489,6 +537,8 @@ int main(int argc, char **argv) {
         {"--seeds", CLI_INT, &o.seeds, "seeds of the base row (its spread)", 1, MAX_SEEDS},
         {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 10, 1000000},
         {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (PPL and BLEU)", 1, 100000},
+        {"--corpus", CLI_STRING, &o.corpus, "ding (Ding dictionary, trans-de-en) or a source<TAB>target file",
+         0, 0},
         {"--vocab", CLI_INT, &o.vocab, "BPE symbols (shared vocabulary)", 8, 1 << 20},
         {"--tokens", CLI_INT, &o.tokens, "tokens a side per batch (paper: 25000)", 1, 1 << 24},
         {"--layers", CLI_INT, &o.layers, "base N", 1, MODEL_MAX_N},
