@@ -397,6 +397,37 @@ int bpe_unknown_word(const Bpe *b, const char *s, char *buf, size_t len) {
     return 0;
 }
 
+int bpe_unknown_chars(const Bpe *b, const char *s, char *buf, size_t len) {
+    int count = 0;
+    size_t o = 0;
+    if (len) buf[0] = 0;
+    const char *w;
+    for (size_t n; (n = next_word(&s, &w)) > 0;) {
+        for (size_t i = 0; i < n;) {
+            size_t l = (size_t)utf8_len((unsigned char)w[i]);
+            if (i + l > n) l = n - i;
+            if (char_id(b, w + i, l, i + l == n) == BPE_UNK) {
+                count++;
+                /* listed once: is it in buf already, as a whole entry? */
+                int listed = 0;
+                for (const char *p = buf; len && *p && !listed;) {
+                    const char *e = strchr(p, ' ');
+                    size_t pl = e ? (size_t)(e - p) : strlen(p);
+                    listed = pl == l && !memcmp(p, w + i, l);
+                    p += pl + (e != NULL);
+                }
+                if (!listed && len && o + l + 2 <= len) {
+                    if (o) buf[o++] = ' ';
+                    memcpy(buf + o, w + i, l);
+                    buf[o += l] = 0;
+                }
+            }
+            i += l;
+        }
+    }
+    return count;
+}
+
 /* ---- encode / decode ----------------------------------------------------------- */
 
 /* One word: characters, then the learned merges in the order learned: the
@@ -491,8 +522,8 @@ static void buf_printf(Buf *b, const char *fmt, ...) {
 
 int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen) {
     Buf o = {0};
-    buf_printf(&o, "AIYNBPE 1\nvocab %d chars %d merges %d words %d\n", b->vocab, b->n_chars, b->n_merges,
-               b->n_words);
+    buf_printf(&o, "AIYNBPE 2\nvocab %d chars %d merges %d words %d\ntext %s\n", b->vocab, b->n_chars,
+               b->n_merges, b->n_words, b->tokenised ? "tokenised" : "as-is");
     for (int i = 0; i < b->n_chars; i++) {
         const BpeSymbol *s = &b->sym[BPE_N_SPECIAL + i];
         buf_printf(&o, "c\t%d\t%s\n", s->eow, s->text);
@@ -548,7 +579,8 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     char whybuf[160];
     /* the checksum line: "end xxxxxxxx\n" at the very end */
     if (n < 10 || memcmp(data, "AIYNBPE ", 8)) { why = "not a BPE vocabulary (no AIYNBPE header)"; goto out; }
-    if (strncmp(data, "AIYNBPE 1\n", 10)) { why = "unsupported BPE file version (this program reads version 1)"; goto out; }
+    int version = !strncmp(data, "AIYNBPE 2\n", 10) ? 2 : !strncmp(data, "AIYNBPE 1\n", 10) ? 1 : 0;
+    if (!version) { why = "unsupported BPE file version (this program reads versions 1 and 2)"; goto out; }
     if (n < 13 + 10 || data[n - 1] != '\n' || memcmp(data + n - 13, "end ", 4)) {
         why = "truncated (no end line)";
         goto out;
@@ -566,9 +598,21 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
         why = "bad counts line";
         goto out;
     }
+    /* version 1 has no text line: its --translate always wrote input the
+     * generated corpus's way, so it is read as tokenised (bpe.h) */
+    int tokenised = 1;
+    if (version >= 2) {
+        char *t = next_line(&p, end);
+        if (!t || (strcmp(t, "text tokenised") && strcmp(t, "text as-is"))) {
+            why = "bad text line (expected \"text tokenised\" or \"text as-is\")";
+            goto out;
+        }
+        tokenised = !strcmp(t, "text tokenised");
+    }
     b->sym = xcalloc((size_t)V, sizeof(BpeSymbol));
     set_special(b);
     b->vocab = BPE_N_SPECIAL;
+    b->tokenised = tokenised;
     for (int i = 0; i < C; i++) {
         char *l = next_line(&p, end);
         if (!l || l[0] != 'c' || l[1] != '\t' || (l[2] != '0' && l[2] != '1') || l[3] != '\t' || !l[4]) {

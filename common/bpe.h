@@ -19,7 +19,18 @@
  *
  * Ids: 0 <pad>, 1 <s>, 2 </s>, 3 <unk>, then the characters (sorted by byte
  * order; each as inner and as end-of-word symbol), then one id per merge.
- * A character never seen in training encodes as <unk>.
+ *
+ * Any text encodes: a word training never saw is spelled from the subwords
+ * it has (the learned merges apply to any word), down to single characters
+ * where no merge applies, and decodes back to itself. Only a character training
+ * never saw (in that place: inside a word, or ending one) has no symbol; it
+ * becomes <unk>, one per character. We chose <unk> over a byte fallback
+ * (256 byte symbols): the model never sees such a symbol in training either
+ * (every training character has its own), so bytes would only give it more
+ * ids with untrained embeddings, and one <unk> keeps the ids of every other
+ * symbol where they were. <unk> carries no end-of-word mark, so decoding
+ * joins it to the next word. Bytes that are not valid UTF-8 count as one
+ * character each.
  *
  * Saved beside the checkpoint as a text file (MODEL.ckpt.bpe), written to
  * a temporary file and renamed; see bpe_save for the format.
@@ -52,9 +63,15 @@ typedef struct {
     uint64_t *pair_key; /* open-addressing hash: (left<<32|right)+1 -> id  */
     int *pair_id;
     size_t pair_cap;
-    /* the training corpus's source words, for "unknown word" messages    */
+    /* the training corpus's source words, to say which input words are new */
     char **words;
     int n_words;
+    /* How the training text was written, so that typed input can be
+     * written the same way (chapter 11's --translate):
+     *   1: tokenised like chapter 11's generated corpus (a capital first
+     *      letter, "," and "." as words of their own, a final " .");
+     *   0: as the corpus had it (bpe_learn's default).                     */
+    int tokenised;
 } Bpe;
 
 /* Learns a vocabulary of at most `vocab` symbols from n_a + n_b sentences
@@ -69,12 +86,18 @@ void bpe_free(Bpe *b);   /* no-op on a zeroed or freed Bpe */
  * bpe_unknown_word can name a word training never saw. */
 void bpe_set_words(Bpe *b, char *const *sent, int n);
 /* The first word of sentence s not among b->words, copied into buf; 0 if
- * every word is known (or no words were recorded), 1 otherwise. */
+ * every word is known (or no words were recorded), 1 otherwise. (A new
+ * word still encodes: this only says which one is new.) */
 int bpe_unknown_word(const Bpe *b, const char *s, char *buf, size_t len);
+/* How many characters of s encode as <unk> (training never saw them in
+ * that place). buf gets each distinct one once, separated by spaces, in
+ * the order they first occur, cut to fit len. */
+int bpe_unknown_chars(const Bpe *b, const char *s, char *buf, size_t len);
 
-/* Encodes a sentence into ids (no <s> or </s>). Writes at most cap ids and
- * returns how many the whole sentence needs (so a return > cap means it
- * did not fit). */
+/* Encodes a sentence into ids (no <s> or </s>): words split on spaces,
+ * each spelled as above. Never fails. Writes at most cap ids and returns
+ * how many the whole sentence needs (so a return > cap means it did not
+ * fit). */
 int bpe_encode(const Bpe *b, const char *s, int *ids, int cap);
 /* Decodes ids back to text: symbols concatenated, a space after each
  * end-of-word symbol (none at the very end); <pad>, <s> stop nothing and
@@ -84,9 +107,10 @@ size_t bpe_decode(const Bpe *b, const int *ids, int n, char *out, size_t len);
 /* "Hund</w>", "<s>", ...: a symbol as printed in segmentations. */
 void bpe_symbol_str(const Bpe *b, int id, char *buf, size_t len);
 
-/* Text format, version 1:
- *   AIYNBPE 1
+/* Text format, version 2:
+ *   AIYNBPE 2
  *   vocab V chars C merges M words W
+ *   text tokenised | text as-is            Bpe.tokenised (1 | 0)
  *   C lines  "c\t<eow 0|1>\t<text>"       the characters, in id order
  *   M lines  "m\t<left id>\t<right id>"   the merges, in id order
  *   W lines  "w\t<word>"                  the source words
@@ -94,7 +118,10 @@ void bpe_symbol_str(const Bpe *b, int id, char *buf, size_t len);
  * bpe_save writes a unique temporary beside path (fileio.h) and renames it
  * over path once complete. Returns 0, or 1 with err. */
 int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen);
-/* Returns 0, 1 (cannot open) or 2 (not a regular file, not a BPE file, wrong version,
+/* Reads version 2, and version 1 (no "text" line) as tokenised = 1: the
+ * programs that wrote version 1 always wrote --translate input the
+ * generated corpus's way, so that is what those files keep doing.
+ * Returns 0, 1 (cannot open) or 2 (not a regular file, not a BPE file, another version,
  * truncated, checksum mismatch, inconsistent ids) with a message. */
 int bpe_load(Bpe *b, const char *path, char *err, size_t errlen);
 

@@ -486,11 +486,14 @@ int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts,
                 y[t] = pad_id;
                 continue;
             }
-            /* the last position's distribution predicts the next token */
+            /* the last position's distribution predicts the next token; the
+             * padding token is never chosen (it only fills rows that ended:
+             * writing it would end no row and mean nothing; decode.h's rule) */
             const float *row = next + (size_t)b * V;
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (row[v] > row[best]) best = v;
+            int best = -1;
+            for (int v = 0; v < V; v++)
+                if (v != pad_id && (best < 0 || row[v] > row[best])) best = v;
+            assert(best >= 0);   /* a vocabulary of more than the padding token */
             y[t] = best;
             if (end_id < 0 || best != end_id) all_done = 0;
         }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bpe.h"
+#include "checkpoint.h"   /* crc32_update, to write a version 1 file by hand */
 #include "corpus.h"
 
 static void sym(const Bpe *b, int id, char *buf) { bpe_symbol_str(b, id, buf, 64); }
@@ -91,6 +92,59 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
+/* Any text encodes (bpe.h): a word training never saw is spelled from the
+ * subwords it has and decodes back to itself; only a character it never
+ * saw becomes <unk>, one per character, and bpe_unknown_chars names it. */
+START_TEST(test_unseen_words) {
+    Corpus tr, dv, te;
+    char err[256], out[4096], unk[64];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 3000, 1, 1, 3, err, sizeof err), 0);
+    Bpe b;
+    ck_assert_int_eq(bpe_learn(&b, tr.src, tr.n, tr.tgt, tr.n, 500, err, sizeof err), 0);
+    bpe_set_words(&b, tr.src, tr.n);
+    int ids[2048];
+    /* "elephants" is no word of the grammar; its letters are, in those places */
+    const char *word = "elephants";
+    ck_assert_int_eq(bpe_unknown_word(&b, word, unk, sizeof unk), 1);
+    int n = bpe_encode(&b, word, ids, 2048);
+    ck_assert_int_gt(n, 1);                       /* spelled from several subwords ... */
+    ck_assert_int_lt(n, (int)strlen(word));      /* ... some of them merged: not letter by letter */
+    for (int j = 0; j < n; j++) ck_assert_int_ne(ids[j], BPE_UNK);
+    ck_assert_int_eq(bpe_unknown_chars(&b, word, unk, sizeof unk), 0);
+    bpe_decode(&b, ids, n, out, sizeof out);
+    ck_assert_str_eq(out, word);
+    /* a German word with umlauts and ß, and a long compound */
+    const char *de[] = {"große Bäume", "Hundefutterdosenöffnerbäumeschülerinnenweißgrößenmädchenstraße"};
+    for (int i = 0; i < 2; i++) {
+        n = bpe_encode(&b, de[i], ids, 2048);
+        for (int j = 0; j < n; j++) ck_assert_int_ne(ids[j], BPE_UNK);
+        bpe_decode(&b, ids, n, out, sizeof out);
+        ck_assert_str_eq(out, de[i]);
+    }
+    /* a word longer than the encoder's stack buffer (256 bytes) */
+    char longw[700] = "";
+    for (int i = 0; i < 80; i++) strcat(longw, "Hunde");
+    n = bpe_encode(&b, longw, ids, 2048);
+    ck_assert_int_le(n, 2048);
+    bpe_decode(&b, ids, n, out, sizeof out);
+    ck_assert_str_eq(out, longw);
+    /* characters training never saw: one <unk> each, named once */
+    n = bpe_encode(&b, "Hund\xE2\x82\xAC \xE2\x9C\x93 Katze \xE2\x9C\x93", ids, 2048);   /* Hund€ ✓ Katze ✓ */
+    int unks = 0;
+    for (int j = 0; j < n; j++) unks += ids[j] == BPE_UNK;
+    ck_assert_int_eq(unks, 3);
+    ck_assert_int_eq(bpe_unknown_chars(&b, "Hund\xE2\x82\xAC \xE2\x9C\x93 Katze \xE2\x9C\x93", unk, sizeof unk), 3);
+    ck_assert_str_eq(unk, "\xE2\x82\xAC \xE2\x9C\x93");
+    /* bytes that are not UTF-8 still encode: one <unk> per byte */
+    n = bpe_encode(&b, "a\xFF\xFE", ids, 2048);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(ids[1], BPE_UNK);
+    ck_assert_int_eq(ids[2], BPE_UNK);
+    bpe_free(&b);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+}
+END_TEST
+
 START_TEST(test_deterministic) {
     char *a[] = {"aa bb ab ba aab bba", "ba ab aa"};
     Bpe b1, b2;
@@ -137,6 +191,7 @@ START_TEST(test_save_load) {
     ck_assert_int_eq(access(tmp, F_OK), -1);   /* the temporary file is gone */
     ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 0);
     ck_assert_int_eq(c.vocab, b.vocab);
+    ck_assert_int_eq(c.tokenised, 0);   /* bpe_learn's default: the text as the corpus had it */
     int i1[64], i2[64];
     int n1 = bpe_encode(&b, a[0], i1, 64), n2 = bpe_encode(&c, a[0], i2, 64);
     ck_assert_int_eq(n1, n2);
@@ -146,6 +201,45 @@ START_TEST(test_save_load) {
     ck_assert_str_eq(unk, "cat");
     ck_assert_int_eq(bpe_unknown_word(&c, "the dog sees", unk, sizeof unk), 0);
     bpe_free(&c);
+
+    /* how the text was written travels with the vocabulary (format 2) ... */
+    b.tokenised = 1;
+    ck_assert_int_eq(bpe_save(&b, path, err, sizeof err), 0);
+    ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 0);
+    ck_assert_int_eq(c.tokenised, 1);
+    bpe_free(&c);
+    /* ... and a version 1 file (no "text" line) reads as tokenised: what
+     * the programs that wrote version 1 did with --translate input */
+    {
+        FILE *f = fopen(path, "rb");
+        char v2[8192], v1[8192];
+        size_t n = fread(v2, 1, sizeof v2 - 1, f);
+        fclose(f);
+        v2[n] = 0;
+        char *text = strstr(v2, "text tokenised\n"), *end = strstr(v2, "end ");
+        ck_assert_ptr_nonnull(text);
+        size_t k = (size_t)(text - v2);
+        memcpy(v1, v2, k);
+        size_t body = (size_t)(end - (text + 15));
+        memcpy(v1 + k, text + 15, body);
+        k += body;
+        v1[8] = '1';   /* "AIYNBPE 1" */
+        k += (size_t)sprintf(v1 + k, "end %08x\n", crc32_update(0, v1, k));
+        f = fopen(path, "wb");
+        fwrite(v1, 1, k, f);
+        fclose(f);
+        ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 0);
+        ck_assert_int_eq(c.tokenised, 1);
+        ck_assert_int_eq(c.vocab, b.vocab);
+        bpe_free(&c);
+        v1[8] = '3';   /* a version this program does not know */
+        f = fopen(path, "wb");
+        fwrite(v1, 1, k, f);
+        fclose(f);
+        ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
+        ck_assert_ptr_nonnull(strstr(err, "version"));
+        ck_assert_int_eq(bpe_save(&b, path, err, sizeof err), 0);
+    }
 
     /* damage: one flipped byte, a truncation, another file */
     FILE *f = fopen(path, "rb");
@@ -181,6 +275,7 @@ Suite *bpe_suite(void) {
     TCase *core = tcase_create("Core");
     tcase_add_test(core, test_toy_merges);
     tcase_add_test(core, test_round_trip);
+    tcase_add_test(core, test_unseen_words);
     tcase_add_test(core, test_deterministic);
     suite_add_tcase(s, core);
     TCase *lim = tcase_create("Limits");

@@ -17,6 +17,9 @@
 #include "batch.h"
 #include "bpe.h"
 #include "corpus.h"
+#include "decode.h"
+#include "model.h"
+#include "translate.h"
 
 static char dir[64];   /* the temporary folder of the chapter runs */
 
@@ -73,6 +76,62 @@ START_TEST(test_default_padding) {
     ck_assert_msg(ratio > 1.75 && ratio < 1.85, "ratio %.3f", ratio);
     batches_free(&flat), batches_free(&buck);
     free(sl), free(tl);
+    bpe_free(&b);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+}
+END_TEST
+
+/* A sentence's translation must not depend on which sentences share its
+ * batch: each is decoded to its own length + 50 and stops at its own </s>
+ * (translate_split). Six test sentences of different lengths, decoded in
+ * one batch and each alone, by a random model (so nothing stops early and
+ * every output runs to its own cap) and by the same model after its
+ * output bias towards </s> is raised (so outputs end at different steps):
+ * greedy and beam, the same strings. */
+START_TEST(test_batch_independent) {
+    Corpus tr, dv, te;
+    char err[256];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 400, 1, 6, 11, err, sizeof err), 0);
+    Bpe b;
+    ck_assert_int_eq(bpe_learn(&b, tr.src, tr.n, tr.tgt, tr.n, 150, err, sizeof err), 0);
+    Encoded e;
+    ck_assert_int_eq(encode_split(&e, &te, &b, err, sizeof err), 0);
+    Batches one, alone;   /* one batch of all six; six batches of one */
+    ck_assert_int_eq(batches_make(&one, e.slen, e.tlen, e.n, 100000, 6, 1, 1, err, sizeof err), 0);
+    ck_assert_int_eq(batches_make(&alone, e.slen, e.tlen, e.n, 100000, 1, 1, 1, err, sizeof err), 0);
+    ck_assert_int_eq(one.n, 1);
+    ck_assert_int_eq(alone.n, 6);
+    ck_assert_int_ne(e.slen[0], e.slen[1]);   /* different lengths: different caps */
+    Config c = config_base();
+    c.N = 1, c.d_model = 16, c.d_ff = 32, c.h = 2, c.d_k = c.d_v = 8;
+    c.vocab = b.vocab, c.max_len = e.max_s + 51, c.dropout = 0, c.pad_id = BPE_PAD;
+    Model m;
+    ck_assert_int_eq(model_build(&m, &c, 6, e.max_s, e.max_s, 3, err, sizeof err), 0);
+    DecodeOpts o = decode_opts_paper(BPE_BOS, BPE_EOS);
+    char *h1[6] = {0}, *h2[6] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)   /* </s> likelier: the embedding row of </s> grows, so its logit does */
+            for (int j = 0; j < c.d_model; j++) m.params.embed[BPE_EOS * c.d_model + j] *= 3;
+        for (int greedy = 1; greedy >= 0; greedy--) {
+            ck_assert_int_eq(translate_split(&m, &b, &e, &one, &o, greedy, h1, err, sizeof err), 0);
+            ck_assert_int_eq(translate_split(&m, &b, &e, &alone, &o, greedy, h2, err, sizeof err), 0);
+            int said = 0;   /* outputs that are not empty */
+            for (int i = 0; i < 6; i++) {
+                ck_assert_msg(!strcmp(h1[i], h2[i]), "%s, sentence %d: batched \"%s\" but alone \"%s\"",
+                              greedy ? "greedy" : "beam", i, h1[i], h2[i]);
+                said += h1[i][0] != 0;
+                int words = 1;
+                for (const char *p = h1[i]; *p; p++) words += *p == ' ';
+                /* no more than its own source + 50 tokens (a word is at least one) */
+                ck_assert_int_le(words, e.slen[i] + 50);
+            }
+            ck_assert_int_gt(said, 0);
+        }
+    }
+    for (int i = 0; i < 6; i++) free(h1[i]), free(h2[i]);
+    model_free(&m);
+    batches_free(&one), batches_free(&alone);
+    encoded_free(&e);
     bpe_free(&b);
     corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
 }
@@ -146,17 +205,34 @@ START_TEST(test_tsv_end_to_end) {
     ck_assert_ptr_nonnull(strstr(out, "average of last 3, beam 4, alpha 0.6"));
     assert_narrow(out);
 
-    /* --translate with the checkpoint just written */
+    /* section 5's four systems, each with its hypotheses (a line per test sentence) */
+    static const char *const hyps[4] = {"test_hyp.txt", "test_hyp_beam.txt", "test_hyp_avg.txt",
+                                        "test_hyp_avg_beam.txt"};
+    for (int k = 0; k < 4; k++) {
+        char cmd[512];
+        ck_assert_ptr_nonnull(strstr(out, hyps[k]));
+        snprintf(cmd, sizeof cmd, "test $(wc -l < %s/a/%s) -eq 20", dir, hyps[k]);
+        ck_assert_msg(system(cmd) == 0, "%s/a/%s: not 20 lines", dir, hyps[k]);
+    }
+
+    /* --translate with the checkpoint just written. A TSV corpus's text is
+     * taken as typed: no capital letter or " ." is added */
     snprintf(args, sizeof args, "--out %s/a --translate \"the man sees the dog\"", dir);
     rc = run(args, out, sizeof out);
     ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
-    ck_assert_ptr_nonnull(strstr(out, "en: The man sees the dog ."));
+    ck_assert_ptr_nonnull(strstr(out, "en: the man sees the dog\n"));
     ck_assert_ptr_nonnull(strstr(out, "de: "));
     assert_narrow(out);
-    snprintf(args, sizeof args, "--out %s/a --translate \"the elephant sees the dog\"", dir);
+    /* a word the corpus never had is spelled from subwords, not refused */
+    snprintf(args, sizeof args, "--out %s/a --translate \"The elephant sees the dog .\"", dir);
     rc = run(args, out, sizeof out);
-    ck_assert_int_eq(rc, 2);
-    ck_assert_ptr_nonnull(strstr(out, "\"elephant\" never appears"));
+    ck_assert_msg(rc == 0, "translate elephant: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"elephant\": spelled from the subwords"));
+    ck_assert_ptr_nonnull(strstr(out, "en: The elephant sees the dog .\n"));
+    /* the averaged checkpoint has its vocabulary beside it too */
+    snprintf(args, sizeof args, "--model %s/a/model_avg.ckpt --out %s/a --translate \"the dog sees\"", dir, dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "translate with model_avg.ckpt: exit %d:\n%s", rc, out);
     char longs[3000] = "--out ";
     snprintf(longs + strlen(longs), 200, "%s/a --translate \"the man", dir);
     for (int i = 0; i < 200; i++) strcat(longs, " the man");
@@ -166,6 +242,102 @@ START_TEST(test_tsv_end_to_end) {
     ck_assert_ptr_nonnull(strstr(out, "subword tokens; this model takes at most"));
     snprintf(args, sizeof args, "--out %s/none --translate \"the man\"", dir);
     ck_assert_int_eq(run(args, out, sizeof out), 1);   /* no model there: cannot read */
+    cleanup_dir();
+}
+END_TEST
+
+/* A model of the generated corpus writes typed input the corpus's way
+ * (capital letter, "," and "." split off, a final " .") and says so in
+ * its vocabulary file (format 2, "text tokenised"). */
+START_TEST(test_translate_generated_form) {
+    if (!setup_dir()) return;
+    char args[1024];
+    snprintf(args, sizeof args, "--train-size 300 " TINY " --steps 2 --checkpoint-every 0 --out %s/g", dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    snprintf(args, sizeof args, "--out %s/g --translate \"the man sees the dog, the woman laughs\"", dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "en: The man sees the dog , the woman laughs .\n"));
+    char path[256], head[256] = "";
+    snprintf(path, sizeof path, "%s/g/model.ckpt.bpe", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[n] = 0;
+    ck_assert_ptr_nonnull(strstr(head, "AIYNBPE 2\n"));
+    ck_assert_ptr_nonnull(strstr(head, "\ntext tokenised\n"));
+    cleanup_dir();
+}
+END_TEST
+
+/* --dev and --test FILE replace the splits; with both, the whole corpus
+ * trains; with one, the split it replaces goes back to training. */
+START_TEST(test_dev_test_files) {
+    if (!setup_dir()) return;
+    Corpus tr, dv, te;
+    char err[256], args[1024], tsv[128], dev[128], test[128];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 300, 10, 12, 9, err, sizeof err), 0);
+    snprintf(tsv, sizeof tsv, "%s/pairs.tsv", dir);
+    snprintf(dev, sizeof dev, "%s/dev.tsv", dir);
+    snprintf(test, sizeof test, "%s/test.tsv", dir);
+    ck_assert_int_eq(corpus_save_tsv(&tr, tsv, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_save_tsv(&dv, dev, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_save_tsv(&te, test, err, sizeof err), 0);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    snprintf(args, sizeof args, "--corpus %s --dev %s --test %s " TINY " --steps 2 --checkpoint-every 0 --out %s/o",
+             tsv, dev, test, dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "every pair of it trains"));
+    ck_assert_ptr_nonnull(strstr(out, "pairs: train 300, dev 10, test 12"));
+    ck_assert_ptr_nonnull(strstr(out, "English sentences also in training: dev 0 of 10, test 0 of 12"));
+    /* --test alone: dev is cut off the corpus (TINY: 20), the split's test trains */
+    snprintf(args, sizeof args, "--corpus %s --test %s " TINY " --steps 2 --checkpoint-every 0 --out %s/o",
+             tsv, test, dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "pairs: train 280, dev 20, test 12"));
+    snprintf(args, sizeof args, "--corpus %s --dev %s/missing.tsv --out %s/o", tsv, dir, dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 1);   /* cannot read it */
+    ck_assert_ptr_nonnull(strstr(out, "--dev"));
+    snprintf(args, sizeof args, "--ding-phrases --out %s/o", dir);
+    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--ding-phrases needs --corpus ding"));
+    cleanup_dir();
+}
+END_TEST
+
+/* --corpus ding: the Ding dictionary's sentences (when trans-de-en is
+ * installed), every section on real text: no exit after training, a dev
+ * sentence in section 6, --translate of lowercase input without a period. */
+START_TEST(test_ding_corpus) {
+    if (access(DING_PATH, R_OK) != 0) {
+        fprintf(stderr, "check_translation: %s missing (apt-get install trans-de-en): the Ding run is skipped\n",
+                DING_PATH);
+        return;
+    }
+    if (!setup_dir()) return;
+    char args[1024];
+    snprintf(args, sizeof args, "--corpus ding --dev-size 20 --test-size 20 --vocab 2000 --layers 1 --d-model 16 "
+             "--heads 2 --d-ff 32 --tokens 400 --steps 2 --checkpoint-every 1 --out %s/d", dir);
+    int rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "the Ding dictionary (trans-de-en, GPL-2+), read from " DING_PATH
+                                      " at run time; fixed split"));
+    ck_assert_ptr_nonnull(strstr(out, "dev 20, test 20"));
+    ck_assert_ptr_nonnull(strstr(out, "the dev set's 3 most frequent words"));
+    ck_assert_ptr_nonnull(strstr(out, "average of last 2, beam 4, alpha 0.6"));
+    ck_assert_ptr_nonnull(strstr(out, "peak resident memory"));
+    ck_assert_ptr_nonnull(strstr(out, "6. What the heads learned: one dev sentence"));
+    ck_assert_ptr_nonnull(strstr(out, "encoder layer 1: head 1"));
+    ck_assert_ptr_null(strstr(out, "verb-final"));   /* the generated sentence's tracing is not run */
+    assert_narrow(out);
+    snprintf(args, sizeof args, "--out %s/d --translate \"don't lose heart\"", dir);
+    rc = run(args, out, sizeof out);
+    ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "en: don't lose heart\n"));
     cleanup_dir();
 }
 END_TEST
@@ -264,9 +436,13 @@ Suite *translation_suite(void) {
     TCase *core = tcase_create("Core");
     tcase_add_test(core, test_batches);
     tcase_add_test(core, test_default_padding);
+    tcase_add_test(core, test_batch_independent);
     suite_add_tcase(s, core);
     TCase *progs = tcase_create("Programs");
     tcase_add_test(progs, test_tsv_end_to_end);
+    tcase_add_test(progs, test_translate_generated_form);
+    tcase_add_test(progs, test_dev_test_files);
+    tcase_add_test(progs, test_ding_corpus);
     tcase_add_test(progs, test_resume_exact);
     tcase_add_test(progs, test_bad_input);
     tcase_add_test(progs, test_default_run);

@@ -2,19 +2,24 @@
  *
  * The paper's task, in miniature and offline: a parallel corpus generated
  * from a small grammar (common/corpus.h: gender, case, adjective endings,
- * plurals, verb second, verb-final subordinate clauses, the perfect),
+ * plurals, verb second, verb-final subordinate clauses, the perfect) or a
+ * real one (the Ding dictionary's example sentences, or a TSV file),
  * byte-pair encoding learned on the training side with one vocabulary for
  * both languages (Sec. 5.1, common/bpe.h), batches by length under a token
  * budget (Sec. 5.1, common/batch.h), the Transformer of chapters 07-08
  * (post-LN, tied embeddings, Adam with the Sec. 5.3 schedule, label
  * smoothing, dropout), corpus BLEU-4 (Sec. 6.1, common/bleu.h) of greedy decoding
  * and of the paper's beam search (beam 4, alpha 0.6; chapter 09's decoder), the average
- * of the last 5 checkpoints (Sec. 6.1), dev perplexity per subword (Table 3)
- * and the cross-attention alignment of a sentence whose verb moves to the
- * end (Figures 3-5).
+ * of the last 5 checkpoints (Sec. 6.1), dev perplexity per subword (Table 3),
+ * what the run's memory went to, and the cross-attention alignment of a
+ * sentence (for the generated corpus one whose verb moves to the end;
+ * Figures 3-5).
  *
  *   build/11_translation                          generate, BPE, train, evaluate
+ *   build/11_translation --corpus ding            the Ding dictionary's ~14,700 sentence pairs
+ *                                                 (apt-get install trans-de-en), a fixed split
  *   build/11_translation --corpus pairs.tsv       the same on your own data
+ *   build/11_translation --corpus ding --dev mydev.tsv --test mytest.tsv
  *   build/11_translation --translate "the man sees the big dog"
  *   build/11_translation --resume out/11_translation/model.ckpt --steps 3000
  *   build/11_translation --threads 2              a second thread (the default is 1)
@@ -22,17 +27,19 @@
  *                                                 the same training loop; rank 0 prints and saves
  *
  * Files in --out: model.ckpt (+ model.ckpt.bpe, the vocabulary), the
- * checkpoints ckpt_STEP.ckpt of the last 5 saves, model_avg.ckpt, the
- * heatmaps as PNG, test hypotheses as text.
+ * checkpoints ckpt_STEP.ckpt of the last 5 saves, model_avg.ckpt (+ .bpe),
+ * the heatmaps as PNG, the test hypotheses of the four systems as text.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 
+#include "attention.h"
 #include "batch.h"
 #include "bleu.h"
 #include "bpe.h"
@@ -50,6 +57,8 @@
 
 static const char *PROG = "11_translation";
 #define N_AVG_MAX 16
+/* Sec. 6.1: "maximum output length to input length + 50" */
+#define OUT_OFFSET 50
 
 static double now_s(void) {
     struct timespec ts;
@@ -83,19 +92,23 @@ static void print_wrapped(const char *label, const char *text) {
     putchar('\n');
 }
 
+static int max2(int a, int b) { return a > b ? a : b; }
+
 /* ---- the run's settings ------------------------------------------------------ */
 typedef struct {
     int n_train, n_dev, n_test, vocab, tokens, max_rows;
-    int layers, d_model, d_ff, heads, steps, warmup, ckpt_every, n_avg, threads, micro;
+    int layers, d_model, d_ff, heads, steps, warmup, ckpt_every, n_avg, threads, micro, ding_phrases;
     float factor, eps_ls, dropout;
     uint64_t seed;
-    const char *corpus, *resume, *translate, *model, *out;
+    const char *corpus, *dev, *test, *resume, *translate, *model, *out, *dump;
 } Opts;
 
 typedef struct {
     Corpus train, dev, test;
     Bpe bpe;
     Encoded etrain, edev, etest;
+    int generated;      /* 1: the grammar's corpus (tokenised, structure known); 0: read (--corpus) */
+    int ding;           /* 1: --corpus ding                                                       */
 } Data;
 
 /* ---- section 1: the corpus ------------------------------------------------------- */
@@ -112,26 +125,104 @@ static void count_words(const Corpus *c, int side, long *tokens, int *types) {
     bpe_free(&tmp);
 }
 
+/* Moves every pair of *from to the end of *to; *from is left empty. */
+static void append_pairs(Corpus *to, Corpus *from) {
+    to->src = xrealloc(to->src, ((size_t)to->n + from->n + 1) * sizeof(char *));
+    to->tgt = xrealloc(to->tgt, ((size_t)to->n + from->n + 1) * sizeof(char *));
+    memcpy(to->src + to->n, from->src, (size_t)from->n * sizeof(char *));
+    memcpy(to->tgt + to->n, from->tgt, (size_t)from->n * sizeof(char *));
+    to->n += from->n;
+    free(from->src);
+    free(from->tgt);
+    memset(from, 0, sizeof *from);
+}
+
+/* The pairs of a TSV file given to flag, or the file's problem and exit
+ * (1: cannot read it, 2: bad content). */
+static void load_tsv(Corpus *c, const char *flag, const char *path) {
+    char err[512];
+    int rc = corpus_load_tsv(c, path, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "%s: error: %s %s\n", PROG, flag, err);
+        exit(rc);
+    }
+}
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* How many English sentences of c also occur in the training set (a test
+ * sentence seen in training measures memory, not translation). */
+static int seen_in_training(const Corpus *c, const Corpus *train) {
+    char **sorted = xmalloc(((size_t)train->n + 1) * sizeof(char *));
+    memcpy(sorted, train->src, (size_t)train->n * sizeof(char *));
+    qsort(sorted, (size_t)train->n, sizeof(char *), str_cmp);
+    int seen = 0;
+    for (int i = 0; i < c->n; i++)
+        seen += bsearch(&c->src[i], sorted, (size_t)train->n, sizeof(char *), str_cmp) != NULL;
+    free(sorted);
+    return seen;
+}
+
+/* Where the data come from: the grammar, the Ding dictionary (a fixed
+ * split) or a TSV file (a seeded split); --dev / --test FILE replace those
+ * splits, and what a split no longer needs trains. */
 static void section_corpus(const Opts *o, Data *d) {
     char err[512];
     show_section("1. A parallel corpus (stand-in for WMT 2014 English-German, Sec. 5.1)");
-    if (o->corpus) {
-        Corpus all;
-        int rc = corpus_load_tsv(&all, o->corpus, err, sizeof err);
-        if (rc) {
-            fprintf(stderr, "%s: error: --corpus %s\n", PROG, err);
-            exit(rc);
-        }
-        rc = corpus_split(&all, &d->train, &d->dev, &d->test, o->n_dev, o->n_test, o->seed, err, sizeof err);
-        printf("read %d pairs from %s\n", all.n, o->corpus);
-        corpus_free(&all);
-        if (rc) cli_fail(PROG, "--corpus %s: %s", o->corpus, err);
-    } else if (corpus_generate(&d->train, &d->dev, &d->test, o->n_train, o->n_dev, o->n_test, o->seed, err,
-                               sizeof err)) {
-        cli_fail(PROG, "%s", err);
-    } else {
+    d->ding = o->corpus && !strcmp(o->corpus, "ding");
+    d->generated = !o->corpus;
+    /* dev: 300 pairs of the grammar's or a file's, 500 of the dictionary's */
+    int n_dev = o->n_dev ? o->n_dev : d->ding ? 500 : 300, n_test = o->n_test;
+    if (d->generated) {
+        /* a split a file replaces is generated with one pair and dropped */
+        if (corpus_generate(&d->train, &d->dev, &d->test, o->n_train, o->dev ? 1 : n_dev, o->test ? 1 : n_test,
+                            o->seed, err, sizeof err))
+            cli_fail(PROG, "%s", err);
         printf("generated from a grammar (common/corpus.c), seed %llu; every sentence distinct,\n"
                "so train, dev and test share none\n", (unsigned long long)o->seed);
+        if (o->dev) corpus_free(&d->dev);
+        if (o->test) corpus_free(&d->test);
+    } else {
+        Corpus all, phrases = {0};
+        int rc;
+        if (d->ding) {
+            rc = corpus_load_ding(&all, o->ding_phrases ? &phrases : NULL, DING_PATH, err, sizeof err);
+            if (rc) {
+                fprintf(stderr, "%s: error: --corpus ding: %s\n", PROG, err);
+                exit(rc);
+            }
+            printf("the Ding dictionary (trans-de-en, GPL-2+), read from %s at run time; fixed split\n"
+                   "%d example sentence pairs; dev and test ranked by a hash of the English sentence\n"
+                   "(corpus_split_fixed: the same split on every machine and with every --seed)\n",
+                   DING_PATH, all.n);
+        } else {
+            load_tsv(&all, "--corpus", o->corpus);
+            printf("read %d pairs from %s\n", all.n, o->corpus);
+        }
+        if (o->dev && o->test) {   /* nothing to split off: the whole corpus trains */
+            append_pairs(&d->train, &all);
+            printf("--dev and --test given: every pair of it trains\n");
+        } else {
+            rc = d->ding ? corpus_split_fixed(&all, &d->train, &d->dev, &d->test, n_dev, n_test, err, sizeof err)
+                         : corpus_split(&all, &d->train, &d->dev, &d->test, n_dev, n_test, o->seed, err, sizeof err);
+            corpus_free(&all);
+            if (rc) cli_fail(PROG, "--corpus %s: %s", o->corpus, err);
+            if (o->dev) append_pairs(&d->train, &d->dev);     /* the file replaces it: back to training */
+            if (o->test) append_pairs(&d->train, &d->test);
+        }
+        if (o->ding_phrases) {
+            printf("--ding-phrases: %d word and phrase pairs of the dictionary added to the training\n"
+                   "split only (dev and test stay sentences)\n", phrases.n);
+            append_pairs(&d->train, &phrases);
+        }
+    }
+    if (o->dev) {
+        load_tsv(&d->dev, "--dev", o->dev);
+        printf("dev: %d pairs read from %s\n", d->dev.n, o->dev);
+    }
+    if (o->test) {
+        load_tsv(&d->test, "--test", o->test);
+        printf("test: %d pairs read from %s\n", d->test.n, o->test);
     }
     long te, tg;
     int ve, vg;
@@ -139,6 +230,9 @@ static void section_corpus(const Opts *o, Data *d) {
     count_words(&d->train, 1, &tg, &vg);
     printf("pairs: train %d, dev %d, test %d\n", d->train.n, d->dev.n, d->test.n);
     printf("train words: English %ld (%d distinct), German %ld (%d distinct)\n", te, ve, tg, vg);
+    if (!d->generated)
+        printf("English sentences also in training: dev %d of %d, test %d of %d\n", seen_in_training(&d->dev, &d->train),
+               d->dev.n, seen_in_training(&d->test, &d->train), d->test.n);
     for (int i = 0; i < 4 && i < d->train.n; i++) {
         print_wrapped("  en: ", d->train.src[i]);
         print_wrapped("  de: ", d->train.tgt[i]);
@@ -146,21 +240,133 @@ static void section_corpus(const Opts *o, Data *d) {
 }
 
 /* ---- section 2: byte-pair encoding ------------------------------------------------- */
-static void print_segmentation(const Bpe *b, const char *label, const char *s) {
-    int ids[256], n = bpe_encode(b, s, ids, 256);
-    char line[1024] = "", sym[128];
-    size_t len = 0;
-    for (int i = 0; i < n && i < 256; i++) {
+/* "  label      -> sym sym ...  (n tokens)", wrapped */
+static void print_ids(const Bpe *b, const char *label, const int *ids, int n) {
+    size_t cap = 64, len = 0;
+    char *line = xmalloc(cap), sym[128];
+    line[0] = 0;
+    for (int i = 0; i < n; i++) {
         bpe_symbol_str(b, ids[i], sym, sizeof sym);
-        len += (size_t)snprintf(line + len, len < sizeof line ? sizeof line - len : 0, "%s%s", i ? " " : "", sym);
-        if (len >= sizeof line) break;
+        size_t need = len + strlen(sym) + 2;
+        if (need > cap) line = xrealloc(line, cap = 2 * need);
+        len += (size_t)sprintf(line + len, "%s%s", i ? " " : "", sym);
     }
     int w = 0;   /* pad to 10 columns by characters, not bytes (großen) */
     for (const char *q = label; *q; q++) w += ((unsigned char)*q & 0xC0) != 0x80;
-    char head[256], text[1200];
+    char head[256];
     snprintf(head, sizeof head, "  %s%*s -> ", label, w < 10 ? 10 - w : 0, "");
-    snprintf(text, sizeof text, "%s  (%d token%s)", line, n, n == 1 ? "" : "s");
+    char *text = xmalloc(len + 32);
+    sprintf(text, "%s  (%d token%s)", line, n, n == 1 ? "" : "s");
     print_wrapped(head, text);
+    free(text);
+    free(line);
+}
+
+/* how sentence s segments */
+static void print_segmentation(const Bpe *b, const char *label, const char *s) {
+    int n = bpe_encode(b, s, NULL, 0);
+    int *ids = xmalloc(((size_t)n + 1) * sizeof(int));
+    bpe_encode(b, s, ids, n);
+    print_ids(b, label, ids, n);
+    free(ids);
+}
+
+/* 1 if the code point starting at s (l bytes) is a letter: a-z, A-Z or a
+ * Latin letter with a diacritic (U+00C0..U+024F but for × and ÷) */
+static int is_letter(const unsigned char *s, int l) {
+    if (l == 1) return (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z');
+    if (l != 2) return 0;
+    int cp = (s[0] & 0x1F) << 6 | (s[1] & 0x3F);
+    return cp >= 0xC0 && cp <= 0x24F && cp != 0xD7 && cp != 0xF7;
+}
+
+typedef struct {
+    const char *w;
+    int n, count;       /* letters, occurrences */
+} WordCount;
+
+static int wc_text_cmp(const void *a, const void *b) {
+    return strcmp(((const WordCount *)a)->w, ((const WordCount *)b)->w);
+}
+
+static int wc_cmp(const void *a, const void *b) {
+    const WordCount *x = a, *y = b;
+    if (x->count != y->count) return y->count - x->count;
+    if (x->n != y->n) return y->n - x->n;
+    return strcmp(x->w, y->w);
+}
+
+/* The k most frequent words of at least `least` letters (letters only: no
+ * punctuation, no digits) among sentences[0..n); ties: longer first, then
+ * byte order. Pointers into a copy of the text (*keep, to free). Returns
+ * how many (fewer when the sentences have fewer such words). */
+static int frequent_long_words(char *const *sentences, int n, int least, int k, const char **out, char **keep) {
+    size_t total = 1;
+    for (int i = 0; i < n; i++) total += strlen(sentences[i]) + 1;
+    char *text = *keep = xmalloc(total), *p = text;
+    for (int i = 0; i < n; i++) p += sprintf(p, "%s ", sentences[i]);
+    WordCount *wc = xmalloc(total / 2 * sizeof(WordCount) + sizeof(WordCount));
+    int nw = 0;
+    for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+        int letters = 0, ok = 1;
+        for (const unsigned char *q = (const unsigned char *)w; *q && ok;) {
+            int l = (*q & 0xE0) == 0xC0 ? 2 : (*q & 0xF0) == 0xE0 ? 3 : (*q & 0xF8) == 0xF0 ? 4 : 1;
+            ok = is_letter(q, l);
+            letters++;
+            for (int j = 0; j < l && *q; j++) q++;
+        }
+        if (ok && letters >= least) wc[nw++] = (WordCount){w, letters, 1};
+    }
+    /* count: sort by text, merge equal neighbours, then rank */
+    qsort(wc, (size_t)nw, sizeof *wc, wc_text_cmp);
+    int m = 0;
+    for (int i = 0; i < nw; i++) {
+        if (m > 0 && !strcmp(wc[m - 1].w, wc[i].w)) wc[m - 1].count++;
+        else wc[m++] = wc[i];
+    }
+    qsort(wc, (size_t)m, sizeof *wc, wc_cmp);
+    int got = m < k ? m : k;
+    for (int i = 0; i < got; i++) out[i] = wc[i].w;
+    free(wc);
+    return got;
+}
+
+/* how a few words segment: the grammar's, chosen to show German
+ * morphology; for a real corpus, its own dev set's most frequent long words */
+static void show_segmentations(const Data *d) {
+    printf("how words segment (</w> marks the end of a word):\n");
+    if (d->generated) {
+        static const char *const words[] = {"the", "großen", "Bäumen", "Mädchen", "gesehen", "children", "weil"};
+        for (int i = 0; i < (int)(sizeof words / sizeof words[0]); i++)
+            print_segmentation(&d->bpe, words[i], words[i]);
+        return;
+    }
+    printf("(the dev set's 3 most frequent words of 7 or more letters, each language; \"new\": a\n"
+           "word training never had, spelled from the subwords it did have)\n");
+    Bpe de_words = {0};   /* the German training words (d->bpe holds the English ones) */
+    bpe_set_words(&de_words, d->train.tgt, d->train.n);
+    for (int side = 0; side < 2; side++) {
+        const char *w[3];
+        char *keep, unk[8], label[160];
+        int n = frequent_long_words(side ? d->dev.tgt : d->dev.src, d->dev.n, 7, 3, w, &keep);
+        for (int i = 0; i < n; i++) {
+            int is_new = bpe_unknown_word(side ? &de_words : &d->bpe, w[i], unk, sizeof unk);
+            snprintf(label, sizeof label, "%s%s", w[i], is_new ? " (new)" : "");
+            print_segmentation(&d->bpe, label, w[i]);
+        }
+        if (!n) printf("  (no %s dev word of 7 or more letters)\n", side ? "German" : "English");
+        free(keep);
+    }
+    bpe_free(&de_words);
+}
+
+static long count_unk(const Encoded *e) {
+    long n = 0;
+    for (int i = 0; i < e->n; i++) {
+        for (int j = 0; j < e->slen[i] - 1; j++) n += e->s[i][j] == BPE_UNK;
+        for (int j = 0; j < e->tlen[i] - 1; j++) n += e->t[i][j] == BPE_UNK;
+    }
+    return n;
 }
 
 static void section_bpe(const Opts *o, Data *d) {
@@ -169,6 +375,8 @@ static void section_bpe(const Opts *o, Data *d) {
     if (bpe_learn(&d->bpe, d->train.src, d->train.n, d->train.tgt, d->train.n, o->vocab, err, sizeof err))
         cli_fail(PROG, "--vocab: %s", err);
     bpe_set_words(&d->bpe, d->train.src, d->train.n);
+    /* saved with the vocabulary: --translate writes typed input the same way */
+    d->bpe.tokenised = d->generated;
     printf("learned on the %d training pairs (both sides):\n%d symbols = 4 special + %d characters "
            "+ %d merges%s\n", d->train.n, d->bpe.vocab, d->bpe.n_chars, d->bpe.n_merges,
            d->bpe.vocab < o->vocab ? " (no pair occurs twice any more: stopped early)" : "");
@@ -180,9 +388,8 @@ static void section_bpe(const Opts *o, Data *d) {
         bpe_symbol_str(&d->bpe, s->right, r, sizeof r);
         printf("%s %s+%s", i % 4 == 0 ? "\n " : "", l, r);
     }
-    printf("\nhow words segment (</w> marks the end of a word):\n");
-    static const char *const words[] = {"the", "großen", "Bäumen", "Mädchen", "gesehen", "children", "weil"};
-    for (int i = 0; i < (int)(sizeof words / sizeof words[0]); i++) print_segmentation(&d->bpe, words[i], words[i]);
+    printf("\n");
+    show_segmentations(d);
     if (encode_split(&d->etrain, &d->train, &d->bpe, err, sizeof err) ||
         encode_split(&d->edev, &d->dev, &d->bpe, err, sizeof err) ||
         encode_split(&d->etest, &d->test, &d->bpe, err, sizeof err)) {
@@ -193,6 +400,9 @@ static void section_bpe(const Opts *o, Data *d) {
     for (int i = 0; i < d->etrain.n; i++) ns += d->etrain.slen[i] - 1, nt += d->etrain.tlen[i] - 1;
     printf("train subwords per sentence: English %.2f, German %.2f; longest (with </s>): %d, %d\n",
            (double)ns / d->etrain.n, (double)nt / d->etrain.n, d->etrain.max_s, d->etrain.max_t);
+    if (!d->generated)
+        printf("characters training never saw (each one <unk>, bpe.h): dev %ld, test %ld\n", count_unk(&d->edev),
+               count_unk(&d->etest));
 }
 
 /* ---- section 3: batches by length under a token budget ------------------------------ */
@@ -221,6 +431,57 @@ static void section_batches(const Opts *o, const Data *d, Batches *bs) {
     batches_free(&flat);
 }
 
+/* ---- --dump-data: the run's data as plain text, for an independent model -------------------
+ * (make bench-translate's PyTorch reference trains on exactly these ids
+ * and batches). In DIR: vocab.tsv (id, symbol, 1 if it ends a word),
+ * {train,dev,test}.ids (a pair a line: source ids, a tab, target ids; no
+ * <s> or </s>), {dev,test}.{en,de} (the text), train_batches.txt (a batch a
+ * line: the row numbers of train.ids, as section 3 cut them). */
+static FILE *dump_open(const char *dir, const char *name) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) cli_fail(PROG, "--dump-data: cannot write %s", path);
+    return f;
+}
+
+static void dump_close(FILE *f, const char *dir) {
+    if (ferror(f) | fclose(f)) cli_fail(PROG, "--dump-data: could not write to %s (disk full?)", dir);
+}
+
+static void dump_data(const char *dir, const Data *d, const Batches *bs) {
+    if (plot_mkdir(dir)) cli_fail(PROG, "--dump-data: cannot create %s", dir);
+    FILE *f = dump_open(dir, "vocab.tsv");
+    for (int i = 0; i < d->bpe.vocab; i++) fprintf(f, "%d\t%s\t%d\n", i, d->bpe.sym[i].text, d->bpe.sym[i].eow);
+    dump_close(f, dir);
+    const Encoded *e[3] = {&d->etrain, &d->edev, &d->etest};
+    const Corpus *c[3] = {&d->train, &d->dev, &d->test};
+    const char *name[3] = {"train", "dev", "test"};
+    for (int k = 0; k < 3; k++) {
+        char fn[64];
+        snprintf(fn, sizeof fn, "%s.ids", name[k]);
+        f = dump_open(dir, fn);
+        for (int i = 0; i < e[k]->n; i++) {
+            for (int j = 0; j < e[k]->slen[i] - 1; j++) fprintf(f, "%s%d", j ? " " : "", e[k]->s[i][j]);
+            fputc('\t', f);
+            for (int j = 0; j < e[k]->tlen[i] - 1; j++) fprintf(f, "%s%d", j ? " " : "", e[k]->t[i][j]);
+            fputc('\n', f);
+        }
+        dump_close(f, dir);
+        for (int side = 0; side < 2 && k > 0; side++) {
+            snprintf(fn, sizeof fn, "%s.%s", name[k], side ? "de" : "en");
+            f = dump_open(dir, fn);
+            for (int i = 0; i < c[k]->n; i++) fprintf(f, "%s\n", side ? c[k]->tgt[i] : c[k]->src[i]);
+            dump_close(f, dir);
+        }
+    }
+    f = dump_open(dir, "train_batches.txt");
+    for (int k = 0; k < bs->n; k++)
+        for (int r = 0; r < bs->b[k].n; r++) fprintf(f, "%d%c", bs->b[k].idx[r], r + 1 < bs->b[k].n ? ' ' : '\n');
+    dump_close(f, dir);
+    printf("wrote the vocabulary, the encoded splits and the %d training batches to %s/\n", bs->n, dir);
+}
+
 /* ---- evaluation helpers -------------------------------------------------------------- */
 
 /* Dev perplexity per subword (translate.h's perplexity_of, Table 3's PPL) */
@@ -235,59 +496,39 @@ static double perplexity(Model *m, const Encoded *e, const Batches *bs) {
     return ppl;
 }
 
-/* Translations of every pair of e (in the order of e) into hyp[i] (owned
- * strings), decoded in batches of length-sorted pairs: greedy (train.c's
- * greedy_decode) when beam is NULL, else beam search with those options
- * (chapter 09's decoder, common/decode.h, with its KV cache). Both give
- * token ids that bpe_decode turns back into text the same way. */
-static void translate_all(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, char **hyp,
-                          const DecodeOpts *beam) {
-    int T_cap = m->max_Tt + 1;
-    int *src = xcalloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));
-    int *tin = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *tout = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
-    int *ys = xcalloc((size_t)bs->max_B * T_cap, sizeof(int));
-    int *prefix = xcalloc((size_t)bs->max_B * T_cap, sizeof(int));
-    char buf[4096], err[512];
-    Decoder dec = {0};
-    /* Sec. 6.1: at most input length + offset output tokens (within the PE table) */
-    int beam_T = beam ? bs->max_Ts + beam->offset : 0;
-    if (beam_T > m->cfg.max_len) beam_T = m->cfg.max_len;
-    if (beam && decoder_new(&dec, m, bs->max_B, beam->beam, bs->max_Ts, beam_T, err, sizeof err))
-        cli_fail(PROG, "beam search: %s", err);
-    for (int k = 0; k < bs->n; k++) {
-        const Batch *b = &bs->b[k];
-        fill_batch(e, b, src, tin, tout);
-        if (beam) {
-            if (decode_beam(&dec, beam, src, b->n, b->Ts, err, sizeof err)) cli_fail(PROG, "beam search: %s", err);
-            for (int r = 0; r < b->n; r++) {
-                bpe_decode(bpe, dec.out + (size_t)r * dec.max_T, dec.out_len[r], buf, sizeof buf);
-                free(hyp[b->idx[r]]);
-                hyp[b->idx[r]] = strdup(buf);
-            }
-            continue;
-        }
-        /* room for a German sentence a little longer than the English */
-        int T_out = 2 * b->Ts + 8 < T_cap ? 2 * b->Ts + 8 : T_cap;
-        greedy_decode(m, ys, prefix, src, b->n, b->Ts, T_out, BPE_BOS, BPE_EOS, BPE_PAD);
-        for (int r = 0; r < b->n; r++) {
-            bpe_decode(bpe, ys + (size_t)r * T_out + 1, T_out - 1, buf, sizeof buf);
-            free(hyp[b->idx[r]]);
-            hyp[b->idx[r]] = strdup(buf);
-        }
-    }
-    decoder_free(&dec);
-    free(src);
-    free(tin);
-    free(tout);
-    free(ys);
-    free(prefix);
-}
-
 static Bleu corpus_bleu(char **hyp, char *const *ref, int n, BleuStats *st) {
     memset(st, 0, sizeof *st);
     for (int i = 0; i < n; i++) bleu_add(st, hyp[i] ? hyp[i] : "", ref[i]);
     return bleu_compute(st);
+}
+
+/* ---- section 6's sentence ------------------------------------------------------------------
+ * The generated corpus: "The man laughs , because the woman sees the big
+ * dog ." built from the grammar, so the German verb of the clause is known
+ * ("sieht", clause-final). Any other corpus: the first dev sentence of 6 to
+ * 12 English words (none: the first dev sentence), its reference beside it.
+ * build_model sizes the model's positional table to cover it. */
+static void demo_sentence(const Data *d, char *en, size_t enlen, char *de, size_t delen) {
+    if (d->generated) {
+        Sentence s = {.adverb = -1, .conj = CONJ_BECAUSE};
+        s.main = (Clause){.subj = {DET_THE, 1, -1, corpus_noun("man")}, .verb = corpus_verb("laugh")};
+        s.sub = (Clause){.subj = {DET_THE, 1, -1, corpus_noun("woman")}, .verb = corpus_verb("see"),
+                         .obj = {DET_THE, 1, corpus_adj("big"), corpus_noun("dog")}};
+        char err[256];
+        if (corpus_render(&s, en, enlen, de, delen, err, sizeof err)) cli_fail(PROG, "%s", err);
+        return;
+    }
+    int pick = 0;
+    for (int i = 0; i < d->dev.n; i++) {
+        int words = 1;
+        for (const char *p = d->dev.src[i]; *p; p++) words += *p == ' ';
+        if (words >= 6 && words <= 12) {
+            pick = i;
+            break;
+        }
+    }
+    snprintf(en, enlen, "%s", d->dev.src[pick]);
+    snprintf(de, delen, "%s", d->dev.tgt[pick]);
 }
 
 /* ---- section 4: training ---------------------------------------------------------------- */
@@ -300,6 +541,8 @@ typedef struct {
     int n_ckpt;
     double train_s;
     long tokens;
+    double rss_before;            /* bytes resident before the model was built */
+    const Batches *train_b;       /* section 3's training batches (not owned) */
 } Run;
 
 /* model.ckpt and model.ckpt.bpe, written together (each atomically), by
@@ -323,20 +566,49 @@ static void remember_ckpt(Run *r, const char *path, int keep) {
     snprintf(r->ckpt[r->n_ckpt++], sizeof r->ckpt[0], "%s", path);
 }
 
+/* Bytes resident now (Linux's /proc/self/statm); the peak so far where
+ * that cannot be read. */
+static double rss_now(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    int ok = f && fscanf(f, "%ld %ld", &pages, &resident) == 2;
+    if (f) fclose(f);
+    if (ok) return (double)resident * sysconf(_SC_PAGE_SIZE);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss * 1024.0;
+}
+
 static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r) {
-    char err[512];
-    int T = bs->max_Ts > bs->max_Tt + 1 ? bs->max_Ts : bs->max_Tt + 1;
-    int eval_T = d->edev.max_s > d->etest.max_s ? d->edev.max_s : d->etest.max_s;
-    /* decoding may run past the longest target: leave room */
-    int max_len = T > eval_T ? T : eval_T;
-    max_len = max_len * 2 + 8;
+    char err[512], en[CORPUS_MAX_LINE + 1], de[CORPUS_MAX_LINE + 1];
+    /* The positional table (max_len rows) covers every position the run
+     * uses: teacher forcing (the longest target of train and dev, <s> y),
+     * and decoding, which may write input + 50 tokens (Sec. 6.1) for the
+     * longest source of any split or section 6's sentence, + 1 for the <s>
+     * ahead of them (an output of full length fed back whole). */
+    demo_sentence(d, en, sizeof en, de, sizeof de);
+    int demo_Ts = bpe_encode(&d->bpe, en, NULL, 0) + 1;
+    int longest_src = max2(max2(d->etrain.max_s, d->edev.max_s), max2(d->etest.max_s, demo_Ts));
+    int max_len = max2(longest_src + OUT_OFFSET + 1, max2(d->etrain.max_t, d->edev.max_t));
+    /* The activations (model.c: one block, sized at build time) hold the
+     * largest training batch's rows and lengths, and the dev and test
+     * sentences (perplexity, and the encoder when decoding, run in them):
+     * never an output of input + 50 tokens, which decoding does in its own
+     * cache (decode.h). The trainer wants source room for its target + 1
+     * (train.h: a copy-task shape, T source and T-1 target tokens). */
+    int Tt = max2(bs->max_Tt, d->edev.max_t);
+    int Ts = max2(max2(bs->max_Ts, d->edev.max_s), max2(d->etest.max_s, Tt + 1));
     TrainHyper hp = train_hyper_paper();
     hp.eps_ls = o->eps_ls;
     hp.warmup = o->warmup;
     hp.factor = o->factor;
     if (o->resume) {
-        if (trainer_resume(&r->tr, &r->m, o->resume, &hp, bs->max_B, max_len, bs->max_B, err, sizeof err))
+        if (trainer_resume(&r->tr, &r->m, o->resume, &hp, bs->max_B, Ts, bs->max_B, err, sizeof err))
             cli_fail(PROG, "--resume: %s", err);
+        if (r->m.cfg.max_len < max_len)   /* now, not after training */
+            cli_fail(PROG, "--resume %s: its positional table has %d rows; this run needs %d (the longest\n"
+                     "  source, %d tokens, + %d for decoding + 1): it was saved by an older build or for\n"
+                     "  other data; train afresh", o->resume, r->m.cfg.max_len, max_len, longest_src, OUT_OFFSET);
         /* the vocabulary saved beside the checkpoint must be this run's, symbol for symbol */
         char bp[1100];
         Bpe saved;
@@ -371,14 +643,15 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
         c.max_len = max_len;
         c.dropout = o->dropout;
         c.pad_id = BPE_PAD;
-        if (model_build(&r->m, &c, bs->max_B, max_len, max_len - 1, o->seed, err, sizeof err) ||
-            trainer_init(&r->tr, &r->m, &hp, bs->max_B, max_len, o->seed ^ 0xDA7A5EEDull, err, sizeof err))
+        if (model_build(&r->m, &c, bs->max_B, Ts, Tt, o->seed, err, sizeof err) ||
+            trainer_init(&r->tr, &r->m, &hp, bs->max_B, Tt + 1, o->seed ^ 0xDA7A5EEDull, err, sizeof err))
             cli_fail(PROG, "%s", err);
     }
     const Config *c = &r->m.cfg;
     printf("model: N=%d d_model=%d d_ff=%d h=%d d_k=%d vocab=%d (shared: source, target, output; "
-           "Sec. 3.4)\n       post-LN, P_drop %.2f, %zu parameters\n", c->N, c->d_model, c->d_ff, c->h, c->d_k,
-           c->vocab, (double)c->dropout, model_param_count(c));
+           "Sec. 3.4)\n       post-LN, P_drop %.2f, %zu parameters; max_len %d (the longest source, %d\n"
+           "       tokens, + %d + 1 for decoding)\n", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->vocab,
+           (double)c->dropout, model_param_count(c), c->max_len, longest_src, OUT_OFFSET);
     if (trainer_set_micro(&r->tr, o->micro, err, sizeof err)) cli_fail(PROG, "--micro-batches: %s", err);
     /* data parallel (chapter 13): every rank has every batch; each needs a row of the smallest */
     int P = dist_size(), rows = bs->max_B;
@@ -395,6 +668,7 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
         else if (P & (P - 1)) printf("  added in another order than one process: equal to float rounding\n");
         else printf("  added in another order than one process: equal to float rounding (--micro-batches %d: the same bits)\n", P);
     }
+    /* dev and test batches: the training budget, no more rows than the model holds */
     if (batches_make(&r->dev_b, d->edev.slen, d->edev.tlen, d->edev.n, o->tokens, bs->max_B, 1, 1, err, sizeof err) ||
         batches_make(&r->test_b, d->etest.slen, d->etest.tlen, d->etest.n, o->tokens, bs->max_B, 1, 1, err,
                      sizeof err))
@@ -403,6 +677,8 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
 
 static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *r) {
     show_section("4. Training: Adam, warmup, label smoothing, dropout (Sec. 5.3, 5.4)");
+    r->rss_before = rss_now();
+    r->train_b = bs;
     build_model(o, d, bs, r);
     int *src = xcalloc((size_t)bs->max_B * bs->max_Ts, sizeof(int));
     int *tin = xcalloc((size_t)bs->max_B * bs->max_Tt, sizeof(int));
@@ -455,20 +731,18 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
 
 /* ---- section 5: evaluation --------------------------------------------------------------- */
 
-/* The element-wise mean of the weights in files[0..n) into *avg (built from
- * the last file, capacity as m's). */
-static void average_checkpoints(Model *avg, const Model *like, char (*files)[1024], int n) {
+/* avg (n floats) = the element-wise mean of the weights in files[0..k). */
+static void average_checkpoints(float *avg, size_t n, char (*files)[1024], int k) {
     char err[512];
-    if (model_load(avg, files[n - 1], like->max_B, like->max_Ts, like->max_Tt, NULL, NULL, err, sizeof err))
-        cli_fail(PROG, "%s", err);
-    for (int k = 0; k < n - 1; k++) {
+    memset(avg, 0, n * sizeof(float));
+    for (int f = 0; f < k; f++) {
         Model t;
-        if (model_load(&t, files[k], 1, 1, 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
-        if (t.params.n != avg->params.n) cli_fail(PROG, "%s: a different model than %s", files[k], files[n - 1]);
-        for (size_t i = 0; i < t.params.n; i++) avg->params.mem[i] += t.params.mem[i];
+        if (model_load(&t, files[f], 1, 1, 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
+        if (t.params.n != n) cli_fail(PROG, "%s: a different model than the one trained", files[f]);
+        for (size_t i = 0; i < n; i++) avg[i] += t.params.mem[i];
         model_free(&t);
     }
-    for (size_t i = 0; i < avg->params.n; i++) avg->params.mem[i] /= (float)n;
+    for (size_t i = 0; i < n; i++) avg[i] /= (float)k;
 }
 
 /* One row of the BLEU table: a checkpoint decoded one way. */
@@ -480,13 +754,18 @@ typedef struct {
     char **hyp;   /* (test.n) owned strings */
 } System;
 
-static void run_system(System *s, const char *name, Model *m, const Data *d, Run *r, const DecodeOpts *beam,
-                       double ppl) {
+/* Translates the test set with m: greedy, or the paper's beam search
+ * (translate.h's translate_split: each sentence to its own length + 50,
+ * KV-cached), and scores it. */
+static void run_system(System *s, const char *name, Model *m, const Data *d, Run *r, int greedy, double ppl) {
+    char err[512];
+    DecodeOpts paper = decode_opts_paper(BPE_BOS, BPE_EOS);
     BleuStats st;
     snprintf(s->name, sizeof s->name, "%s", name);
     s->hyp = xcalloc((size_t)d->test.n, sizeof(char *));
     double t0 = now_s();
-    translate_all(m, &d->bpe, &d->etest, &r->test_b, s->hyp, beam);
+    if (translate_split(m, &d->bpe, &d->etest, &r->test_b, &paper, greedy, s->hyp, err, sizeof err))
+        cli_fail(PROG, "%s: %s", greedy ? "greedy decoding" : "beam search", err);
     s->secs = now_s() - t0;
     s->bleu = corpus_bleu(s->hyp, d->test.tgt, d->test.n, &st);
     s->ppl = ppl;
@@ -494,45 +773,125 @@ static void run_system(System *s, const char *name, Model *m, const Data *d, Run
     for (int i = 0; i < d->test.n; i++) s->exact += s->hyp[i] && !strcmp(s->hyp[i], d->test.tgt[i]);
 }
 
-static void write_hyps(const Opts *o, const char *file, char **hyp, int n) {
+/* hyp[0..n) to OUT/file, a line each; 0, or 1 after a warning */
+static int write_hyps(const Opts *o, const char *file, char **hyp, int n) {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", o->out, file);
     FILE *f = fopen(path, "w");
-    if (!f) return;
-    for (int i = 0; i < n; i++) fprintf(f, "%s\n", hyp[i] ? hyp[i] : "");
-    fclose(f);
+    if (f)
+        for (int i = 0; i < n; i++) fprintf(f, "%s\n", hyp[i] ? hyp[i] : "");
+    if (!f || (ferror(f) | fclose(f))) {
+        fprintf(stderr, "%s: warning: could not write %s\n", PROG, path);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- memory: what the run needs, against what it used -------------------------------------
+ * Floats of activations for batches up to B pairs of Ts source and Tt
+ * target tokens, counted the way model.c lays them out (an encoder, a
+ * decoder and a backward region, each sized once at build time), plus the
+ * trainer's loss gradient (train.c) and the host's masks. The logits
+ * dominate at a large vocabulary: logits and log-probs of every target
+ * position, and their gradient, B x Tt x V three times. */
+static double activation_floats(const Config *c, double B, int Ts, int Tt) {
+    double D = c->d_model, F = c->d_ff, V = c->vocab, N = c->N, T = Ts > Tt ? Ts : Tt;
+    double rs = B * Ts, rt = B * Tt, sub = 4 * D + 2;   /* a residual sub-layer: LN, Sublayer, dropout, sum */
+    double mha_ss = mha_acts_size((int)B, Ts, Ts, c->h, c->d_k, c->d_v);
+    double mha_tt = mha_acts_size((int)B, Tt, Tt, c->h, c->d_k, c->d_v);
+    double mha_ts = mha_acts_size((int)B, Tt, Ts, c->h, c->d_k, c->d_v);
+    double scratch = mha_scratch_size((int)B, (int)T, (int)T, c->h, c->d_k, c->d_v);
+    double enc = rs * (1 + 2 * D + Ts / 4.0 + D + 2) + N * (2 * sub * rs + mha_ss + rs * F);
+    double dec = rt * (1 + 2 * D + (2.0 * Tt + Ts) / 4 + D + 2 + 2 * V) + N * (3 * sub * rt + mha_tt + mha_ts + rt * F);
+    double bwd = B * T * (4 * D + F) + 2 * rs * D + rt * D + scratch;
+    double trainer = rt * (V + 2), host = B * T * T + B * V;   /* 4 masks of B T T bytes */
+    return enc + dec + bwd + trainer + host;
+}
+
+/* Floats of a decoder for B sentences x K beams, Ts source tokens and T
+ * output positions, as decoder_new counts them: the encoder output and the
+ * cross-attention K, V once per sentence, the self-attention K, V cache
+ * (two copies, for reordering beams) and one step's activations per row,
+ * where the logits are only rows x V. */
+static double decoder_floats(const Config *c, double B, int K, int Ts, int T) {
+    double R = B * K, D = c->d_model, N = c->N, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
+    double wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T;
+    return B * Ts * (D + N * (hk + hv) + wide) + 2.0 * N * R * T * (hk + hv) +
+           R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4.0 * T);
+}
+
+static void print_memory(const Run *r) {
+    const Model *m = &r->m;
+    const Config *c = &m->cfg;
+    const Batches *t = &r->test_b;
+    double MB = 1e6, P = 4.0 * model_param_count(c) * sizeof(float);
+    double A = activation_floats(c, m->max_B, m->max_Ts, m->max_Tt) * sizeof(float);
+    int beam_T = t->max_Ts + OUT_OFFSET < c->max_len ? t->max_Ts + OUT_OFFSET : c->max_len;
+    double Dc = decoder_floats(c, t->max_B, 4, t->max_Ts, beam_T) * sizeof(float);
+    double sum = r->rss_before + P + A + Dc;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double peak = ru.ru_maxrss * 1024.0;
+    char line[512];
+    snprintf(line, sizeof line, "weights + gradients + Adam's m and v %.1f, activations and loss gradient for "
+             "batches up to [%d rows x %d / %d tokens] %.1f, beam search's decoder [%d sentences x 4 beams x %d "
+             "positions] %.1f, resident before the model (program, data) %.1f: sum %.1f", P / MB, m->max_B,
+             m->max_Ts, m->max_Tt, A / MB, t->max_B, beam_T, Dc / MB, r->rss_before / MB, sum / MB);
+    print_wrapped("memory, MB: ", line);
+    printf("peak resident memory (getrusage ru_maxrss) %.1f MB, %.2fx the sum: %s\n", peak / MB, peak / sum,
+           peak <= 2 * sum ? "within 2x" : "MORE than 2x: something holds memory this count misses");
+    /* model.c sizes its activations per dimension: the most rows of any
+     * batch (short sentences) times the longest (long ones), which no one
+     * batch is under a token budget */
+    const Batch *big = &r->train_b->b[0];
+    double most = 0;
+    for (int k = 0; k < r->train_b->n; k++) {
+        const Batch *b = &r->train_b->b[k];
+        double a = activation_floats(c, b->n, b->Ts, b->Tt) * sizeof(float);
+        if (a > most) most = a, big = b;
+    }
+    printf("(the largest single training batch, [%d rows x %d / %d tokens], needs %.1f MB of them: %.1fx less\n"
+           "than the capacity, which takes the most rows of any batch times the longest of any)\n", big->n, big->Ts,
+           big->Tt, most / MB, A / most);
 }
 
 static void section_evaluate(const Opts *o, const Data *d, Run *r) {
     show_section("5. Evaluation: greedy and beam BLEU, averaging, PPL (Sec. 6.1, Table 3)");
     double t0 = now_s();
-    /* Sec. 6.1: beam 4, alpha 0.6, at most input length + 50 tokens, early stop */
-    DecodeOpts paper = decode_opts_paper(BPE_BOS, BPE_EOS);
+    DecodeOpts paper = decode_opts_paper(BPE_BOS, BPE_EOS);   /* Sec. 6.1: beam 4, alpha 0.6, input + 50 */
     System sys[4];
     int ns = 0, n_avg = r->n_ckpt;
     double ppl_last = perplexity(&r->m, &d->edev, &r->dev_b);
-    run_system(&sys[ns++], "last checkpoint, greedy", &r->m, d, r, NULL, ppl_last);
-    run_system(&sys[ns++], "last checkpoint, beam 4, alpha 0.6", &r->m, d, r, &paper, ppl_last);
+    run_system(&sys[ns++], "last checkpoint, greedy", &r->m, d, r, 1, ppl_last);
+    run_system(&sys[ns++], "last checkpoint, beam 4, alpha 0.6", &r->m, d, r, 0, ppl_last);
     if (n_avg >= 2) {
-        Model am;
-        char name[64];
-        average_checkpoints(&am, &r->m, r->ckpt, n_avg);
-        double ppl_avg = perplexity(&am, &d->edev, &r->dev_b);
+        /* The averaged weights go into the trained model for a while: its
+         * activations serve them too (a second model would hold a second
+         * set), and the trained weights come back afterwards. */
+        size_t n = r->m.params.n;
+        float *keep = xmalloc(n * sizeof(float));
+        memcpy(keep, r->m.params.mem, n * sizeof(float));
+        average_checkpoints(r->m.params.mem, n, r->ckpt, n_avg);
+        model_push(&r->m);
+        char name[64], path[1100], err[512];
+        double ppl_avg = perplexity(&r->m, &d->edev, &r->dev_b);
         snprintf(name, sizeof name, "average of last %d checkpoints, greedy", n_avg);
-        run_system(&sys[ns++], name, &am, d, r, NULL, ppl_avg);
+        run_system(&sys[ns++], name, &r->m, d, r, 1, ppl_avg);
         snprintf(name, sizeof name, "average of last %d, beam 4, alpha 0.6", n_avg);
-        run_system(&sys[ns++], name, &am, d, r, &paper, ppl_avg);
-        char path[1100], err[512];
+        run_system(&sys[ns++], name, &r->m, d, r, 0, ppl_avg);
         snprintf(path, sizeof path, "%s/model_avg.ckpt", o->out);
-        if (model_save(&am, path, NULL, err, sizeof err)) fprintf(stderr, "%s: %s\n", PROG, err);
-        model_free(&am);
+        if (model_save(&r->m, path, NULL, err, sizeof err)) fprintf(stderr, "%s: %s\n", PROG, err);
+        snprintf(path, sizeof path, "%s/model_avg.ckpt.bpe", o->out);   /* for --translate --model */
+        if (bpe_save(&d->bpe, path, err, sizeof err)) fprintf(stderr, "%s: %s\n", PROG, err);
+        memcpy(r->m.params.mem, keep, n * sizeof(float));
+        model_push(&r->m);
+        free(keep);
     }
     printf("test set: %d sentences; BLEU as sacrebleu computes it (tokenize='none': the text is\n"
            "tokenised already); a test checks bleu.c against sacrebleu to 0.01.\n"
-           "greedy: train.c's greedy_decode (reruns the decoder over the whole prefix every step);\n"
-           "beam: chapter 09's decoder (common/decode.h, KV cache) with Sec. 6.1's settings:\n"
-           "beam %d, length penalty alpha %.1f, at most input + %d tokens, early stop\n",
-           d->test.n, paper.beam, (double)paper.alpha, paper.offset);
+           "decoding: chapter 09's decoder (common/decode.h, KV cache), each sentence to its own length\n"
+           "+ %d tokens at most (Sec. 6.1); greedy, and beam %d with length penalty alpha %.1f, early stop\n",
+           d->test.n, paper.offset, paper.beam, (double)paper.alpha);
     printf("  %-37s %7s %20s %8s %6s %7s\n", "system", "BLEU", "1/2/3/4-gram prec.", "dev PPL", "exact", "decode");
     for (int i = 0; i < ns; i++) {
         const Bleu *b = &sys[i].bleu;
@@ -560,10 +919,19 @@ static void section_evaluate(const Opts *o, const Data *d, Run *r) {
         print_wrapped("                        hyp ", sys[1].hyp[i]);
         shown++;
     }
-    write_hyps(o, "test_hyp.txt", sys[0].hyp, d->test.n);
-    write_hyps(o, "test_hyp_beam.txt", sys[1].hyp, d->test.n);
-    printf("evaluation took %.1f s\ntest hypotheses: %s/test_hyp.txt (greedy), test_hyp_beam.txt (beam)\n",
-           now_s() - t0, o->out);
+    static const char *const files[4] = {"test_hyp.txt", "test_hyp_beam.txt", "test_hyp_avg.txt",
+                                         "test_hyp_avg_beam.txt"};
+    char line[1200], label[1100];
+    size_t len = 0;
+    for (int k = 0; k < ns; k++) {
+        int bad = write_hyps(o, files[k], sys[k].hyp, d->test.n);
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", k ? ", " : "", bad ? "(not written)" : files[k]);
+    }
+    printf("evaluation took %.1f s\n", now_s() - t0);
+    snprintf(label, sizeof label, "test hypotheses in %s/: ", o->out);
+    snprintf(line + len, sizeof line - len, " (the table's rows, in order)");
+    print_wrapped(label, line);
+    print_memory(r);
     for (int k = 0; k < ns; k++) {
         for (int i = 0; i < d->test.n; i++) free(sys[k].hyp[i]);
         free(sys[k].hyp);
@@ -572,8 +940,8 @@ static void section_evaluate(const Opts *o, const Data *d, Run *r) {
 
 /* ---- section 6 and --translate: the alignment ------------------------------------------- */
 
-/* Normalises typed text to the corpus's form: a capital first letter, ","
- * and "." as tokens of their own, a final " .". */
+/* Typed text in the generated corpus's form: a capital first letter, ","
+ * and "." as tokens of their own, a final " .". out: 3 strlen(in) + 4 bytes. */
 static void normalise(const char *in, char *out, size_t len) {
     size_t o = 0;
     for (const char *p = in; *p && o + 4 < len; p++) {
@@ -582,7 +950,7 @@ static void normalise(const char *in, char *out, size_t len) {
             out[o++] = *p;
             out[o++] = ' ';
         } else {
-            out[o++] = *p == '\t' || *p == '\n' ? ' ' : *p;
+            out[o++] = *p == '\t' || *p == '\n' || *p == '\r' ? ' ' : *p;
         }
     }
     out[o] = 0;
@@ -602,19 +970,40 @@ static void normalise(const char *in, char *out, size_t len) {
     if ((n < 2 || strcmp(out + n - 2, " .")) && n + 3 < len) strcat(out, n ? " ." : ".");
 }
 
+/* Typed text as a real corpus has it (corpus_load_tsv's rule): tabs and
+ * line ends are spaces, runs of spaces one, no space at either end. */
+static void squeeze(const char *in, char *out) {
+    char *w = out;
+    int sp = 1;
+    for (const char *p = in; *p; p++) {
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+            if (!sp) *w++ = ' ';
+            sp = 1;
+        } else *w++ = *p, sp = 0;
+    }
+    if (w > out && w[-1] == ' ') w--;
+    *w = 0;
+}
+
+/* A copy of src's weights in a model with room for one sentence of Ts
+ * source and Tt target tokens: the trained model's activations hold
+ * training batches, not an output of input + 50 tokens fed back whole. */
+static void model_for_one(Model *dst, const Model *src, int Ts, int Tt) {
+    char err[512];
+    if (model_build(dst, &src->cfg, 1, Ts, Tt, 0, err, sizeof err)) cli_fail(PROG, "%s", err);
+    memcpy(dst->params.mem, src->params.mem, src->params.n * sizeof(float));
+    model_push(dst);
+}
+
 /* Beam search (Sec. 6.1's settings, chapter 09's decoder) on one sentence,
  * then a teacher-forced pass over the output to read the attention
- * weights. Returns the output length (tokens after <s>, </s> included); ys
- * gets <s> y1 .. */
-static int translate_one(Model *m, const int *src, int Ts, int *ys, int cap) {
+ * weights. m must hold (1, Ts, Ts + 50). Returns the output length (tokens
+ * after <s>, </s> included); ys (Ts + 51) gets <s> y1 .. */
+static int translate_one(Model *m, const int *src, int Ts, int *ys) {
     DecodeOpts o = decode_opts_paper(BPE_BOS, BPE_EOS);
-    int T_out = Ts + o.offset;   /* input + 50 (Sec. 6.1), within the model and ys */
-    if (T_out > m->cfg.max_len) T_out = m->cfg.max_len;
-    if (T_out > m->max_Tt) T_out = m->max_Tt;
-    if (T_out > cap - 1) T_out = cap - 1;
     Decoder dec;
     char err[512];
-    if (decoder_new(&dec, m, 1, o.beam, Ts, T_out, err, sizeof err) ||
+    if (decoder_new(&dec, m, 1, o.beam, Ts, Ts + o.offset, err, sizeof err) ||
         decode_beam(&dec, &o, src, 1, Ts, err, sizeof err))
         cli_fail(PROG, "beam search: %s", err);
     int n = dec.out_len[0];
@@ -639,48 +1028,32 @@ static int find_word(const Bpe *b, const int *ids, int n, const char *w, int las
     return at;
 }
 
-/* The cross-attention of the last decoder layer (mean of the heads) for
- * sentence en, printed and plotted; then the head whose query for the
- * German word `de_word` looks most at the English word `en_word`, and the
- * encoder head whose query for `en_word` looks most at `subj_word`. */
-static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char *en_word, const char *de_word,
-                           const char *subj_word, const char *de_subj, const char *out, const char *name) {
-    int src[256], ys[512];
-    int ns = bpe_encode(bpe, en, src, 255);
-    src[ns] = BPE_EOS;
-    int Ts = ns + 1, Tt = translate_one(m, src, Ts, ys, 512);
-    char de[2048];
-    bpe_decode(bpe, ys + 1, Tt, de, sizeof de);
-    print_wrapped("en: ", en);
-    print_wrapped("de: ", de);
-    if (!de_word) print_segmentation(bpe, "output", de);
-    static char sl[256][64], tl[512][64];
-    const char *slp[256], *tlp[512];
-    for (int j = 0; j < Ts; j++) bpe_symbol_str(bpe, src[j], sl[j], 64), slp[j] = sl[j];
-    for (int i = 0; i < Tt; i++) bpe_symbol_str(bpe, ys[i + 1], tl[i], 64), tlp[i] = tl[i];   /* row i predicts y_{i+1} */
+/* The words the generated demonstration sentence traces: the English verb
+ * of the clause, the German verb it becomes (clause-final), their subjects */
+typedef struct {
+    const char *en_verb, *de_verb, *en_subj, *de_subj;
+} Trace;
+
+/* labels for a heatmap: symbol strings of ids[0..n), in one block */
+static const char **symbol_labels(const Bpe *b, const int *ids, int n) {
+    const char **p = xmalloc(((size_t)n + 1) * (sizeof(char *) + 64));
+    char *text = (char *)(p + n + 1);
+    for (int i = 0; i < n; i++) bpe_symbol_str(b, ids[i], text + 64 * i, 64), p[i] = text + 64 * i;
+    return p;
+}
+
+/* The generated sentence's verb, traced through the heads: the decoder
+ * head whose query for the German verb looks most at the English verb, the
+ * encoder head linking the verb to its subject, the decoder head looking
+ * back at the subject (Figures 3-5's kind of reading). */
+static void trace_verb(Model *m, const Bpe *bpe, const int *src, int Ts, const int *ys, int Tt, const Trace *tr,
+                       const char **tlp, const char **slp, const char *out) {
     int L = m->cfg.N, h = m->cfg.h;
-    float *avg = xcalloc((size_t)Tt * Ts, sizeof(float));
-    const float *w = model_attention(m, ATTN_DEC_CROSS, L - 1);   /* (1,h,Tt,Ts) */
-    for (int i = 0; i < Tt * Ts; i++) {
-        for (int k = 0; k < h; k++) avg[i] += w[(size_t)k * Tt * Ts + i] / h;
-    }
-    Tensor wt = tensor_wrap((float *)w, "cross-attention", "batch heads query key", 1, h, Tt, Ts);
-    show_shape(&wt, "(rows: German output, columns: English)");
     char title[160];
-    snprintf(title, sizeof title, "cross-attention, decoder layer %d of %d, mean of %d heads", L, L, h);
-    show_heatmap(title, avg, Tt, Ts, tlp, slp);
-    plot_heatmap(out, name, title, avg, Tt, Ts, tlp, slp, "English (source)", "German (output)");
-    /* which head links the clause-final German verb to its English verb?
-     * Rows and columns of the word's first subword. */
-    int qi = de_word ? find_word(bpe, ys + 1, Tt, de_word, 1, NULL) : -1;
-    int kj1 = 0, kj0 = en_word ? find_word(bpe, src, Ts, en_word, 0, &kj1) : -1;
-    if (!de_word || !en_word) {   /* --translate: no word to trace */
-        free(avg);
-        return;
-    }
+    int qi = find_word(bpe, ys + 1, Tt, tr->de_verb, 1, NULL);
+    int kj1 = 0, kj0 = find_word(bpe, src, Ts, tr->en_verb, 0, &kj1);
     if (qi < 0 || kj0 < 0) {
-        printf("(the output has no \"%s\" to trace back to \"%s\")\n", de_word ? de_word : "", en_word ? en_word : "");
-        free(avg);
+        printf("(the output has no \"%s\" to trace back to \"%s\")\n", tr->de_verb, tr->en_verb);
         return;
     }
     int bl = 0, bh = 0;
@@ -696,13 +1069,13 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
     }
     printf("writing \"%s\" (position %d of %d, after the object: verb-final), decoder layer %d head %d\n"
            "puts %.2f of its attention on English \"%s\" (position %d of %d); mean over all %d heads %.2f\n",
-           de_word, qi + 1, Tt, bl + 1, bh + 1, best, en_word, kj0 + 1, Ts, L * h, mean);
+           tr->de_verb, qi + 1, Tt, bl + 1, bh + 1, best, tr->en_verb, kj0 + 1, Ts, L * h, mean);
     const float *wb = model_attention(m, ATTN_DEC_CROSS, bl);
     snprintf(title, sizeof title, "cross-attention, decoder layer %d head %d", bl + 1, bh + 1);
     plot_heatmap(out, "cross_head", title, wb + (size_t)bh * Tt * Ts, Tt, Ts, tlp, slp,
                  "English (source)", "German (output)");
     /* and in the encoder: which head links the verb to its subject? */
-    int sj1 = 0, sj0 = subj_word ? find_word(bpe, src, Ts, subj_word, 0, &sj1) : -1;
+    int sj1 = 0, sj0 = find_word(bpe, src, Ts, tr->en_subj, 0, &sj1);
     if (sj0 >= 0 && sj0 < kj0) {
         double sbest = -1;
         int sl_ = 0, sh = 0;
@@ -715,14 +1088,14 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
             }
         double uni = (double)(sj1 - sj0) / Ts;
         printf("encoder: from \"%s\" to its subject \"%s\" the strongest head is layer %d head %d, weight %.2f\n"
-               "(uniform attention over the %d source tokens: %.2f): %s\n", en_word, subj_word, sl_ + 1, sh + 1,
-               sbest, Ts, uni, sbest >= 2 * uni ? "this head links the verb to its subject"
-                                                : "no head here links the verb to its subject");
+               "(uniform attention over the %d source tokens: %.2f): %s\n", tr->en_verb, tr->en_subj, sl_ + 1,
+               sh + 1, sbest, Ts, uni, sbest >= 2 * uni ? "this head links the verb to its subject"
+                                                        : "no head here links the verb to its subject");
     }
     /* and in the decoder: writing the verb needs its subject's number
      * (sieht, not sehen). Row qi writes the verb; the subject is an input
      * token of the decoder, at its position in ys. */
-    int fi = de_subj ? find_word(bpe, ys + 1, Tt, de_subj, 0, NULL) : -1;
+    int fi = find_word(bpe, ys + 1, Tt, tr->de_subj, 0, NULL);
     if (fi >= 0 && fi + 1 <= qi) {
         double dbest = -1;
         int dl = 0, dh = 0;
@@ -733,101 +1106,225 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const char 
             }
         double uni = 1.0 / (qi + 1);
         printf("decoder: writing \"%s\", the strongest look back at its subject \"%s\" is layer %d head %d,\n"
-               "weight %.2f (uniform over the %d tokens so far: %.2f): %s\n", de_word, de_subj, dl + 1, dh + 1,
-               dbest, qi + 1, uni, dbest >= 2 * uni ? "this head links the verb to its subject"
-                                                    : "no decoder head links them more than uniform");
+               "weight %.2f (uniform over the %d tokens so far: %.2f): %s\n", tr->de_verb, tr->de_subj, dl + 1,
+               dh + 1, dbest, qi + 1, uni, dbest >= 2 * uni ? "this head links the verb to its subject"
+                                                            : "no decoder head links them more than uniform");
         const float *wd = model_attention(m, ATTN_DEC_SELF, dl) + (size_t)dh * Tt * Tt;
         snprintf(title, sizeof title, "decoder self-attention, layer %d head %d", dl + 1, dh + 1);
-        static char il[512][64];   /* column j is the decoder's input j: <s>, then the output shifted */
-        const char *ilp[512];
-        for (int j = 0; j < Tt; j++) {
-            snprintf(il[j], sizeof il[j], "%s", j ? tl[j - 1] : "<s>");
-            ilp[j] = il[j];
-        }
+        /* column j is the decoder's input j: <s>, then the output shifted */
+        const char **ilp = xmalloc(((size_t)Tt + 1) * sizeof(char *));
+        ilp[0] = "<s>";
+        for (int j = 1; j < Tt; j++) ilp[j] = tlp[j - 1];
         plot_heatmap(out, "dec_head", title, wd, Tt, Tt, tlp, ilp, "decoder input (shifted output)",
                      "German output");
+        free(ilp);
     }
-    /* the encoder's self-attention: every head of a layer in one PNG */
+}
+
+/* Every encoder head to a PNG, a layer's heads in one; with say = 1 also
+ * what each does, in words: its mean weight on the token before, the token
+ * itself, the token after and the final </s>; the largest names the head
+ * when it is at least twice what uniform attention would give, else
+ * "spread out". (The generated sentence's section traces its verb instead,
+ * and a 45-row screen holds one or the other.) */
+static void encoder_heads(Model *m, int Ts, const char **slp, const char *out, int say) {
+    int L = m->cfg.N, h = m->cfg.h;
+    static const char *const what[4] = {"previous token", "itself", "next token", "</s>"};
     for (int l = 0; l < L; l++) {
-        char nm[64];
+        const float *w = model_attention(m, ATTN_ENC_SELF, l);   /* (1,h,Ts,Ts) */
+        char line[1024] = "", label[48];
+        size_t len = 0;
+        for (int k = 0; k < h && len < sizeof line; k++) {
+            const float *wk = w + (size_t)k * Ts * Ts;
+            double mean[4] = {0}, n[4] = {0};
+            for (int i = 0; i < Ts; i++) {
+                const float *row = wk + (size_t)i * Ts;
+                if (i > 0) mean[0] += row[i - 1], n[0]++;
+                mean[1] += row[i], n[1]++;
+                if (i + 1 < Ts) mean[2] += row[i + 1], n[2]++;
+                mean[3] += row[Ts - 1], n[3]++;
+            }
+            int best = 1;
+            for (int c = 0; c < 4; c++) {
+                mean[c] = n[c] ? mean[c] / n[c] : 0;
+                if (mean[c] > mean[best]) best = c;
+            }
+            len += (size_t)snprintf(line + len, sizeof line - len, mean[best] >= 2.0 / Ts ? "%shead %d %s %.2f"
+                                    : "%shead %d %s (at most %.2f)", k ? ", " : "", k + 1,
+                                    mean[best] >= 2.0 / Ts ? what[best] : "spread out", mean[best]);
+        }
+        snprintf(label, sizeof label, "  encoder layer %d: ", l + 1);
+        if (say) print_wrapped(label, line);
+        char nm[64], title[160];
         snprintf(nm, sizeof nm, "enc_heads_layer%d", l + 1);
         snprintf(title, sizeof title, "encoder self-attention, layer %d of %d, every head", l + 1, L);
-        plot_heads_grid(out, nm, title, model_attention(m, ATTN_ENC_SELF, l), h, Ts, Ts, slp, slp, "key", "query");
+        plot_heads_grid(out, nm, title, w, h, Ts, Ts, slp, slp, "key", "query");
     }
+    if (say) printf("  (mean weight of each head; uniform attention over the %d tokens gives %.2f)\n", Ts, 1.0 / Ts);
+}
+
+/* The alignment avg (Tt,Ts) in words: how sharp (each row's largest weight
+ * against uniform's 1/Ts), how many source tokens the rows' strongest ones
+ * cover, and how ordered they are (does the strongest move left to right?) */
+static void alignment_in_words(const float *avg, int Tt, int Ts) {
+    double sharp = 0;
+    int back = 0, covered = 0, prev = -1;
+    char *hit = xcalloc((size_t)Ts, 1);
+    for (int i = 0; i < Tt; i++) {
+        int a = 0;
+        for (int j = 1; j < Ts; j++) a = avg[(size_t)i * Ts + j] > avg[(size_t)i * Ts + a] ? j : a;
+        sharp += avg[(size_t)i * Ts + a] / Tt;
+        back += i > 0 && a < prev;
+        covered += !hit[a];
+        hit[a] = 1;
+        prev = a;
+    }
+    free(hit);
+    printf("each output row's strongest source token takes %.2f on average (uniform: %.2f); these cover\n"
+           "%d of the %d source tokens and step back %d of %d times: %s\n", sharp, 1.0 / Ts, covered, Ts, back,
+           Tt - 1, sharp < 3.0 / Ts ? "close to uniform, no alignment to read yet"
+           : 3 * covered < Ts ? "a few source tokens draw every row, not a word-by-word alignment"
+           : 4 * back <= Tt - 1 ? "mostly in order, a near-diagonal alignment"
+                                : "often backwards: the output reorders the input");
+}
+
+/* Sentence en through m (room for (1, Ts, Ts + 50)): its translation, the
+ * last decoder layer's cross-attention (mean of the heads) printed and
+ * plotted as `name`; then tr (the generated sentence's words) traced
+ * through the heads, or with tr NULL the alignment in words; heads = 1:
+ * every encoder head to PNGs (and what each does, in words, with tr NULL). */
+static void show_alignment(Model *m, const Bpe *bpe, const char *en, const Trace *tr, int heads, const char *out,
+                           const char *name) {
+    int ns = bpe_encode(bpe, en, NULL, 0), Ts = ns + 1;
+    int *src = xmalloc(((size_t)Ts + 1) * sizeof(int)), *ys = xmalloc(((size_t)Ts + OUT_OFFSET + 2) * sizeof(int));
+    bpe_encode(bpe, en, src, ns);
+    src[ns] = BPE_EOS;
+    int Tt = translate_one(m, src, Ts, ys);
+    size_t dl = bpe_decode(bpe, ys + 1, Tt, NULL, 0) + 1;
+    char *de = xmalloc(dl);
+    bpe_decode(bpe, ys + 1, Tt, de, dl);
+    print_wrapped("en: ", en);
+    print_wrapped("de: ", de);
+    if (!tr) print_ids(bpe, "output", ys + 1, Tt);   /* the model's own tokens, </s> last if it ended */
+    const char **slp = symbol_labels(bpe, src, Ts), **tlp = symbol_labels(bpe, ys + 1, Tt);   /* row i predicts y_{i+1} */
+    int L = m->cfg.N, h = m->cfg.h;
+    float *avg = xcalloc((size_t)Tt * Ts, sizeof(float));
+    const float *w = model_attention(m, ATTN_DEC_CROSS, L - 1);   /* (1,h,Tt,Ts) */
+    for (int i = 0; i < Tt * Ts; i++) {
+        for (int k = 0; k < h; k++) avg[i] += w[(size_t)k * Tt * Ts + i] / h;
+    }
+    Tensor wt = tensor_wrap((float *)w, "cross-attention", "batch heads query key", 1, h, Tt, Ts);
+    show_shape(&wt, "(rows: German output, columns: English)");
+    char title[160];
+    snprintf(title, sizeof title, "cross-attention, decoder layer %d of %d, mean of %d heads", L, L, h);
+    show_heatmap(title, avg, Tt, Ts, tlp, slp);
+    plot_heatmap(out, name, title, avg, Tt, Ts, tlp, slp, "English (source)", "German (output)");
+    if (tr) {   /* the generated sentence: its verb is traced instead (a 45-row screen holds one) */
+        trace_verb(m, bpe, src, Ts, ys, Tt, tr, tlp, slp, out);
+    } else {
+        alignment_in_words(avg, Tt, Ts);
+    }
+    if (heads) encoder_heads(m, Ts, slp, out, !tr);
     free(avg);
+    free(slp);
+    free(tlp);
+    free(de);
+    free(src);
+    free(ys);
 }
 
 static void section_attention(const Opts *o, Run *r, const Data *d) {
-    show_section("6. What the heads learned: the verb moves to the end (Figures 3-5)");
-    /* "The man laughs , because the woman sees the big dog ." built from
-     * the grammar, so the German verb of the clause is known: "sieht". */
-    Sentence s = {.adverb = -1, .conj = CONJ_BECAUSE};
-    s.main = (Clause){.subj = {DET_THE, 1, -1, corpus_noun("man")}, .verb = corpus_verb("laugh")};
-    s.sub = (Clause){.subj = {DET_THE, 1, -1, corpus_noun("woman")}, .verb = corpus_verb("see"),
-                     .obj = {DET_THE, 1, corpus_adj("big"), corpus_noun("dog")}};
-    char en[512], de[512], err[256];
-    if (corpus_render(&s, en, sizeof en, de, sizeof de, err, sizeof err)) cli_fail(PROG, "%s", err);
+    show_section(d->generated ? "6. What the heads learned: the verb moves to the end (Figures 3-5)"
+                              : "6. What the heads learned: one dev sentence (Figures 3-5)");
+    char en[CORPUS_MAX_LINE + 1], de[CORPUS_MAX_LINE + 1];
+    demo_sentence(d, en, sizeof en, de, sizeof de);
+    if (!d->generated) printf("the first dev sentence of 6 to 12 English words (none: the first dev sentence)\n");
     int seen = 0;
     for (int i = 0; i < d->train.n && !seen; i++) seen = !strcmp(d->train.src[i], en);
     printf("this sentence is %s the training set\n", seen ? "in" : "not in");
     print_wrapped("reference: ", de);
-    show_alignment(&r->m, &d->bpe, en, "sees", "sieht", "woman", "Frau", o->out, "cross_attn");
+    int Ts = bpe_encode(&d->bpe, en, NULL, 0) + 1;
+    if (Ts + OUT_OFFSET > r->m.cfg.max_len) {   /* build_model sized max_len for it: a resumed model's may not be */
+        printf("(%d tokens: with %d more for the output it does not fit the model's max_len %d; skipped)\n", Ts,
+               OUT_OFFSET, r->m.cfg.max_len);
+        return;
+    }
+    Model one;
+    model_for_one(&one, &r->m, Ts, Ts + OUT_OFFSET);
+    const Trace tr = {"sees", "sieht", "woman", "Frau"};
+    show_alignment(&one, &d->bpe, en, d->generated ? &tr : NULL, 1, o->out, "cross_attn");
+    model_free(&one);
 }
 
 /* --translate: load the checkpoint and its vocabulary, translate one sentence. */
 static int run_translate(const Opts *o) {
-    char err[512], path[1100], bp[1200], text[2048], unk[256];
+    char err[512], path[1100], bp[1200], unk[256];
     snprintf(path, sizeof path, "%s", o->model ? o->model : "");
     if (!o->model) snprintf(path, sizeof path, "%s/model.ckpt", o->out);
     snprintf(bp, sizeof bp, "%s.bpe", path);
     Bpe bpe;
-    Model m;
+    Model m, one;
     int rc = bpe_load(&bpe, bp, err, sizeof err);
     if (rc) {
         fprintf(stderr, "%s: error: %s\n  (train first: build/11_translation --out %s)\n", PROG, err, o->out);
         return rc;
     }
-    normalise(o->translate, text, sizeof text);
-    if (bpe_unknown_word(&bpe, text, unk, sizeof unk)) {
-        fprintf(stderr, "%s: error: --translate: the word \"%s\" never appears in the training corpus,\n"
-                "  so the model cannot know it (it knows %d English words, e.g. \"%s\", \"%s\")\n", PROG,
-                unk, bpe.n_words, bpe.n_words > 0 ? bpe.words[bpe.n_words / 3] : "",
-                bpe.n_words > 1 ? bpe.words[2 * bpe.n_words / 3] : "");
+    /* written as the training text was (bpe.h's tokenised): the generated
+     * corpus's form, or as typed, with spaces squeezed */
+    char *text = xmalloc(3 * strlen(o->translate) + 8);
+    if (bpe.tokenised) normalise(o->translate, text, 3 * strlen(o->translate) + 8);
+    else squeeze(o->translate, text);
+    if (!text[0]) {
+        fprintf(stderr, "%s: error: --translate: nothing to translate\n", PROG);
+        free(text);
         bpe_free(&bpe);
         return 2;
     }
     if (model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err)) {
         fprintf(stderr, "%s: error: %s\n", PROG, err);
+        free(text);
         bpe_free(&bpe);
         return 2;
     }
-    int max_len = m.cfg.max_len, n = bpe_encode(&bpe, text, NULL, 0);
-    model_free(&m);
-    if (n + 1 > max_len / 2 - 4) {
+    int max_len = m.cfg.max_len, Ts = bpe_encode(&bpe, text, NULL, 0) + 1;
+    if (Ts + OUT_OFFSET > max_len) {
         fprintf(stderr, "%s: error: --translate: %d subword tokens; this model takes at most %d\n"
-                "  (its max_len %d leaves room for an output twice as long)\n", PROG, n, max_len / 2 - 5, max_len);
+                "  (its positional table has max_len %d rows, and the output may be input + %d, Sec. 6.1)\n",
+                PROG, Ts - 1, max_len - OUT_OFFSET - 1, max_len, OUT_OFFSET);
+        model_free(&m);
+        free(text);
         bpe_free(&bpe);
         return 2;
     }
-    if (model_load(&m, path, 1, max_len, max_len - 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
+    model_for_one(&one, &m, Ts, Ts + OUT_OFFSET);
+    model_free(&m);
     show_section("Translate (beam search: beam 4, alpha 0.6; Sec. 6.1)");
     print_segmentation(&bpe, "source", text);
-    show_alignment(&m, &bpe, text, NULL, NULL, NULL, NULL, o->out, "translate_attn");
-    model_free(&m);
+    /* nothing is refused: a new word is spelled from subwords, a new character is <unk> */
+    if (bpe_unknown_word(&bpe, text, unk, sizeof unk))
+        printf("a word training never had, e.g. \"%s\": spelled from the subwords it did have\n", unk);
+    int n_unk = bpe_unknown_chars(&bpe, text, unk, sizeof unk);
+    if (n_unk) printf("characters training never saw (%d, each one <unk>): %s\n", n_unk, unk);
+    show_alignment(&one, &bpe, text, NULL, 0, o->out, "translate_attn");
+    model_free(&one);
+    free(text);
     bpe_free(&bpe);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    Opts o = {.n_train = 10000, .n_dev = 300, .n_test = 500, .vocab = 800, .tokens = 1000, .max_rows = 96,
+    Opts o = {.n_train = 10000, .n_dev = 0, .n_test = 500, .vocab = 800, .tokens = 1000, .max_rows = 96,
               .layers = 2, .d_model = 64, .d_ff = 256, .heads = 4, .steps = 1500, .warmup = 200,
               .ckpt_every = 50, .n_avg = 5, .threads = 1, .micro = 1, .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42,
               .out = "out/11_translation"};
     CliOption opts[] = {
         {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 1, 2000000},
-        {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (perplexity)", 1, 100000},
+        {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (perplexity); 0: 300, or 500 with --corpus ding", 0, 100000},
         {"--test-size", CLI_INT, &o.n_test, "test pairs (BLEU)", 1, 100000},
-        {"--corpus", CLI_STRING, &o.corpus, "your own corpus: source<TAB>target lines, UTF-8", 0, 0},
+        {"--corpus", CLI_STRING, &o.corpus, "a TSV file (source<TAB>target, UTF-8), or ding: the Ding dictionary", 0, 0},
+        {"--ding-phrases", CLI_FLAG, &o.ding_phrases, "with --corpus ding: train on its word/phrase pairs too", 0, 0},
+        {"--dev", CLI_STRING, &o.dev, "dev pairs from this TSV file instead of a split", 0, 0},
+        {"--test", CLI_STRING, &o.test, "test pairs from this TSV file instead of a split", 0, 0},
         {"--vocab", CLI_INT, &o.vocab, "BPE vocabulary size, shared (paper: 37000)", 1, 1000000},
         {"--tokens", CLI_INT, &o.tokens, "token budget per batch and side (paper: 25000)", 1, 10000000},
         {"--max-rows", CLI_INT, &o.max_rows, "at most this many sentence pairs per batch", 1, 100000},
@@ -849,12 +1346,14 @@ int main(int argc, char **argv) {
         {"--micro-batches", CLI_INT, &o.micro, "G slices per step, gradients added as a fixed tree: mpirun -np P (P dividing G) gives one process's bits (chapter 13)", 1, TRAIN_MAX_MICRO},
         {"--seed", CLI_U64, &o.seed, "seed for the corpus, weights, batches, dropout", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder", 0, 0},
+        {"--dump-data", CLI_STRING, &o.dump, "also write the encoded splits and batches to this folder (make bench-translate)", 0, 0},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);   /* errors (stderr) land after what was printed */
     dist_init(&argc, &argv, PROG);      /* one rank unless started by mpirun (chapter 13) */
     cli_parse(argc, argv, PROG, "English->German translation end to end (Sec. 5.1, 6.1, Table 2)", opts,
               CLI_COUNT(opts));
     if (o.d_model % o.heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", o.d_model, o.heads);
+    if (o.ding_phrases && !(o.corpus && !strcmp(o.corpus, "ding"))) cli_fail(PROG, "--ding-phrases needs --corpus ding");
     if (o.translate && dist_size() > 1) dist_exit(2, "--translate runs as one process, not under mpirun");
     dist_quiet_others();                /* rank 0 alone prints and writes */
     if (dist_max_int(dist_rank() == 0 && plot_mkdir(o.out))) dist_exit(1, "cannot create the output folder --out %s", o.out);
@@ -871,14 +1370,15 @@ int main(int argc, char **argv) {
     section_corpus(&o, &d);
     section_bpe(&o, &d);
     section_batches(&o, &d, &bs);
+    if (o.dump && dist_rank() == 0) dump_data(o.dump, &d, &bs);
     section_train(&o, &d, &bs, &r);
     dist_detach(&r.dt);
+    trainer_free(&r.tr);                /* Adam's moments and the loss gradient: training is over */
     if (dist_rank() == 0) {             /* the others trained; evaluation is rank 0's */
         section_evaluate(&o, &d, &r);
         section_attention(&o, &r, &d);
         printf("\nwhole run: %.1f s\n", now_s() - t0);
     }
-    trainer_free(&r.tr);
     model_free(&r.m);
     batches_free(&bs), batches_free(&r.dev_b), batches_free(&r.test_b);
     encoded_free(&d.etrain), encoded_free(&d.edev), encoded_free(&d.etest);
