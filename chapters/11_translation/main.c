@@ -60,6 +60,12 @@ static const char *PROG = "11_translation";
 /* Sec. 6.1: "maximum output length to input length + 50" */
 #define OUT_OFFSET 50
 
+static double cpu_s(void) {   /* this process's CPU time, every thread */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -97,7 +103,7 @@ static int max2(int a, int b) { return a > b ? a : b; }
 /* ---- the run's settings ------------------------------------------------------ */
 typedef struct {
     int n_train, n_dev, n_test, vocab, tokens, max_rows;
-    int layers, d_model, d_ff, heads, steps, warmup, ckpt_every, n_avg, threads, micro, ding_phrases;
+    int layers, d_model, d_ff, heads, steps, warmup, ckpt_every, n_avg, threads, micro, ding_phrases, eval_every;
     float factor, eps_ls, dropout;
     uint64_t seed;
     const char *corpus, *dev, *test, *resume, *translate, *model, *out, *dump;
@@ -110,6 +116,35 @@ typedef struct {
     int generated;      /* 1: the grammar's corpus (tokenised, structure known); 0: read (--corpus) */
     int ding;           /* 1: --corpus ding                                                       */
 } Data;
+
+/* ---- the configuration: one for the generated corpus, one for real text ----------------
+ * Flags not given take the corpus's values. The generated corpus keeps
+ * the settings tuned for it (chapter 11's README: they still win there).
+ * A real corpus (--corpus ding or a file) of some 15,000 short pairs is
+ * 1/300 of WMT 2014's 4.5M and far more varied than the grammar's text:
+ *   - a wider model, d_model 128 and N = 3 (1.6M parameters with 2000
+ *     symbols), held back by dropout 0.3: on so little data overfitting,
+ *     not capacity, is what stops a model (Table 3 (D): dropout matters);
+ *   - 2000 BPE symbols: a few thousand is what small corpora need (every
+ *     symbol must be seen often enough to learn);
+ *   - batches of 2000 tokens a side: 164 steps an epoch of the Ding split;
+ *   - 5000 steps (30 epochs), warmup 800 (5 epochs) at factor 1: the
+ *     paper's 4000 warmup steps were 4% of its 100K; 800 are 16% here, as
+ *     a small corpus's first epochs are noisy.
+ * On 2 cores the real-data run takes about 20 minutes (README). */
+static void corpus_config(Opts *o) {
+    int real = o->corpus != NULL;
+    if (!o->vocab) o->vocab = real ? 2000 : 800;
+    if (!o->tokens) o->tokens = real ? 2000 : 1000;
+    if (!o->layers) o->layers = real ? 3 : 2;
+    if (!o->d_model) o->d_model = real ? 128 : 64;
+    if (!o->d_ff) o->d_ff = real ? 512 : 256;
+    if (!o->heads) o->heads = 4;
+    if (o->steps < 0) o->steps = real ? 5000 : 1500;
+    if (!o->warmup) o->warmup = real ? 800 : 200;
+    if (o->factor < 0) o->factor = real ? 1.0f : 0.6f;
+    if (o->dropout < 0) o->dropout = real ? 0.3f : 0.1f;
+}
 
 /* ---- section 1: the corpus ------------------------------------------------------- */
 static void count_words(const Corpus *c, int side, long *tokens, int *types) {
@@ -496,10 +531,15 @@ static double perplexity(Model *m, const Encoded *e, const Batches *bs) {
     return ppl;
 }
 
-static Bleu corpus_bleu(char **hyp, char *const *ref, int n, BleuStats *st) {
-    memset(st, 0, sizeof *st);
-    for (int i = 0; i < n; i++) bleu_add(st, hyp[i] ? hyp[i] : "", ref[i]);
-    return bleu_compute(st);
+/* Corpus BLEU-4 of hyp against ref, the text split by tok: BLEU_TOK_13A is
+ * sacreBLEU's standard tokenizer (punctuation split off: the figure papers
+ * quote since Post 2018); BLEU_TOK_NONE splits at spaces only, right for
+ * text tokenised already (the generated corpus, " ." apart). */
+static Bleu corpus_bleu(char **hyp, char *const *ref, int n, BleuTok tok) {
+    BleuStats st;
+    memset(&st, 0, sizeof st);
+    for (int i = 0; i < n; i++) bleu_add_tok(&st, hyp[i] ? hyp[i] : "", ref[i], tok);
+    return bleu_compute(&st);
 }
 
 /* ---- section 6's sentence ------------------------------------------------------------------
@@ -675,8 +715,15 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
         cli_fail(PROG, "%s", err);
 }
 
+static void eval_during_training(const Opts *o, const Data *d, Run *r, double train_s);
+
 static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *r) {
     show_section("4. Training: Adam, warmup, label smoothing, dropout (Sec. 5.3, 5.4)");
+    if (!d->generated)
+        printf("a real corpus: N=%d d_model=%d d_ff=%d h=%d, P_drop %.2f, %d BPE symbols, %d tokens a batch,\n"
+               "%d steps, warmup %d, factor %g (corpus_config in main.c says why; flags override)\n", o->layers,
+               o->d_model, o->d_ff, o->heads, (double)o->dropout, o->vocab, o->tokens, o->steps, o->warmup,
+               (double)o->factor);
     r->rss_before = rss_now();
     r->train_b = bs;
     build_model(o, d, bs, r);
@@ -689,7 +736,9 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
     int every = todo / 8 > 1 ? todo / 8 : 1;
     printf("%d steps (%llu to %d), %d batches an epoch; warmup %d, factor %g, eps_ls %.2f\n", todo,
            (unsigned long long)first, o->steps, bs->n, o->warmup, (double)o->factor, (double)o->eps_ls);
-    double t0 = now_s();
+    /* Training time leaves out the evaluations in between (dev perplexity
+     * below, --eval-every's translations): eval_s and eval_cpu are theirs. */
+    double t0 = now_s(), c0 = cpu_s(), eval_s = 0, eval_cpu = 0;
     StepStats st = {0};
     char path[1100];
     for (int i = 0; i < todo; i++) {
@@ -706,8 +755,15 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
             save_with_bpe(r, d, path);
             remember_ckpt(r, path, o->n_avg);
         }
+        if (dist_rank() == 0 && o->eval_every > 0 && (r->tr.step % (uint64_t)o->eval_every == 0 || i == todo - 1)) {
+            double e0 = now_s(), ec = cpu_s();
+            eval_during_training(o, d, r, e0 - t0 - eval_s);
+            eval_s += now_s() - e0, eval_cpu += cpu_s() - ec;
+        }
         if (dist_rank() == 0 && (i == 0 || (i + 1) % every == 0 || i == todo - 1)) {
-            double el = now_s() - t0, ppl = perplexity(&r->m, &d->edev, &r->dev_b);
+            double e0 = now_s(), ec = cpu_s(), ppl = perplexity(&r->m, &d->edev, &r->dev_b);
+            eval_s += now_s() - e0, eval_cpu += cpu_s() - ec;
+            double el = now_s() - t0 - eval_s;
             double eta = el / (i + 1) * (todo - i - 1);
             printf("  step %5llu/%d  loss %.3f  dev ppl %6.3f  lr %.2e  %6.0f tok/s  %5.1fs  ETA %5.1fs\n",
                    (unsigned long long)r->tr.step, o->steps, st.loss, ppl, st.lr, r->tokens / (el > 0 ? el : 1),
@@ -715,7 +771,8 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
             fflush(stdout);
         }
     }
-    r->train_s = now_s() - t0;
+    r->train_s = now_s() - t0 - eval_s;
+    double train_cpu = cpu_s() - c0 - eval_cpu;
     snprintf(path, sizeof path, "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)r->tr.step);
     save_with_bpe(r, d, path);
     remember_ckpt(r, path, o->n_avg);
@@ -723,6 +780,7 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
     save_with_bpe(r, d, path);
     printf("trained %d steps in %.1f s (%.0f target tokens/s), last loss %.9f\nsaved %s (+ .bpe)\n", todo,
            r->train_s, r->tokens / (r->train_s > 0 ? r->train_s : 1), st.loss, path);
+    printf("training CPU time %.1f s (all threads; %.1f s of evaluation in between left out)\n", train_cpu, eval_s);
     free(src);
     free(tin);
     free(tout);
@@ -748,7 +806,8 @@ static void average_checkpoints(float *avg, size_t n, char (*files)[1024], int k
 /* One row of the BLEU table: a checkpoint decoded one way. */
 typedef struct {
     char name[48];
-    Bleu bleu;
+    Bleu bleu;          /* sacreBLEU 13a                                    */
+    Bleu bleu_none;     /* tokenize='none' (the generated corpus only)      */
     double ppl, secs;
     int exact;
     char **hyp;   /* (test.n) owned strings */
@@ -760,14 +819,14 @@ typedef struct {
 static void run_system(System *s, const char *name, Model *m, const Data *d, Run *r, int greedy, double ppl) {
     char err[512];
     DecodeOpts paper = decode_opts_paper(BPE_BOS, BPE_EOS);
-    BleuStats st;
     snprintf(s->name, sizeof s->name, "%s", name);
     s->hyp = xcalloc((size_t)d->test.n, sizeof(char *));
     double t0 = now_s();
     if (translate_split(m, &d->bpe, &d->etest, &r->test_b, &paper, greedy, s->hyp, err, sizeof err))
         cli_fail(PROG, "%s: %s", greedy ? "greedy decoding" : "beam search", err);
     s->secs = now_s() - t0;
-    s->bleu = corpus_bleu(s->hyp, d->test.tgt, d->test.n, &st);
+    s->bleu = corpus_bleu(s->hyp, d->test.tgt, d->test.n, BLEU_TOK_13A);
+    s->bleu_none = corpus_bleu(s->hyp, d->test.tgt, d->test.n, BLEU_TOK_NONE);
     s->ppl = ppl;
     s->exact = 0;
     for (int i = 0; i < d->test.n; i++) s->exact += s->hyp[i] && !strcmp(s->hyp[i], d->test.tgt[i]);
@@ -785,6 +844,22 @@ static int write_hyps(const Opts *o, const char *file, char **hyp, int n) {
         return 1;
     }
     return 0;
+}
+
+/* --eval-every K: every K steps, dev perplexity and the greedy test BLEU
+ * (13a), the hypotheses in OUT/test_greedy_stepNNNNNN.txt: a learning curve
+ * in quality against training time, which make bench-translate reads. */
+static void eval_during_training(const Opts *o, const Data *d, Run *r, double train_s) {
+    System s;
+    char file[64];
+    double ppl = perplexity(&r->m, &d->edev, &r->dev_b);
+    run_system(&s, "greedy", &r->m, d, r, 1, ppl);
+    snprintf(file, sizeof file, "test_greedy_step%06llu.txt", (unsigned long long)r->tr.step);
+    write_hyps(o, file, s.hyp, d->test.n);
+    printf("  eval step %llu: train %.1f s, dev ppl %.3f, test BLEU (greedy, 13a) %.2f\n",
+           (unsigned long long)r->tr.step, train_s, ppl, s.bleu.score);
+    for (int i = 0; i < d->test.n; i++) free(s.hyp[i]);
+    free(s.hyp);
 }
 
 /* ---- memory: what the run needs, against what it used -------------------------------------
@@ -887,15 +962,23 @@ static void section_evaluate(const Opts *o, const Data *d, Run *r) {
         model_push(&r->m);
         free(keep);
     }
-    printf("test set: %d sentences; BLEU as sacrebleu computes it (tokenize='none': the text is\n"
-           "tokenised already); a test checks bleu.c against sacrebleu to 0.01.\n"
+    char sig[128];
+    bleu_signature(sig, sizeof sig, BLEU_TOK_13A);
+    printf("test set: %d sentences; BLEU as sacreBLEU %s computes it, its standard 13a tokenizer\n"
+           "(signature %s)%s; a test checks\n"
+           "bleu.c against sacrebleu to 0.01.\n"
            "decoding: chapter 09's decoder (common/decode.h, KV cache), each sentence to its own length\n"
            "+ %d tokens at most (Sec. 6.1); greedy, and beam %d with length penalty alpha %.1f, early stop\n",
-           d->test.n, paper.offset, paper.beam, (double)paper.alpha);
-    printf("  %-37s %7s %20s %8s %6s %7s\n", "system", "BLEU", "1/2/3/4-gram prec.", "dev PPL", "exact", "decode");
+           d->test.n, BLEU_SACREBLEU_VERSION, sig,
+           d->generated ? ";\n'none': split at spaces only, as the generated text is tokenised already" : "",
+           paper.offset, paper.beam, (double)paper.alpha);
+    printf("  %-37s %6s%s %20s %8s %6s %7s\n", "system", "BLEU", d->generated ? "  none" : "", "1/2/3/4-gram prec.",
+           "dev PPL", "exact", "decode");
     for (int i = 0; i < ns; i++) {
         const Bleu *b = &sys[i].bleu;
-        printf("  %-37s %7.2f %5.1f/%4.1f/%4.1f/%4.1f %8.3f %6d %6.1fs\n", sys[i].name, b->score, b->prec[0],
+        char none[16] = "";
+        if (d->generated) snprintf(none, sizeof none, " %6.2f", sys[i].bleu_none.score);
+        printf("  %-37s %6.2f%s %5.1f/%4.1f/%4.1f/%4.1f %8.3f %6d %6.1fs\n", sys[i].name, b->score, none, b->prec[0],
                b->prec[1], b->prec[2], b->prec[3], sys[i].ppl, sys[i].exact, sys[i].secs);
     }
     if (n_avg < 2) printf("  average: only %d checkpoint saved (use --checkpoint-every K)\n", n_avg);
@@ -1313,30 +1396,30 @@ static int run_translate(const Opts *o) {
 }
 
 int main(int argc, char **argv) {
-    Opts o = {.n_train = 10000, .n_dev = 0, .n_test = 500, .vocab = 800, .tokens = 1000, .max_rows = 96,
-              .layers = 2, .d_model = 64, .d_ff = 256, .heads = 4, .steps = 1500, .warmup = 200,
-              .ckpt_every = 50, .n_avg = 5, .threads = 1, .micro = 1, .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42,
+    /* vocab .. dropout left 0 (steps, factor, dropout -1): the corpus's configuration (corpus_config) */
+    Opts o = {.n_train = 10000, .n_dev = 0, .n_test = 500, .max_rows = 96, .ckpt_every = 50, .n_avg = 5,
+              .threads = 1, .micro = 1, .steps = -1, .factor = -1, .eps_ls = 0.1f, .dropout = -1, .seed = 42,
               .out = "out/11_translation"};
     CliOption opts[] = {
         {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 1, 2000000},
-        {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (perplexity); 0: 300, or 500 with --corpus ding", 0, 100000},
+        {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (perplexity); default 300, or 500 with --corpus ding", 0, 100000},
         {"--test-size", CLI_INT, &o.n_test, "test pairs (BLEU)", 1, 100000},
         {"--corpus", CLI_STRING, &o.corpus, "a TSV file (source<TAB>target, UTF-8), or ding: the Ding dictionary", 0, 0},
         {"--ding-phrases", CLI_FLAG, &o.ding_phrases, "with --corpus ding: train on its word/phrase pairs too", 0, 0},
         {"--dev", CLI_STRING, &o.dev, "dev pairs from this TSV file instead of a split", 0, 0},
         {"--test", CLI_STRING, &o.test, "test pairs from this TSV file instead of a split", 0, 0},
-        {"--vocab", CLI_INT, &o.vocab, "BPE vocabulary size, shared (paper: 37000)", 1, 1000000},
-        {"--tokens", CLI_INT, &o.tokens, "token budget per batch and side (paper: 25000)", 1, 10000000},
+        {"--vocab", CLI_INT, &o.vocab, "BPE vocabulary size, shared (paper: 37000); default 800 generated, 2000 a real corpus", 1, 1000000},
+        {"--tokens", CLI_INT, &o.tokens, "token budget per batch and side (paper: 25000); default 1000 generated, 2000 real", 1, 10000000},
         {"--max-rows", CLI_INT, &o.max_rows, "at most this many sentence pairs per batch", 1, 100000},
-        {"--layers", CLI_INT, &o.layers, "N (paper 6)", 1, 64},
-        {"--d-model", CLI_INT, &o.d_model, "d_model (paper 512)", 2, 4096},
-        {"--d-ff", CLI_INT, &o.d_ff, "d_ff (paper 2048)", 1, 16384},
-        {"--heads", CLI_INT, &o.heads, "h; must divide d_model (paper 8)", 1, 256},
-        {"--steps", CLI_INT, &o.steps, "train until this many steps in total", 0, 100000000},
-        {"--warmup", CLI_INT, &o.warmup, "warmup_steps of Sec. 5.3 (paper 4000)", 1, 100000000},
-        {"--factor", CLI_FLOAT, &o.factor, "multiplies the Sec. 5.3 learning rate", 1e-6, 1e6},
+        {"--layers", CLI_INT, &o.layers, "N (paper 6); default 2 generated, 3 real", 1, 64},
+        {"--d-model", CLI_INT, &o.d_model, "d_model (paper 512); default 64 generated, 128 real", 2, 4096},
+        {"--d-ff", CLI_INT, &o.d_ff, "d_ff (paper 2048); default 256 generated, 512 real", 1, 16384},
+        {"--heads", CLI_INT, &o.heads, "h; must divide d_model (paper 8); default 4", 1, 256},
+        {"--steps", CLI_INT, &o.steps, "train until this many steps in total; default 1500 generated, 5000 real", 0, 100000000},
+        {"--warmup", CLI_INT, &o.warmup, "warmup_steps of Sec. 5.3 (paper 4000); default 200 generated, 800 real", 1, 100000000},
+        {"--factor", CLI_FLOAT, &o.factor, "multiplies the Sec. 5.3 learning rate; default 0.6 generated, 1 real", 1e-6, 1e6},
         {"--label-smoothing", CLI_FLOAT, &o.eps_ls, "eps_ls (paper 0.1)", 0, 0.99},
-        {"--dropout", CLI_FLOAT, &o.dropout, "P_drop (paper 0.1)", 0, 0.95},
+        {"--dropout", CLI_FLOAT, &o.dropout, "P_drop (paper 0.1); default 0.1 generated, 0.3 real", 0, 0.95},
         {"--checkpoint-every", CLI_INT, &o.ckpt_every, "save every K steps (0: only at the end)", 0, 100000000},
         {"--average", CLI_INT, &o.n_avg, "average the last this many checkpoints (paper 5)", 1, N_AVG_MAX},
         {"--resume", CLI_STRING, &o.resume, "continue the run saved in this checkpoint", 0, 0},
@@ -1346,12 +1429,14 @@ int main(int argc, char **argv) {
         {"--micro-batches", CLI_INT, &o.micro, "G slices per step, gradients added as a fixed tree: mpirun -np P (P dividing G) gives one process's bits (chapter 13)", 1, TRAIN_MAX_MICRO},
         {"--seed", CLI_U64, &o.seed, "seed for the corpus, weights, batches, dropout", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder", 0, 0},
+        {"--eval-every", CLI_INT, &o.eval_every, "every K steps: dev PPL and greedy test BLEU, hypotheses saved (0: off)", 0, 100000000},
         {"--dump-data", CLI_STRING, &o.dump, "also write the encoded splits and batches to this folder (make bench-translate)", 0, 0},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);   /* errors (stderr) land after what was printed */
     dist_init(&argc, &argv, PROG);      /* one rank unless started by mpirun (chapter 13) */
     cli_parse(argc, argv, PROG, "English->German translation end to end (Sec. 5.1, 6.1, Table 2)", opts,
               CLI_COUNT(opts));
+    corpus_config(&o);
     if (o.d_model % o.heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", o.d_model, o.heads);
     if (o.ding_phrases && !(o.corpus && !strcmp(o.corpus, "ding"))) cli_fail(PROG, "--ding-phrases needs --corpus ding");
     if (o.translate && dist_size() > 1) dist_exit(2, "--translate runs as one process, not under mpirun");
