@@ -300,16 +300,22 @@ static void params_init(Params *p, uint64_t seed) {
 /* ============================================================================
  * 3. Activations
  *
- * One allocation holds three regions, each sized at build for the largest
- * batch and laid out again by every call for the actual B, Ts, Tt (the
- * pointers move, nothing is allocated):
+ * One allocation holds three regions, laid out again by every call for the
+ * actual B, Ts, Tt (the pointers move, nothing is allocated), one after
+ * the other from the start of the block:
  *   encoder region  written by model_encode          (depends on B, Ts)
- *   decoder region  written by model_decode          (B, Ts, Tt)
- *   backward region gradients flowing through layers (B, Ts, Tt)
+ *   decoder region  written by model_decode          (B, Ts, Tt), after the encoder's
+ *   backward region gradients flowing through layers (B, Ts, Tt), after both
  * Token ids and byte masks are carved out of the same float block. The
  * block is the backend's memory (device memory on a GPU): the counting
- * pass (base NULL) sizes the one be->alloc. Masks are built on the host
- * (attention.h's mask_* functions) in small host buffers and uploaded.
+ * pass (base NULL) sizes it, model_acts_floats(B, Ts, Tt) = the three
+ * regions of one batch. Its size is the largest such sum of the batches
+ * the caller will run (model_build_cap), not the sum for the most rows of
+ * any batch times the longest of any (model_build's per-dimension limits):
+ * under a token budget, 96 short rows or 24 long ones, never 96 long ones.
+ * Every call checks that its own three regions fit (acts_fit). Masks are
+ * built on the host (attention.h's mask_* functions) in small host buffers
+ * and uploaded.
  * ========================================================================== */
 
 /* One residual sub-layer, Sec. 3.1:  y = LayerNorm(x + Dropout(Sublayer(x)))
@@ -335,8 +341,10 @@ typedef struct {
 } DecActs;
 
 struct ModelActs {
-    float *mem;                 /* the one allocation                            */
-    size_t cap_enc, cap_dec, cap_bwd;  /* floats in each region                  */
+    float *mem;                 /* (cap) the one allocation                      */
+    size_t cap;                 /* floats in mem: the build's capacity           */
+    size_t used_enc, used_dec;  /* floats the last encode's and decode's regions
+                                   take: where the next region starts            */
     EncActs *enc;               /* [N] (pointer tables, not activations)         */
     DecActs *dec;               /* [N]                                           */
     int encoded, decoded;       /* which halves hold a valid forward pass        */
@@ -417,8 +425,9 @@ static size_t layout_encoder(ModelActs *a, const Config *c, float *base, int B, 
     a->src_emb = take(&b, rows * D);
     a->src_keep = take(&b, rows * D);
     a->enc_mask = take_bytes(&b, rows * (size_t)Ts);
+    EncActs count_only;   /* model_acts_floats counts with no per-layer tables */
     for (int l = 0; l < c->N; l++) {
-        EncActs *e = &a->enc[l];
+        EncActs *e = a->enc ? &a->enc[l] : &count_only;
         take_sub(&b, &e->sub[0], rows, D);
         take_sub(&b, &e->sub[1], rows, D);
         take_mha(&b, &e->attn, c, B, Ts, Ts);
@@ -439,8 +448,9 @@ static size_t layout_decoder(ModelActs *a, const Config *c, float *base, int B, 
     a->dec_mask = take_bytes(&b, rows * (size_t)Tt);
     a->cross_mask = take_bytes(&b, rows * (size_t)Ts);
     a->pad_tmp = take_bytes(&b, rows * (size_t)Tt);
+    DecActs count_only;
     for (int l = 0; l < c->N; l++) {
-        DecActs *d = &a->dec[l];
+        DecActs *d = a->dec ? &a->dec[l] : &count_only;
         for (int s = 0; s < 3; s++) take_sub(&b, &d->sub[s], rows, D);
         take_mha(&b, &d->self, c, B, Tt, Tt);
         take_mha(&b, &d->cross, c, B, Tt, Ts);
@@ -477,6 +487,37 @@ static size_t layout_backward(ModelActs *a, const Config *c, float *base, int B,
     return b.used;
 }
 
+size_t model_acts_floats(const Config *c, int B, int Ts, int Tt) {
+    if (B < 1 || Ts < 1 || Tt < 1 || config_validate(c, NULL, 0)) return 0;
+    /* A generous upper bound in double first (every term of the layout
+     * below, at T = max(Ts, Tt), twice over): sizes whose count would
+     * overflow size_t are answered SIZE_MAX before any size_t product. */
+    double T = Ts > Tt ? Ts : Tt, rows = (double)B * T, D = c->d_model, F = c->d_ff, V = c->vocab;
+    double attn = c->h * (2.0 * c->d_k + 2.0 * c->d_v + T);
+    double bound = 2 * rows * (c->N * (20 * D + 2 * F + 20 + 3 * attn) + 10 * D + F + attn + 2 * V + 2 * T + 20)
+                 + 1024.0 * (c->N + 1);
+    if (bound > 1e18) return SIZE_MAX;
+    ModelActs a = {0};   /* no per-layer tables, no base: the layouts only count */
+    return layout_encoder(&a, c, NULL, B, Ts) + layout_decoder(&a, c, NULL, B, Ts, Tt) +
+           layout_backward(&a, c, NULL, B, Ts, Tt);
+}
+
+/* Every call's regions must fit the block: a batch beyond the capacity the
+ * model was built with is a programming error (model_check_sizes tells a
+ * caller beforehand, with a message), so it stops here, shapes printed,
+ * before anything is written past the end. need: floats from the start of
+ * the block to the end of the caller's region. */
+static void acts_fit(const Model *m, const char *who, size_t need, int B, int Ts, int Tt) {
+    if (need <= m->acts->cap) return;
+    char tgt[40] = " (the encoder)";
+    if (Tt > 0) snprintf(tgt, sizeof tgt, " / Tt=%d target", Tt);
+    fprintf(stderr, "%s: a batch of B=%d sequences of Ts=%d source%s tokens needs %zu floats of activations; "
+            "the model holds %zu (built for max_B=%d, max_Ts=%d, max_Tt=%d; model_acts_floats of the largest "
+            "batch sizes a model_build_cap)\n", who, B, Ts, tgt, need, m->acts->cap, m->max_B, m->max_Ts, m->max_Tt);
+    assert(0 && "batch beyond the activation capacity the model was built with");
+    abort();   /* even with NDEBUG: never write past the block */
+}
+
 /* Physical memory, for refusing builds that would only end in the OOM killer. */
 static double phys_bytes(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -499,7 +540,7 @@ static int views_make(Model *m, const Backend *be) {
     m->w.mem = be->share(m->params.mem, n * sizeof(float));
     m->dw.mem = be->share(m->grads.mem, n * sizeof(float));
     m->w_pe = be->share(m->pe, npe * sizeof(float));
-    a->mem = be->alloc((a->cap_enc + a->cap_dec + a->cap_bwd) * sizeof(float));
+    a->mem = be->alloc(a->cap * sizeof(float));
     m->w.n = m->dw.n = n;
     if (!m->w.mem || !m->dw.mem || !m->w_pe || !a->mem) return -1;
     if (params_layout(&m->w, c) || params_layout(&m->dw, c)) return -1;
@@ -526,6 +567,12 @@ static void views_free(Model *m) {
 
 int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
                 uint64_t seed, char *err, size_t errlen) {
+    return model_build_cap(m, c, max_B, max_Ts, max_Tt, model_acts_floats(c, max_B, max_Ts, max_Tt), seed, err,
+                           errlen);
+}
+
+int model_build_cap(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt, size_t acts_floats,
+                    uint64_t seed, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     int rc = config_validate(c, err, errlen);
     if (rc) return rc;
@@ -535,14 +582,21 @@ int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
     if (max_Ts > c->max_len || max_Tt > c->max_len)
         return fail(err, errlen, "sequences of %d tokens do not fit max_len = %d (the rows of the "
                     "positional-encoding table)", max_Ts > max_Tt ? max_Ts : max_Tt, c->max_len);
+    /* no batch within the per-dimension limits needs more than the largest
+     * of them: a bigger block would only be memory nobody uses */
+    size_t most = model_acts_floats(c, max_B, max_Ts, max_Tt), least = model_acts_floats(c, 1, 1, 1);
+    if (acts_floats > most) acts_floats = most;
+    if (acts_floats < least)
+        return fail(err, errlen, "an activation capacity of %zu floats holds no batch; one sequence of one token "
+                    "needs %zu (model_acts_floats)", acts_floats, least);
 
     /* Size everything in double first: a product of large ints must be
-     * caught before it overflows size_t or asks malloc for the impossible. */
-    double rows = (double)max_B * (max_Ts > max_Tt ? max_Ts : max_Tt);
-    double est = 2.0 * (double)model_param_count(c)
-               + rows * (double)c->N * (30.0 * c->d_model + 2.0 * c->d_ff
-                                        + 3.0 * c->h * (2.0 * rows / max_B + c->d_k + c->d_v))
-               + 3.0 * rows * c->vocab
+     * caught before it overflows size_t or asks malloc for the impossible
+     * (model_acts_floats answers SIZE_MAX for such sizes). The host's masks
+     * are bytes, (max_B, T, T) four times. */
+    double T = max_Ts > max_Tt ? max_Ts : max_Tt;
+    double est = 2.0 * (double)model_param_count(c) + (double)acts_floats
+               + (double)max_B * T * T + (double)max_B * c->vocab
                + (double)c->max_len * c->d_model;                 /* the PE table */
     double limit = 0.75 * phys_bytes();
     if (est * sizeof(float) > limit)
@@ -551,6 +605,7 @@ int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
 
     m->cfg = *c;
     m->max_B = max_B, m->max_Ts = max_Ts, m->max_Tt = max_Tt;
+    m->acts_floats = acts_floats;
     rng_seed(&m->dropout_rng, seed ^ 0x9E3779B97F4A7C15ull);
     ModelActs *a = calloc(1, sizeof *a);
     m->acts = a;
@@ -558,9 +613,7 @@ int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
     a->enc = calloc((size_t)c->N, sizeof *a->enc);
     a->dec = calloc((size_t)c->N, sizeof *a->dec);
     if (!a->enc || !a->dec) goto oom;
-    a->cap_enc = layout_encoder(a, c, NULL, max_B, max_Ts);
-    a->cap_dec = layout_decoder(a, c, NULL, max_B, max_Ts, max_Tt);
-    a->cap_bwd = layout_backward(a, c, NULL, max_B, max_Ts, max_Tt);
+    a->cap = acts_floats;
     size_t Tm = (size_t)(max_Ts > max_Tt ? max_Ts : max_Tt), masks = (size_t)max_B * Tm * Tm;
     a->h_src = malloc((size_t)max_B * max_Ts * sizeof(int));
     a->h_enc_mask = malloc(masks), a->h_dec_mask = malloc(masks);
@@ -652,6 +705,11 @@ int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t e
     if (B > m->max_B || Ts > m->max_Ts || Tt > m->max_Tt)
         return fail(err, errlen, "batch %d x (%d source, %d target) tokens exceeds the capacity the model "
                     "was built for (%d x (%d, %d))", B, Ts, Tt, m->max_B, m->max_Ts, m->max_Tt);
+    size_t need = model_acts_floats(&m->cfg, B, Ts, Tt);
+    if (need > m->acts->cap)
+        return fail(err, errlen, "batch %d x (%d source, %d target) tokens needs %.1f MB of activations; the "
+                    "model was built with room for %.1f MB (its largest batch)", B, Ts, Tt, need * 4.0 / 1e6,
+                    m->acts->cap * 4.0 / 1e6);
     return 0;
 }
 
@@ -724,7 +782,9 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
     int D = c->d_model, rows = B * Ts, pre = c->pre_ln;
     float p = training ? c->dropout : 0.0f;
-    layout_encoder(a, c, a->mem, B, Ts);
+    a->used_enc = layout_encoder(a, c, a->mem, B, Ts);
+    a->used_dec = 0;
+    acts_fit(m, "model_encode", a->used_enc, B, Ts, 0);
     m->B = B, m->Ts = Ts;
     a->encoded = 1, a->decoded = 0, a->backward_done = 0;
     memcpy(a->h_src, src, (size_t)rows * sizeof(int));
@@ -773,7 +833,8 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     assert(Tt >= 1 && Tt <= m->max_Tt);
     int B = m->B, Ts = m->Ts, D = c->d_model, V = c->vocab, rows = B * Tt, pre = c->pre_ln;
     float p = training ? c->dropout : 0.0f;
-    layout_decoder(a, c, a->mem + a->cap_enc, B, Ts, Tt);
+    a->used_dec = layout_decoder(a, c, a->mem + a->used_enc, B, Ts, Tt);
+    acts_fit(m, "model_decode", a->used_enc + a->used_dec, B, Ts, Tt);
     m->Tt = Tt;
     a->decoded = 1, a->backward_done = 0;
     be->upload(a->tgt, tgt, (size_t)rows * sizeof(int));
@@ -894,7 +955,8 @@ void model_backward(Model *m, const float *dlogits) {
     int rt = B * Tt, rs = B * Ts;
     const Backend *be = m->be;
     Params *P = &m->w, *G = &m->dw;
-    layout_backward(a, c, a->mem + a->cap_enc + a->cap_dec, B, Ts, Tt);
+    size_t used = layout_backward(a, c, a->mem + a->used_enc + a->used_dec, B, Ts, Tt);
+    acts_fit(m, "model_backward", a->used_enc + a->used_dec + used, B, Ts, Tt);
     if (c->pos == POS_LEARNED) be->upload(a->ones, a->h_ones, (size_t)B * sizeof(float));
     float *dy = a->d_y, *dx = a->d_x;
 

@@ -17,7 +17,8 @@
  *
  * Memory: parameters live in one allocation (Params.mem) with named tensors
  * pointing into it; gradients in a second with the same layout; activations
- * in a third sized for (max_B, max_Ts, max_Tt) at build time. Nothing is
+ * in a third sized at build time for the largest batch the caller will run
+ * (model_acts_floats; model_build: B, Ts, Tt at their maxima). Nothing is
  * allocated inside a forward or backward pass.
  *
  * Backends: every op runs through m->be (backend.h), the CPU's table after
@@ -123,7 +124,9 @@ typedef struct {
     const Backend *be;      /* where forward and backward run (backend.h)      */
     Params w, dw;           /* params, grads as be sees them (see the top)     */
     float *w_pe;            /* pe as be sees it                                */
-    int max_B, max_Ts, max_Tt;  /* capacity of acts                            */
+    int max_B, max_Ts, max_Tt;  /* per-dimension limits of any batch            */
+    size_t acts_floats;     /* floats in acts' one block: the largest batch's  */
+                            /* model_acts_floats (model_build_cap)             */
     int B, Ts, Tt;          /* sizes of the last forward pass                  */
     Rng dropout_rng;
     /* data parallelism (dist.h): the row of the global batch where this
@@ -143,6 +146,24 @@ size_t model_param_count(const Config *c);
  * of memory) and m left safe to model_free. */
 int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
                 uint64_t seed, char *err, size_t errlen);
+/* Floats of activations one batch of B sequences of Ts source and Tt target
+ * tokens takes, training backward included: encoder, decoder and backward
+ * regions as model.c lays them out (exactly what model_build(c, B, Ts, Tt)
+ * allocates). 0 for an invalid c or a size below 1; SIZE_MAX where the
+ * count would not fit a size_t. Grows with each of B, Ts, Tt. */
+size_t model_acts_floats(const Config *c, int B, int Ts, int Tt);
+/* model_build with the activation block given in floats: acts_floats, the
+ * largest model_acts_floats of the batches the caller will run (for batches
+ * cut under a token budget - many short rows or few long ones - far less
+ * than the per-dimension maxima's product, which no one batch reaches).
+ * max_B, max_Ts, max_Tt stay the limits of any one dimension (host buffers,
+ * the checks); a capacity above model_acts_floats(c, max_B, max_Ts, max_Tt)
+ * is cut to it. Every forward and backward checks that its own batch's
+ * regions fit, and stops at an assertion with the shapes printed if not;
+ * model_check_sizes says so beforehand with a message. model_build is
+ * model_build_cap(..., model_acts_floats(c, max_B, max_Ts, max_Tt), ...). */
+int model_build_cap(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt, size_t acts_floats,
+                    uint64_t seed, char *err, size_t errlen);
 void model_free(Model *m);   /* model_free on a zeroed or freed Model is a no-op */
 
 /* Moves m to backend be (from whichever it is on): weights and PE table
@@ -197,9 +218,11 @@ void model_zero_grad(Model *m);
 size_t named_tensor_numel(const NamedTensor *t);
 /* The tensor called name in p, or NULL. */
 const NamedTensor *params_find(const Params *p, const char *name);
-/* 0 if a forward pass of B x Ts source and B x Tt target tokens fits the
- * model (capacity from model_build and the PE table's max_len); otherwise 2
- * with a plain message. Call before forward on user-chosen sizes. */
+/* 0 if a forward pass of B x Ts source and B x Tt target tokens, and its
+ * backward, fit the model (the per-dimension limits and the activation
+ * block from model_build / model_build_cap, and the PE table's max_len);
+ * otherwise 2 with a plain message. Call before forward on user-chosen
+ * sizes. */
 int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t errlen);
 
 /* Saved activations of the last forward pass (valid until the next call),

@@ -7,6 +7,7 @@
 #include "train.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +108,7 @@ static int tree_make(Trainer *t) {
 }
 
 static int buffers_make(Trainer *t, const Backend *be) {
-    size_t N = (size_t)t->B * (t->T - 1), V = (size_t)t->model->cfg.vocab;
+    size_t N = (size_t)t->max_rows, V = (size_t)t->model->cfg.vocab;
     t->be = be;
     t->dm = be->share(t->adam_m, t->n * sizeof(float));
     t->dv = be->share(t->adam_v, t->n * sizeof(float));
@@ -122,14 +123,20 @@ static int buffers_make(Trainer *t, const Backend *be) {
  * checkpoint loader hands them back) adopted instead of new zeros when
  * given: the trainer owns them from here on, on failure too (so a resumed
  * run never holds two copies of them) */
-static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, uint64_t data_seed,
-                        float *m0, float *v0, char *err, size_t errlen) {
+static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                        uint64_t data_seed, float *m0, float *v0, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt) {
         free(m0), free(v0);
         return fail(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
                     "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
     }
+    if (max_rows < 1) {
+        free(m0), free(v0);
+        return fail(err, errlen, "the trainer needs room for at least 1 target token, got %d", max_rows);
+    }
+    /* no batch of at most B rows of T-1 targets has more */
+    if ((long)max_rows > (long)B * (T - 1)) max_rows = B * (T - 1);
     if (hp->warmup < 1) {
         free(m0), free(v0);
         return fail(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
@@ -141,6 +148,7 @@ static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T
     rng_seed(&t->data_rng, data_seed);
     t->B = B;
     t->T = T;
+    t->max_rows = max_rows;
     t->micro = 1;
     t->adam_m = m0 ? m0 : calloc_big(t->n, sizeof(float), 1);   /* first written by Adam's threads */
     t->adam_v = v0 ? v0 : calloc_big(t->n, sizeof(float), 1);
@@ -156,7 +164,14 @@ static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T
 
 int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
                  uint64_t data_seed, char *err, size_t errlen) {
-    return trainer_make(t, m, hp, B, T, data_seed, NULL, NULL, err, errlen);
+    long rows = (long)B * (T - 1);
+    return trainer_make(t, m, hp, B, T, rows > 0 && rows <= INT_MAX ? (int)rows : INT_MAX, data_seed, NULL, NULL, err,
+                        errlen);
+}
+
+int trainer_init_cap(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                     uint64_t data_seed, char *err, size_t errlen) {
+    return trainer_make(t, m, hp, B, T, max_rows, data_seed, NULL, NULL, err, errlen);
 }
 
 int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen) {
@@ -216,6 +231,14 @@ static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int 
     const Config *c = &m->cfg;
     int V = c->vocab, N = B * Tt;
     assert(B >= 1 && B <= t->B && Tt >= 1 && Tt <= t->T - 1 && be == t->be);
+    if (N > t->max_rows) {
+        /* a programming error: the caller sized the trainer for smaller
+         * batches (trainer_init_cap); dlogits would be written past its end */
+        fprintf(stderr, "train_step: a batch of B=%d rows x Tt=%d target tokens has %d positions; the trainer "
+                "was built for at most %d (B*Tt of its largest batch)\n", B, Tt, N, t->max_rows);
+        assert(0 && "batch beyond the trainer's row capacity");
+        abort();
+    }
 
     /* gradients accumulate (+=) in every backward, so start from zero */
     model_zero_grad(m);
@@ -429,7 +452,9 @@ int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
         /* the loaded moments (m->params.n floats each, the n the trainer
          * uses) become the trainer's: no second copy (on the CPU backend,
          * where a loaded model starts, the step's buffers share them) */
-        rc = trainer_make(t, m, hp, B, T, 0, ts.adam_m, ts.adam_v, err, errlen);
+        long rows = (long)B * (T - 1);
+        rc = trainer_make(t, m, hp, B, T, rows > 0 && rows <= INT_MAX ? (int)rows : INT_MAX, 0, ts.adam_m, ts.adam_v,
+                          err, errlen);
         ts.adam_m = ts.adam_v = NULL;
     }
     if (rc) {

@@ -106,9 +106,11 @@ typedef struct {
     /* in the backend's memory (be, the model's): */
     const Backend *be;
     float *dm, *dv;        /* adam_m, adam_v as be sees them (CPU: the same)  */
-    int *d_tgt_out;        /* (B,T-1) targets of the step                     */
-    float *row_loss;       /* (B*(T-1)) per-position losses (scratch)         */
-    float *dlogits;        /* (B*(T-1), vocab) gradient of the loss           */
+    int max_rows;          /* target positions (B*Tt) of the largest batch:   */
+                           /* B*(T-1), or trainer_init_cap's                   */
+    int *d_tgt_out;        /* (max_rows) targets of the step                  */
+    float *row_loss;       /* (max_rows) per-position losses (scratch)        */
+    float *dlogits;        /* (max_rows, vocab) gradient of the loss          */
     /* micro-batches (trainer_set_micro), in be's memory too: */
     int micro;             /* G: leaves of the step's gradient tree (1: none) */
     float *tree[TRAIN_TREE_LEVELS]; /* (n) pending subtree sums, level b holds 2^b leaves */
@@ -137,6 +139,16 @@ const char *train_status_str(TrainStatus s);
  * too big for the model, out of memory); t is then safe to trainer_free. */
 int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
                  uint64_t data_seed, char *err, size_t errlen);
+/* trainer_init with the per-position buffers (the loss gradient dlogits
+ * (max_rows, vocab), the losses, the targets) sized for max_rows target
+ * positions: the largest B*Tt of the batches it will train on, for batches
+ * cut under a token budget far less than B*(T-1) (the most rows of any
+ * batch times the longest). B and T stay the limits of any one dimension
+ * (and train_step's copy batches, which need max_rows >= B*(T-1); more than
+ * that is cut to it). A batch of more than max_rows positions stops at an
+ * assertion with its shape printed. trainer_init is max_rows = B*(T-1). */
+int trainer_init_cap(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                     uint64_t data_seed, char *err, size_t errlen);
 void trainer_free(Trainer *t);   /* no-op on a zeroed or freed Trainer */
 /* Moves the trainer and its model to backend be (model_to, and Adam's
  * moments and the step's buffers with them). Returns 0, or 2 with a message
@@ -160,7 +172,8 @@ int train_leaves(int G, int B, int P);
 /* One step on a fresh copy batch from t->data_rng. */
 TrainStatus train_step(Trainer *t, StepStats *st);
 /* One step on a given batch: src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt),
- * B <= t->B, Tt <= t->T - 1. On anything but TRAIN_OK the weights, Adam
+ * B <= t->B, Tt <= t->T - 1, B*Tt <= t->max_rows, and the batch within the
+ * model's activations (model_check_sizes). On anything but TRAIN_OK the weights, Adam
  * state and step are exactly as before the call. st may be NULL. One
  * process, one pass: t->dp and the micro-batches play no part. */
 TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,

@@ -13,7 +13,12 @@
  *           sinusoids gives the sinusoid model's logits bit for bit.
  * Limits    config_validate / model_build / token and size checks refuse bad
  *           input with a message instead of crashing.
+ * Capacity  model_acts_floats is the block a build allocates; a block sized
+ *           for two batch shapes (many short rows, few long ones) runs both
+ *           bit for bit as the per-dimension build does; a batch beyond it
+ *           is refused by model_check_sizes and stops forward at an assertion.
  */
+#include <signal.h>
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -762,6 +767,137 @@ START_TEST(test_limits_tiny_and_all_padding) {
 }
 END_TEST
 
+/* ============================================================================
+ * Capacity: the activation block sized by the batches that run
+ * ========================================================================== */
+
+START_TEST(test_acts_floats_is_the_allocation) {
+    Config c = tiny_config();
+    static const int shapes[][3] = {{1, 1, 1}, {3, 6, 5}, {4, 3, 2}, {1, 8, 7}, {2, 16, 16}};
+    char err[256] = "";
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int B = shapes[i][0], Ts = shapes[i][1], Tt = shapes[i][2];
+        size_t want = model_acts_floats(&c, B, Ts, Tt);
+        ck_assert_uint_gt(want, 0);
+        Model m;
+        build_or_fail(&m, &c, B, Ts, Tt, 3);
+        ck_assert_msg(m.acts_floats == want, "(%d,%d,%d): built %zu floats, model_acts_floats %zu", B, Ts, Tt,
+                      m.acts_floats, want);
+        model_free(&m);
+        /* exactly that many: a block one alignment step (16 floats) short no
+         * longer holds the batch (the smallest batch: then no batch at all) */
+        if (want - 16 >= model_acts_floats(&c, 1, 1, 1)) {
+            ck_assert_int_eq(model_build_cap(&m, &c, B, Ts, Tt, want - 16, 3, err, sizeof err), 0);
+            ck_assert_int_eq(model_check_sizes(&m, B, Ts, Tt, err, sizeof err), 2);
+            ck_assert_ptr_nonnull(strstr(err, "activations"));
+            model_free(&m);
+        }
+        /* it grows with each dimension */
+        ck_assert_uint_gt(model_acts_floats(&c, B + 1, Ts, Tt), want);
+        ck_assert_uint_gt(model_acts_floats(&c, B, Ts + 1, Tt), want);
+        ck_assert_uint_gt(model_acts_floats(&c, B, Ts, Tt + 1), want);
+    }
+    ck_assert_uint_eq(model_acts_floats(&c, 0, 1, 1), 0);
+    Config bad = c;
+    bad.d_k = 0;
+    ck_assert_uint_eq(model_acts_floats(&bad, 1, 1, 1), 0);
+    /* a capacity that holds no batch is a message */
+    Model m;
+    ck_assert_int_eq(model_build_cap(&m, &c, 1, 1, 1, 1, 0, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "model_acts_floats"));
+    model_free(&m);
+}
+END_TEST
+
+/* Two batches under one token budget: 4 rows of (3, 2) tokens and 1 row of
+ * (8, 7). Per dimension that is 4 x (8, 7); sized by the batches, the block
+ * holds the larger of the two, and both run exactly as before. */
+enum { CAP_MAX_B = 4, CAP_MAX_TS = 8, CAP_MAX_TT = 7 };
+static const int cap_shapes[2][3] = {{4, 3, 2}, {1, 8, 7}};
+
+static size_t cap_floats(const Config *c) {
+    size_t a = model_acts_floats(c, cap_shapes[0][0], cap_shapes[0][1], cap_shapes[0][2]);
+    size_t b = model_acts_floats(c, cap_shapes[1][0], cap_shapes[1][1], cap_shapes[1][2]);
+    return a > b ? a : b;
+}
+
+START_TEST(test_capacity_two_shapes_bit_for_bit) {
+    Config c = tiny_config();
+    c.pre_ln = _i;
+    c.dropout = 0.2f;   /* training passes: dropout's bits must follow too */
+    char err[256] = "";
+    Model old, cap;
+    build_or_fail(&old, &c, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT, 41);
+    ck_assert_int_eq(model_build_cap(&cap, &c, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT, cap_floats(&c), 41, err,
+                                     sizeof err), 0);
+    ck_assert_uint_lt(cap.acts_floats, old.acts_floats);
+    ck_assert_uint_eq(cap.acts_floats, cap_floats(&c));
+    perturb_params(&old, 42);
+    memcpy(cap.params.mem, old.params.mem, old.params.n * sizeof(float));
+    int V = c.vocab, src[CAP_MAX_B * CAP_MAX_TS], tgt[CAP_MAX_B * CAP_MAX_TT];
+    float dl[CAP_MAX_B * CAP_MAX_TT * 11];
+    Rng r;
+    rng_seed(&r, 43);
+    /* each shape twice, in turn, training and not: the regions move with every call */
+    for (int pass = 0; pass < 4; pass++) {
+        int B = cap_shapes[pass % 2][0], Ts = cap_shapes[pass % 2][1], Tt = cap_shapes[pass % 2][2];
+        int training = pass >= 2, rows = B * Tt;
+        ck_assert_int_eq(model_check_sizes(&cap, B, Ts, Tt, err, sizeof err), 0);
+        for (int i = 0; i < B * Ts; i++) src[i] = rng_int(&r, V);
+        for (int i = 0; i < B * Tt; i++) tgt[i] = 1 + rng_int(&r, V - 1);
+        for (int i = 0; i < rows * V; i++) dl[i] = rng_uniform(&r) - 0.5f;
+        const float *a = model_forward(&old, src, tgt, B, Ts, Tt, training);
+        const float *b = model_forward(&cap, src, tgt, B, Ts, Tt, training);
+        ck_assert_close_arrays(b, a, (size_t)rows * V, 0.0);
+        ck_assert(memcmp(a, b, (size_t)rows * V * sizeof(float)) == 0);
+        model_zero_grad(&old);
+        model_zero_grad(&cap);
+        model_backward(&old, dl);
+        model_backward(&cap, dl);
+        ck_assert(memcmp(old.grads.mem, cap.grads.mem, old.grads.n * sizeof(float)) == 0);
+        ck_assert(memcmp(model_input_grad(&old, 0), model_input_grad(&cap, 0), (size_t)B * Ts * c.d_model * 4) == 0);
+    }
+    /* the per-dimension maxima at once: the old block holds it, this one does not */
+    ck_assert_int_eq(model_check_sizes(&old, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT, err, sizeof err), 0);
+    ck_assert_int_eq(model_check_sizes(&cap, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "activations"));
+    model_free(&old);
+    model_free(&cap);
+}
+END_TEST
+
+/* A forward over capacity is a programming error: it stops at an assertion
+ * (SIGABRT) before writing past the block, and before any op runs. In a
+ * child process of its own, so it works with CK_FORK=no too; the child's
+ * message is discarded. Returns -signal, or the child's exit status. */
+static int forward_in_child(Model *m, int B, int Ts, int Tt) {
+    static int src[CAP_MAX_B * CAP_MAX_TS], tgt[CAP_MAX_B * CAP_MAX_TT];
+    for (int i = 0; i < CAP_MAX_B * CAP_MAX_TT; i++) tgt[i] = 1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        model_forward(m, src, tgt, B, Ts, Tt, 0);
+        _exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+START_TEST(test_capacity_over_asserts) {
+    Config c = tiny_config();
+    Model m;
+    char err[256] = "";
+    ck_assert_int_eq(model_build_cap(&m, &c, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT, cap_floats(&c), 5, err, sizeof err), 0);
+    /* within every per-dimension limit, but not within the block */
+    ck_assert_int_eq(forward_in_child(&m, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT), -SIGABRT);
+    /* the encoder fits (4 rows of 3 source tokens), the decoder's 7 target tokens do not */
+    ck_assert_int_eq(forward_in_child(&m, 4, 3, CAP_MAX_TT), -SIGABRT);
+    model_free(&m);
+}
+END_TEST
+
 Suite *model_suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("Core");
@@ -798,6 +934,12 @@ Suite *model_suite(void) {
     tcase_add_loop_test(tc, test_config_rejects, 0, (int)(sizeof bad_configs / sizeof bad_configs[0]));
     tcase_add_test(tc, test_build_and_input_limits);
     tcase_add_loop_test(tc, test_limits_tiny_and_all_padding, 0, 2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("Capacity");
+    tcase_add_test(tc, test_acts_floats_is_the_allocation);
+    tcase_add_loop_test(tc, test_capacity_two_shapes_bit_for_bit, 0, 2);
+    tcase_add_test(tc, test_capacity_over_asserts);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,6 +2,7 @@
  * greedy decoding (Section 5). Tiny models and few steps: it stays fast. */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,6 +437,79 @@ START_TEST(test_greedy_shape_and_end) {
 }
 END_TEST
 
+/* ---- capacity: buffers sized by the batches that run ----------------------- */
+
+/* Two batch shapes under one token budget, in turn: 8 rows of (5, 4) tokens
+ * (32 target positions) and 3 rows of (10, 9) (27). Sized per dimension,
+ * the loss gradient holds 8 x 9 = 72 rows and the activations 8 x (10, 9);
+ * sized by the batches, 32 rows and the larger batch's activations (the
+ * trainer at exactly its capacity). Same weights and Adam moments, bit for
+ * bit, dropout on. */
+enum { CB = 8, CT = COPY_LEN };
+static const int cap_batches[2][3] = {{8, 5, 4}, {3, 10, 9}};
+
+START_TEST(test_row_capacity_same_weights) {
+    char err[256];
+    Config c = tiny_config(0.1f);
+    TrainHyper hp = tiny_hyper(0.1f);
+    size_t acts = 0;
+    int rows = 0;
+    for (int k = 0; k < 2; k++) {
+        size_t a = model_acts_floats(&c, cap_batches[k][0], cap_batches[k][1], cap_batches[k][2]);
+        acts = a > acts ? a : acts;
+        int n = cap_batches[k][0] * cap_batches[k][2];
+        rows = n > rows ? n : rows;
+    }
+    ck_assert_int_eq(rows, 32);
+    Model m[2];
+    Trainer t[2];
+    build_tiny(&m[0], 0.1f, CB, 31);
+    init_trainer(&t[0], &m[0], 0.1f, CB, 32);
+    memset(&m[1], 0, sizeof m[1]);
+    ck_assert_msg(model_build_cap(&m[1], &c, CB, CT, CT - 1, acts, 31, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(trainer_init_cap(&t[1], &m[1], &hp, CB, CT, rows, 32, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(t[0].max_rows, CB * (CT - 1));
+    ck_assert_int_eq(t[1].max_rows, rows);
+    ck_assert_uint_lt(m[1].acts_floats, m[0].acts_floats);
+    int src[CB * CT], tin[CB * (CT - 1)], tout[CB * (CT - 1)];
+    Rng r;
+    rng_seed(&r, 33);
+    for (int step = 0; step < 6; step++) {
+        int B = cap_batches[step % 2][0], Ts = cap_batches[step % 2][1], Tt = cap_batches[step % 2][2];
+        for (int i = 0; i < B * Ts; i++) src[i] = 2 + rng_int(&r, COPY_VOCAB - 2);
+        for (int i = 0; i < B * Tt; i++) tin[i] = 1 + rng_int(&r, COPY_VOCAB - 1), tout[i] = 2 + rng_int(&r, 9);
+        StepStats st[2];
+        for (int j = 0; j < 2; j++) ck_assert_int_eq(train_step_batch(&t[j], src, tin, tout, B, Ts, Tt, &st[j]), TRAIN_OK);
+        ck_assert(st[0].loss == st[1].loss);
+    }
+    ck_assert(memcmp(m[0].params.mem, m[1].params.mem, m[0].params.n * sizeof(float)) == 0);
+    ck_assert(memcmp(t[0].adam_m, t[1].adam_m, t[0].n * sizeof(float)) == 0);
+    ck_assert(memcmp(t[0].adam_v, t[1].adam_v, t[0].n * sizeof(float)) == 0);
+
+    /* one position past the row capacity (4 rows of 9 targets = 36 > 32)
+     * stops at an assertion before anything runs; in a child, so that
+     * CK_FORK=no works too */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        train_step_batch(&t[1], src, tin, tout, 4, 9, 9, NULL);
+        _exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %d", status);
+    for (int j = 0; j < 2; j++) trainer_free(&t[j]), model_free(&m[j]);
+    /* a row capacity of 0 is a message */
+    Model m0;
+    Trainer t0;
+    build_tiny(&m0, 0.1f, CB, 31);
+    ck_assert_int_eq(trainer_init_cap(&t0, &m0, &hp, CB, CT, 0, 1, err, sizeof err), 2);
+    trainer_free(&t0);
+    model_free(&m0);
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *core = tcase_create("Core");
@@ -447,6 +521,7 @@ Suite *train_suite(void) {
     tcase_add_test(core, test_same_seed_same_curve);
     tcase_add_test(core, test_resume_is_exact);
     tcase_add_test(core, test_greedy_shape_and_end);
+    tcase_add_test(core, test_row_capacity_same_weights);
     suite_add_tcase(s, core);
     TCase *lim = tcase_create("Limits");
     tcase_set_timeout(lim, 60);

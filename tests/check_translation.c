@@ -327,6 +327,9 @@ START_TEST(test_ding_corpus) {
     ck_assert_ptr_nonnull(strstr(out, "the Ding dictionary (trans-de-en, GPL-2+), read from " DING_PATH
                                       " at run time; fixed split"));
     ck_assert_ptr_nonnull(strstr(out, "dev 20, test 20"));
+    /* flags not given take the real-data configuration (main.c's corpus_config) */
+    ck_assert_ptr_nonnull(strstr(out, "a real corpus: N=1 d_model=16 d_ff=32 h=2, P_drop 0.30, 2000 BPE symbols, "
+                                      "400 tokens a batch,\n2 steps, warmup 800, factor 1"));
     ck_assert_ptr_nonnull(strstr(out, "the dev set's 3 most frequent words"));
     ck_assert_ptr_nonnull(strstr(out, "average of last 2, beam 4, alpha 0.6"));
     ck_assert_ptr_nonnull(strstr(out, "peak resident memory"));

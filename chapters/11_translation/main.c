@@ -128,6 +128,9 @@ typedef struct {
  *   - 2000 BPE symbols: a few thousand is what small corpora need (every
  *     symbol must be seen often enough to learn);
  *   - batches of 2000 tokens a side: 164 steps an epoch of the Ding split;
+ *   - a checkpoint every 250 steps, so the average of the last 5 (Sec. 6.1)
+ *     spans 1250 steps, a quarter of the run, as the generated corpus's
+ *     every 50 of 1500 span a sixth;
  *   - 5000 steps (30 epochs), warmup 800 (5 epochs) at factor 1: the
  *     paper's 4000 warmup steps were 4% of its 100K; 800 are 16% here, as
  *     a small corpus's first epochs are noisy.
@@ -144,6 +147,7 @@ static void corpus_config(Opts *o) {
     if (!o->warmup) o->warmup = real ? 800 : 200;
     if (o->factor < 0) o->factor = real ? 1.0f : 0.6f;
     if (o->dropout < 0) o->dropout = real ? 0.3f : 0.1f;
+    if (o->ckpt_every < 0) o->ckpt_every = real ? 250 : 50;   /* the last 5 span 1250 steps, 250 */
 }
 
 /* ---- section 1: the corpus ------------------------------------------------------- */
@@ -630,14 +634,19 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
     int demo_Ts = bpe_encode(&d->bpe, en, NULL, 0) + 1;
     int longest_src = max2(max2(d->etrain.max_s, d->edev.max_s), max2(d->etest.max_s, demo_Ts));
     int max_len = max2(longest_src + OUT_OFFSET + 1, max2(d->etrain.max_t, d->edev.max_t));
-    /* The activations (model.c: one block, sized at build time) hold the
-     * largest training batch's rows and lengths, and the dev and test
-     * sentences (perplexity, and the encoder when decoding, run in them):
-     * never an output of input + 50 tokens, which decoding does in its own
-     * cache (decode.h). The trainer wants source room for its target + 1
+    /* What runs through the model's activations: the training batches, the
+     * dev batches (perplexity) and the test batches (their encoder, when
+     * decoding): never an output of input + 50 tokens, which decoding does
+     * in its own cache (decode.h). Each dimension's limit is the longest of
+     * any of them; the trainer wants source room for its target + 1
      * (train.h: a copy-task shape, T source and T-1 target tokens). */
     int Tt = max2(bs->max_Tt, d->edev.max_t);
     int Ts = max2(max2(bs->max_Ts, d->edev.max_s), max2(d->etest.max_s, Tt + 1));
+    /* dev and test batches: the training budget, no more rows than the model holds */
+    if (batches_make(&r->dev_b, d->edev.slen, d->edev.tlen, d->edev.n, o->tokens, bs->max_B, 1, 1, err, sizeof err) ||
+        batches_make(&r->test_b, d->etest.slen, d->etest.tlen, d->etest.n, o->tokens, bs->max_B, 1, 1, err,
+                     sizeof err))
+        cli_fail(PROG, "%s", err);
     TrainHyper hp = train_hyper_paper();
     hp.eps_ls = o->eps_ls;
     hp.warmup = o->warmup;
@@ -683,8 +692,25 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
         c.max_len = max_len;
         c.dropout = o->dropout;
         c.pad_id = BPE_PAD;
-        if (model_build(&r->m, &c, bs->max_B, Ts, Tt, o->seed, err, sizeof err) ||
-            trainer_init(&r->tr, &r->m, &hp, bs->max_B, Tt + 1, o->seed ^ 0xDA7A5EEDull, err, sizeof err))
+        /* But the memory goes by the largest BATCH, not by the limits: under
+         * a token budget a batch is many short rows or a few long ones, and
+         * the most rows of any times the longest of any (model_build's
+         * per-dimension block) is a batch that never comes. The activation
+         * block is the largest model_acts_floats of every batch that runs,
+         * the trainer's loss gradient (rows x vocab) the largest B*Tt. */
+        size_t acts = 0;
+        int rows_cap = 1;
+        const Batches *runs[3] = {bs, &r->dev_b, &r->test_b};
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < runs[j]->n; k++) {
+                const Batch *b = &runs[j]->b[k];   /* test: only the encoder runs (then decode.h's cache) */
+                size_t a = model_acts_floats(&c, b->n, b->Ts, j == 2 ? 1 : b->Tt);
+                if (a > acts) acts = a;
+                if (j == 0) rows_cap = max2(rows_cap, b->n * b->Tt);
+            }
+        if (model_build_cap(&r->m, &c, bs->max_B, Ts, Tt, acts, o->seed, err, sizeof err) ||
+            trainer_init_cap(&r->tr, &r->m, &hp, bs->max_B, Tt + 1, rows_cap, o->seed ^ 0xDA7A5EEDull, err,
+                             sizeof err))
             cli_fail(PROG, "%s", err);
     }
     const Config *c = &r->m.cfg;
@@ -708,11 +734,6 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
         else if (P & (P - 1)) printf("  added in another order than one process: equal to float rounding\n");
         else printf("  added in another order than one process: equal to float rounding (--micro-batches %d: the same bits)\n", P);
     }
-    /* dev and test batches: the training budget, no more rows than the model holds */
-    if (batches_make(&r->dev_b, d->edev.slen, d->edev.tlen, d->edev.n, o->tokens, bs->max_B, 1, 1, err, sizeof err) ||
-        batches_make(&r->test_b, d->etest.slen, d->etest.tlen, d->etest.n, o->tokens, bs->max_B, 1, 1, err,
-                     sizeof err))
-        cli_fail(PROG, "%s", err);
 }
 
 static void eval_during_training(const Opts *o, const Data *d, Run *r, double train_s);
@@ -863,24 +884,14 @@ static void eval_during_training(const Opts *o, const Data *d, Run *r, double tr
 }
 
 /* ---- memory: what the run needs, against what it used -------------------------------------
- * Floats of activations for batches up to B pairs of Ts source and Tt
- * target tokens, counted the way model.c lays them out (an encoder, a
- * decoder and a backward region, each sized once at build time), plus the
- * trainer's loss gradient (train.c) and the host's masks. The logits
- * dominate at a large vocabulary: logits and log-probs of every target
- * position, and their gradient, B x Tt x V three times. */
-static double activation_floats(const Config *c, double B, int Ts, int Tt) {
-    double D = c->d_model, F = c->d_ff, V = c->vocab, N = c->N, T = Ts > Tt ? Ts : Tt;
-    double rs = B * Ts, rt = B * Tt, sub = 4 * D + 2;   /* a residual sub-layer: LN, Sublayer, dropout, sum */
-    double mha_ss = mha_acts_size((int)B, Ts, Ts, c->h, c->d_k, c->d_v);
-    double mha_tt = mha_acts_size((int)B, Tt, Tt, c->h, c->d_k, c->d_v);
-    double mha_ts = mha_acts_size((int)B, Tt, Ts, c->h, c->d_k, c->d_v);
-    double scratch = mha_scratch_size((int)B, (int)T, (int)T, c->h, c->d_k, c->d_v);
-    double enc = rs * (1 + 2 * D + Ts / 4.0 + D + 2) + N * (2 * sub * rs + mha_ss + rs * F);
-    double dec = rt * (1 + 2 * D + (2.0 * Tt + Ts) / 4 + D + 2 + 2 * V) + N * (3 * sub * rt + mha_tt + mha_ts + rt * F);
-    double bwd = B * T * (4 * D + F) + 2 * rs * D + rt * D + scratch;
-    double trainer = rt * (V + 2), host = B * T * T + B * V;   /* 4 masks of B T T bytes */
-    return enc + dec + bwd + trainer + host;
+ * Floats one training batch of B pairs of Ts source and Tt target tokens
+ * needs: the model's activations as model.c lays them out (an encoder, a
+ * decoder and a backward region: model_acts_floats) and the trainer's loss
+ * gradient, per-position losses and targets (train.c). The logits dominate
+ * at a large vocabulary: logits and log-probs of every target position, and
+ * their gradient, B x Tt x V three times. */
+static double activation_floats(const Config *c, int B, int Ts, int Tt) {
+    return (double)model_acts_floats(c, B, Ts, Tt) + (double)B * Tt * (c->vocab + 2.0);
 }
 
 /* Floats of a decoder for B sentences x K beams, Ts source tokens and T
@@ -900,24 +911,19 @@ static void print_memory(const Run *r) {
     const Config *c = &m->cfg;
     const Batches *t = &r->test_b;
     double MB = 1e6, P = 4.0 * model_param_count(c) * sizeof(float);
-    double A = activation_floats(c, m->max_B, m->max_Ts, m->max_Tt) * sizeof(float);
+    /* as allocated: the activation block and the trainer's per-position
+     * buffers (build_model sized both by the largest batch that runs; the
+     * trainer is freed by now, its rows are the largest B*Tt of training),
+     * and the model's host-side masks (max_B, T, T) x 4 bytes and last rows */
+    int rows = 1;
+    for (int k = 0; k < r->train_b->n; k++) rows = max2(rows, r->train_b->b[k].n * r->train_b->b[k].Tt);
+    double T = m->max_Ts > m->max_Tt ? m->max_Ts : m->max_Tt;
+    double A = ((double)m->acts_floats + (double)rows * (c->vocab + 2.0) + (double)m->max_B * c->vocab) *
+               sizeof(float) + 4.0 * m->max_B * T * T;
     int beam_T = t->max_Ts + OUT_OFFSET < c->max_len ? t->max_Ts + OUT_OFFSET : c->max_len;
     double Dc = decoder_floats(c, t->max_B, 4, t->max_Ts, beam_T) * sizeof(float);
     double sum = r->rss_before + P + A + Dc;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double peak = ru.ru_maxrss * 1024.0;
-    char line[512];
-    snprintf(line, sizeof line, "weights + gradients + Adam's m and v %.1f, activations and loss gradient for "
-             "batches up to [%d rows x %d / %d tokens] %.1f, beam search's decoder [%d sentences x 4 beams x %d "
-             "positions] %.1f, resident before the model (program, data) %.1f: sum %.1f", P / MB, m->max_B,
-             m->max_Ts, m->max_Tt, A / MB, t->max_B, beam_T, Dc / MB, r->rss_before / MB, sum / MB);
-    print_wrapped("memory, MB: ", line);
-    printf("peak resident memory (getrusage ru_maxrss) %.1f MB, %.2fx the sum: %s\n", peak / MB, peak / sum,
-           peak <= 2 * sum ? "within 2x" : "MORE than 2x: something holds memory this count misses");
-    /* model.c sizes its activations per dimension: the most rows of any
-     * batch (short sentences) times the longest (long ones), which no one
-     * batch is under a token budget */
+    /* what one step needs: the largest single training batch */
     const Batch *big = &r->train_b->b[0];
     double most = 0;
     for (int k = 0; k < r->train_b->n; k++) {
@@ -925,9 +931,26 @@ static void print_memory(const Run *r) {
         double a = activation_floats(c, b->n, b->Ts, b->Tt) * sizeof(float);
         if (a > most) most = a, big = b;
     }
-    printf("(the largest single training batch, [%d rows x %d / %d tokens], needs %.1f MB of them: %.1fx less\n"
-           "than the capacity, which takes the most rows of any batch times the longest of any)\n", big->n, big->Ts,
-           big->Tt, most / MB, A / most);
+    double need = r->rss_before + P + most + Dc;
+    double per_dim = activation_floats(c, m->max_B, m->max_Ts, m->max_Tt) * sizeof(float);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double peak = ru.ru_maxrss * 1024.0;
+    char line[640];
+    snprintf(line, sizeof line, "weights + gradients + Adam's m and v %.1f, activations and loss gradient as "
+             "allocated (the largest batch that runs) %.1f, beam search's decoder [%d sentences x 4 beams x %d "
+             "positions] %.1f, resident before the model (program, data) %.1f: sum %.1f", P / MB, A / MB, t->max_B,
+             beam_T, Dc / MB, r->rss_before / MB, sum / MB);
+    print_wrapped("memory, MB: ", line);
+    snprintf(line, sizeof line, "the largest training batch, [%d rows x %d / %d tokens], needs %.1f MB of "
+             "activations and loss gradient; with the weights, gradients, Adam, the decoder and what was resident "
+             "before: %.1f MB (sized per dimension instead, the most rows of any batch times the longest of any, "
+             "[%d x %d / %d], the activations would take %.1f MB: %.1fx)", big->n, big->Ts, big->Tt, most / MB,
+             need / MB, m->max_B, m->max_Ts, m->max_Tt, per_dim / MB, per_dim / most);
+    print_wrapped("needed, MB: ", line);
+    snprintf(line, sizeof line, "(getrusage ru_maxrss) %.1f MB, %.2fx what is needed: %s", peak / MB, peak / need,
+             peak <= 2 * need ? "within 2x" : "MORE than 2x: something holds memory this count misses");
+    print_wrapped("peak resident memory ", line);
 }
 
 static void section_evaluate(const Opts *o, const Data *d, Run *r) {
@@ -1397,7 +1420,7 @@ static int run_translate(const Opts *o) {
 
 int main(int argc, char **argv) {
     /* vocab .. dropout left 0 (steps, factor, dropout -1): the corpus's configuration (corpus_config) */
-    Opts o = {.n_train = 10000, .n_dev = 0, .n_test = 500, .max_rows = 96, .ckpt_every = 50, .n_avg = 5,
+    Opts o = {.n_train = 10000, .n_dev = 0, .n_test = 500, .max_rows = 96, .ckpt_every = -1, .n_avg = 5,
               .threads = 1, .micro = 1, .steps = -1, .factor = -1, .eps_ls = 0.1f, .dropout = -1, .seed = 42,
               .out = "out/11_translation"};
     CliOption opts[] = {
@@ -1420,7 +1443,7 @@ int main(int argc, char **argv) {
         {"--factor", CLI_FLOAT, &o.factor, "multiplies the Sec. 5.3 learning rate; default 0.6 generated, 1 real", 1e-6, 1e6},
         {"--label-smoothing", CLI_FLOAT, &o.eps_ls, "eps_ls (paper 0.1)", 0, 0.99},
         {"--dropout", CLI_FLOAT, &o.dropout, "P_drop (paper 0.1); default 0.1 generated, 0.3 real", 0, 0.95},
-        {"--checkpoint-every", CLI_INT, &o.ckpt_every, "save every K steps (0: only at the end)", 0, 100000000},
+        {"--checkpoint-every", CLI_INT, &o.ckpt_every, "save every K steps (0: only at the end); default 50 generated, 250 real", 0, 100000000},
         {"--average", CLI_INT, &o.n_avg, "average the last this many checkpoints (paper 5)", 1, N_AVG_MAX},
         {"--resume", CLI_STRING, &o.resume, "continue the run saved in this checkpoint", 0, 0},
         {"--translate", CLI_STRING, &o.translate, "translate this English sentence with --model", 0, 0},
