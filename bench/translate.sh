@@ -14,13 +14,7 @@ need=""
 $PY -c 'import torch' 2>/dev/null || need="$need python3-torch"
 $PY -c 'import ensurepip, venv' 2>/dev/null || need="$need python3-venv"
 [ -r /usr/share/trans/de-en ] || need="$need trans-de-en"
-if [ -n "$need" ]; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=sudo
-  else echo "bench-translate: missing$need. Install them with:"; echo "    sudo apt-get install -y$need"; exit 1; fi
-  echo "bench-translate: installing$need (apt)"
-  $SUDO apt-get install -y -qq $need >/dev/null 2>&1 || { $SUDO apt-get update -qq >/dev/null 2>&1 &&
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need >/dev/null; }
-fi
+sh tools/deps.sh install bench-translate $need
 VENV=$BUILD/translate-venv
 if ! "$VENV/bin/python" -c 'import sacrebleu, torch' 2>/dev/null; then
   echo "bench-translate: making $VENV (Debian's torch + sacrebleu from PyPI)"

@@ -258,7 +258,7 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: rate(i + 1))
     model.train()
     t0, c0 = time.perf_counter(), time.process_time()
-    tokens, order, curve, eval_s = 0, [], [], 0.0
+    tokens, order, curve, eval_s, eval_cpu = 0, [], [], 0.0, 0.0
     for step in range(a.steps):
         if not order:
             order = list(range(len(tb)))
@@ -272,13 +272,14 @@ def main():
         sched.step()
         tokens += n
         if a.eval_every and (step + 1) % a.eval_every == 0 and step + 1 < a.steps:
-            e0 = time.perf_counter()
+            e0, ec = time.perf_counter(), time.process_time()
             hyp = [detok(h, sym) for h in greedy(model, test, test_b)]
             curve.append({"step": step + 1, "train_s": e0 - t0 - eval_s, "dev_ppl": perplexity(model, dev, dev_b),
                           "bleu_13a": bleu(hyp, refs)})
             eval_s += time.perf_counter() - e0
+            eval_cpu += time.process_time() - ec
     train_wall = time.perf_counter() - t0 - eval_s
-    train_cpu = time.process_time() - c0
+    train_cpu = time.process_time() - c0 - eval_cpu
     ppl = perplexity(model, dev, dev_b)
     d0 = time.perf_counter()
     hyp = [detok(h, sym) for h in greedy(model, test, test_b)]

@@ -1,21 +1,12 @@
 #!/bin/sh
-# deps.sh run|test - make sure what the README's two commands need is here.
+# deps.sh run|test|install - make sure what the README's two commands need is here.
 # Installs missing Debian packages when allowed (root, or passwordless sudo);
 # otherwise stops with the one exact command to run.
 # Two are optional, each installed on its own so one that cannot be had
 # stops nothing: gnuplot (without it, no PNG plots) and trans-de-en (the
 # Ding dictionary, /usr/share/trans/de-en: without it, `--corpus ding` says
 # how to install it, and its test says SKIP).
-need=""
-opt=""
-have_check() { pkg-config --exists check 2>/dev/null; }
-command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
-if [ "$1" = test ]; then
-  have_check || need="$need check"
-fi
-command -v gnuplot >/dev/null 2>&1 || opt="$opt gnuplot-nox"
-[ -r /usr/share/trans/de-en ] || opt="$opt trans-de-en"
-[ -z "$need$opt" ] && exit 0
+export DEBIAN_FRONTEND=noninteractive
 
 # apt_install " pkg ...": 0 when they are installed now; 1 when they could
 # not be, or we may not install (neither root nor passwordless sudo)
@@ -30,6 +21,30 @@ apt_install() {
     return 1
   fi
 }
+
+# deps.sh install WHO PKG...: those packages, for the tools that need more
+# than the README's two commands (make parity, make bench-translate); WHO
+# names the caller in the messages. Exit 1, with the command to run, when
+# they cannot be installed here.
+if [ "$1" = install ]; then
+  who=$2; shift 2
+  [ $# = 0 ] && exit 0
+  apt_install " $*" && exit 0
+  echo "$who: missing $*. Install them with:"
+  echo "    sudo apt-get install -y $*"
+  exit 1
+fi
+
+need=""
+opt=""
+have_check() { pkg-config --exists check 2>/dev/null; }
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+if [ "$1" = test ]; then
+  have_check || need="$need check"
+fi
+command -v gnuplot >/dev/null 2>&1 || opt="$opt gnuplot-nox"
+[ -r /usr/share/trans/de-en ] || opt="$opt trans-de-en"
+[ -z "$need$opt" ] && exit 0
 
 if [ -n "$need" ] && ! apt_install "$need"; then
   echo "deps: missing$need. Install them with:"
