@@ -189,7 +189,7 @@ int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out) {
         greedy_decode(m, ys, prefix, t->src, b->n, b->Ts, T_out, BPE_BOS, BPE_EOS, BPE_PAD);
         for (int r = 0; r < b->n; r++) {
             bpe_decode(&t->bpe, ys + (size_t)r * T_out + 1, T_out - 1, buf, sizeof buf);
-            bleu_add(&st, buf, t->dev.tgt[b->idx[r]]);
+            bleu_add_tok(&st, buf, t->dev.tgt[b->idx[r]], BLEU_TOK_13A);   /* sacreBLEU's standard */
         }
     }
     *out = bleu_compute(&st);

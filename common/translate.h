@@ -82,7 +82,8 @@ double perplexity_of(Model *m, const Encoded *e, const Batches *bs, int *src, in
 /* ... of the task's dev set */
 double trtask_perplexity(Model *m, TrTask *t);
 
-/* Corpus BLEU-4 (bleu.h) of greedy translations of the dev set against its
+/* Corpus BLEU-4 (bleu.h, sacreBLEU's 13a tokenizer: on the generated corpus,
+ * tokenised already, the same as 'none') of greedy translations of the dev set against its
  * references. Returns 0, or 1 (out of memory). */
 int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out);
 
