@@ -97,13 +97,17 @@ endif
 ifeq ($(MPI),1)
 MPI_LIBS = $(shell $(MPICC) --showme:link 2>/dev/null)
 endif
-MPI_PROGRAMS = $(patsubst chapters/%/main.c,$(BUILD)/%,$(shell grep -l '"dist.h"' chapters/*/main.c))
+MPI_PROGRAMS = $(patsubst chapters/%/main.c,$(BUILD)/%,$(shell grep -l '"dist/dist.h"' chapters/*/main.c))
 
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
 # ---- what gets built ---------------------------------------------------------
-LIB_SRC   = $(wildcard common/*.c)
+# common/ in layers, each folder using only the ones above it in this list:
+# core (tensor, rng, errors, files), ref (the plain ops), fast (gemm, SIMD,
+# threads: the tuned twins), layers, model, text, io, dist, task
+LIB_SRC   = $(wildcard common/*/*.c)
+HEADERS   = $(wildcard common/*/*.h cuda/*.h chapters/*/*.h)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB       = $(BUILD)/libaiyn.a
 # the same library compiled position-independent, inside each backend .so
@@ -140,6 +144,8 @@ PROGRAMS  = $(CHAPTERS:%=$(BUILD)/%)
 TEST_SRC  = $(filter-out tests/check_main.c,$(wildcard tests/check_*.c))
 SUITES    = $(patsubst tests/check_%.c,%,$(TEST_SRC))
 TEST_BIN  = $(BUILD)/check_all
+# chapter-private code (chapters/NN_name/*.c besides main.c), which tests read too
+CHAPTER_SRC = $(filter-out %/main.c,$(wildcard chapters/*/*.c))
 
 BENCH_BIN = $(BUILD)/bench
 
@@ -150,25 +156,25 @@ endif
 
 all: $(LIB) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
 
-$(BUILD)/obj/%.o: %.c $(wildcard common/*.h cuda/*.h) | dirs
+$(BUILD)/obj/%.o: %.c $(HEADERS) | dirs
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Icommon -Icuda -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu $(wildcard common/*.h cuda/*.h) | dirs
+$(BUILD)/obj/%.o: %.cu $(HEADERS) | dirs
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/pic/%.o: %.c $(wildcard common/*.h cuda/*.h) | dirs
+$(BUILD)/pic/%.o: %.c $(HEADERS) | dirs
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -Icommon -Icuda -c $< -o $@
 
-$(BUILD)/pic/%.o: %.cu $(wildcard common/*.h cuda/*.h) | dirs
+$(BUILD)/pic/%.o: %.cu $(HEADERS) | dirs
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # the one file that talks to MPI, compiled by mpicc when there is one
 ifeq ($(MPI),1)
-$(BUILD)/obj/common/dist.o: common/dist.c $(wildcard common/*.h cuda/*.h) | dirs
+$(BUILD)/obj/common/dist/dist.o: common/dist/dist.c $(HEADERS) | dirs
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DAIYN_MPI -Icommon -Icuda -c $< -o $@
 $(MPI_PROGRAMS): LDLIBS += $(MPI_LIBS)
@@ -190,8 +196,10 @@ $(BUILD)/pic/cuda/nccl.o: cuda/nccl.c | dirs
 	$(CC) $(CFLAGS) -fPIC -I$(CUDA_HOME)/include -I$(NCCL_INC) -c $< -o $@
 endif
 
-$(BUILD)/%: chapters/%/main.c $(LIB)
-	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) $(LDLIBS) -o $@
+# a chapter is its folder's .c files (main.c and any code only it uses) + the library
+.SECONDEXPANSION:
+$(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB)
+	$(CC) $(CFLAGS) -Icommon -Icuda $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
 
 # the GPU tools call kernels directly: they link the CUDA backend's .so
 $(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO)
@@ -227,9 +235,9 @@ demo: all
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
 
-$(TEST_BIN): tests/check_main.c $(TEST_SRC) tests/testutil.h $(BUILD)/suites.h $(LIB)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Itests -I$(BUILD) \
-	    tests/check_main.c $(TEST_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
+$(TEST_BIN): tests/check_main.c $(TEST_SRC) $(CHAPTER_SRC) tests/testutil.h $(BUILD)/suites.h $(LIB)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
+	    tests/check_main.c $(TEST_SRC) $(CHAPTER_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
 # for the width and height checks); under SANITIZE=1 and valgrind it leaves

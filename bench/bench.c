@@ -41,16 +41,16 @@
 #endif
 
 #include "bench.h"
-#include "cli.h"
-#include "decode.h"
-#include "model.h"
-#include "nn.h"
-#include "gemm.h"
-#include "ops.h"
-#include "optim.h"
-#include "rng.h"
-#include "train.h"
-#include "parallel.h"
+#include "io/cli.h"
+#include "model/decode.h"
+#include "model/model.h"
+#include "ref/nn.h"
+#include "fast/gemm.h"
+#include "ref/ops.h"
+#include "ref/optim.h"
+#include "core/rng.h"
+#include "model/train.h"
+#include "fast/parallel.h"
 
 #define PROG "bench"
 

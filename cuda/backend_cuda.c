@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "model/backend.h"
 #include "decode_kernels.h"
 #include "kernels.h"
 

@@ -8,7 +8,7 @@
 #include <assert.h>
 
 #include "cuda_util.h"
-#include "dropout_mask.h"
+#include "core/dropout_mask.h"
 #include "kernels.h"
 
 #define FOR_EACH(idx, n)                                                          \

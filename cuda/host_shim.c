@@ -16,14 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "decode.h"
+#include "ref/attention.h"
+#include "model/decode.h"
 #include "decode_kernels.h"
-#include "gemm.h"
+#include "fast/gemm.h"
 #include "kernels.h"
-#include "nn.h"
-#include "ops.h"
-#include "optim.h"
+#include "ref/nn.h"
+#include "ref/ops.h"
+#include "ref/optim.h"
 
 int cuda_device_count(void) { return 1; }
 void cuda_release(void) {}

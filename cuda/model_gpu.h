@@ -3,4 +3,4 @@
  * helpers gpu_sdpa_forward_host and gpu_mha_forward_host now live in
  * common/device.h; this header only forwards there, for programs that
  * still include it. */
-#include "device.h"
+#include "model/device.h"

@@ -12,7 +12,7 @@
 #include <assert.h>
 
 #include "cuda_util.h"
-#include "dropout_mask.h"
+#include "core/dropout_mask.h"
 #include "kernels.h"
 
 #define LN_EPS 1e-5f   // LAYERNORM_EPS in nn.h

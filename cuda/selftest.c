@@ -21,15 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "decode.h"
+#include "ref/attention.h"
+#include "model/decode.h"
 #include "decode_kernels.h"
-#include "nn.h"
-#include "gemm.h"
-#include "ops.h"
-#include "optim.h"
-#include "rng.h"
-#include "tensor.h"
+#include "ref/nn.h"
+#include "fast/gemm.h"
+#include "ref/ops.h"
+#include "ref/optim.h"
+#include "core/rng.h"
+#include "core/tensor.h"
 
 /* ---- small helpers ------------------------------------------------------------ */
 

@@ -17,9 +17,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attention.h"
-#include "ops.h"
-#include "rng.h"
+#include "ref/attention.h"
+#include "ref/ops.h"
+#include "core/rng.h"
 #include "testutil.h"
 #ifdef _OPENMP
 #include <omp.h>

@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "batch_file.h"
-#include "grad_dump.h"
-#include "nn.h"
+#include "io/batch_file.h"
+#include "io/grad_dump.h"
+#include "ref/nn.h"
 #include "testutil.h"
 
 static const char *EXAMPLE =

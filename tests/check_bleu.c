@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bleu.h"
-#include "corpus.h"
-#include "rng.h"
+#include "text/bleu.h"
+#include "text/corpus.h"
+#include "core/rng.h"
 
 START_TEST(test_hand_values) {
     BleuStats s = {0};

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bpe.h"
-#include "checkpoint.h"   /* crc32_update, to write a version 1 file by hand */
-#include "corpus.h"
+#include "text/bpe.h"
+#include "io/checkpoint.h"   /* crc32_update, to write a version 1 file by hand */
+#include "text/corpus.h"
 
 static void sym(const Bpe *b, int id, char *buf) { bpe_symbol_str(b, id, buf, 64); }
 

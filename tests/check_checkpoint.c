@@ -26,10 +26,10 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "checkpoint.h"
-#include "model.h"
-#include "rng.h"
-#include "train.h"
+#include "io/checkpoint.h"
+#include "model/model.h"
+#include "core/rng.h"
+#include "model/train.h"
 #include "testutil.h"
 
 static char dir[64];

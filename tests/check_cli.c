@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "cli.h"
+#include "io/cli.h"
 #include "testutil.h"
 
 /* A fresh option table with its defaults, for each parse. */

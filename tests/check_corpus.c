@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "corpus.h"
+#include "text/corpus.h"
 
 /* NounPhrase from words: det "the" / "a" / "my" / "2".."12"; count 1 or 2
  * for the/my (2 = plural); adjective or NULL. */

@@ -28,14 +28,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "decode.h"
-#include "device.h"
+#include "model/backend.h"
+#include "model/decode.h"
+#include "model/device.h"
 #include "kernels.h"
-#include "model.h"
-#include "optim.h"
+#include "model/model.h"
+#include "ref/optim.h"
 #include "testutil.h"
-#include "train.h"
+#include "model/train.h"
 
 /* device_select resolves "cuda" to what can run, on any build and machine */
 START_TEST(test_device_select) {

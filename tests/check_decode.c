@@ -24,13 +24,13 @@
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "decode.h"
-#include "gemm.h"
-#include "model.h"
-#include "nn.h"
-#include "ops.h"
+#include "model/decode.h"
+#include "fast/gemm.h"
+#include "model/model.h"
+#include "ref/nn.h"
+#include "ref/ops.h"
 #include "testutil.h"
-#include "parallel.h"
+#include "fast/parallel.h"
 
 enum { V = 11, PAD = 0, START = 1, END = 2, NB = 3, TS = 8, MAXOUT = 16, KMAX = 12 };
 

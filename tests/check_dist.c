@@ -27,11 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist.h"
-#include "dropout_mask.h"
-#include "model.h"
+#include "dist/dist.h"
+#include "core/dropout_mask.h"
+#include "model/model.h"
 #include "testutil.h"
-#include "train.h"
+#include "model/train.h"
 
 /* ---- slices ------------------------------------------------------------------- */
 

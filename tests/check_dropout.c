@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dropout_mask.h"
-#include "nn.h"
+#include "core/dropout_mask.h"
+#include "ref/nn.h"
 #include "testutil.h"
 
 typedef struct {

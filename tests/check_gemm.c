@@ -27,9 +27,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "gemm.h"
-#include "ops.h"
-#include "rng.h"
+#include "fast/gemm.h"
+#include "ref/ops.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 /* A matrix of rows x cols stored with leading dimension ld >= cols; the

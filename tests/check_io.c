@@ -35,8 +35,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "fileio.h"
-#include "model.h"
+#include "core/fileio.h"
+#include "model/model.h"
 #include "testutil.h"
 
 /* ============================================================================

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "show.h"
+#include "io/show.h"
 
 /* Runs "$BUILD_DIR/03_attention ARGS" through sh with the given stdin
  * (a shell redirection or pipe prefix), stdout into out (malloc'd, caller

@@ -23,9 +23,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model.h"
-#include "nn.h"
-#include "rng.h"
+#include "model/model.h"
+#include "ref/nn.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 /* A tiny model with every size different, so a swapped dimension shows:

@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "nn.h"
-#include "ops.h"
-#include "rng.h"
+#include "ref/nn.h"
+#include "ref/ops.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 #ifdef _OPENMP

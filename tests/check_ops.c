@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gemm.h"
-#include "ops.h"
-#include "rng.h"
+#include "fast/gemm.h"
+#include "ref/ops.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 typedef void (*GemmFn)(int, int, int, int, int, float, const float *, int,

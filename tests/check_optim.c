@@ -14,8 +14,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "optim.h"
-#include "parallel.h"
+#include "ref/optim.h"
+#include "fast/parallel.h"
 #include "testutil.h"
 
 /* ---- Core: the schedule at hand-computed steps ------------------------------

@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attention.h"
-#include "nn.h"
-#include "rng.h"
+#include "ref/attention.h"
+#include "ref/nn.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 /* the formula exactly as printed in the paper, in double */

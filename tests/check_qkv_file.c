@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include "qkv_file.h"
+#include "03_attention/qkv_file.h"
 #include "testutil.h"
 
 START_TEST(test_good_file) {

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "grad_dump.h"
-#include "safetensors.h"
+#include "io/grad_dump.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 static char dir[64], path[128];

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "fileio.h"
-#include "show.h"
+#include "core/fileio.h"
+#include "io/show.h"
 #include "testutil.h"
 
 /* ---- capturing stdout ------------------------------------------------------ */

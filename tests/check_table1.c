@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attention.h"
-#include "rng.h"
-#include "table1.h"
+#include "ref/attention.h"
+#include "core/rng.h"
+#include "10_why_self_attention/table1.h"
 #include "testutil.h"
 
 static float *randn(Rng *r, size_t n) {

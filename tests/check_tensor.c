@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rng.h"
-#include "tensor.h"
+#include "core/rng.h"
+#include "core/tensor.h"
 #include "testutil.h"
 
 START_TEST(test_shape_string) {

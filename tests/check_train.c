@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "model.h"
-#include "nn.h"
-#include "train.h"
+#include "model/model.h"
+#include "ref/nn.h"
+#include "model/train.h"
 #include "testutil.h"
 
 /* ---- helpers --------------------------------------------------------------- */

@@ -14,12 +14,12 @@
 
 #include "testutil.h"
 
-#include "batch.h"
-#include "bpe.h"
-#include "corpus.h"
-#include "decode.h"
-#include "model.h"
-#include "translate.h"
+#include "text/batch.h"
+#include "text/bpe.h"
+#include "text/corpus.h"
+#include "model/decode.h"
+#include "model/model.h"
+#include "task/translate.h"
 
 static char dir[64];   /* the temporary folder of the chapter runs */
 

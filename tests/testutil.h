@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "tensor.h"
+#include "core/tensor.h"
 
 static inline void assert_close_arrays_at(const float *a, const float *b, size_t n, double tol,
                                           const char *what, const char *file, int line) {

@@ -19,12 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli.h"
-#include "gemm.h"
-#include "ops.h"
-#include "rng.h"
-#include "show.h"
-#include "tensor.h"
+#include "io/cli.h"
+#include "fast/gemm.h"
+#include "ref/ops.h"
+#include "core/rng.h"
+#include "io/show.h"
+#include "core/tensor.h"
 
 #define PROG "01_dot_product"
 #define T 5 /* tokens in the small example */

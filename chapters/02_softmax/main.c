@@ -24,11 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "ops.h"
-#include "rng.h"
-#include "show.h"
-#include "tensor.h"
+#include "io/cli.h"
+#include "ref/ops.h"
+#include "core/rng.h"
+#include "io/show.h"
+#include "core/tensor.h"
 
 #define PROG "02_softmax"
 #define MAX_DRAWS 2e9 /* random numbers: about ten seconds of work */

@@ -32,14 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "cli.h"
-#include "device.h"
+#include "ref/attention.h"
+#include "io/cli.h"
+#include "model/device.h"
 #include "model_gpu.h"
-#include "ops.h"
-#include "rng.h"
-#include "show.h"
-#include "tensor.h"
+#include "ref/ops.h"
+#include "core/rng.h"
+#include "io/show.h"
+#include "core/tensor.h"
 
 #define PROG "04_multihead"
 

@@ -36,14 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "cli.h"
-#include "backend.h"
-#include "nn.h"
-#include "ops.h"
-#include "rng.h"
-#include "show.h"
-#include "tensor.h"
+#include "ref/attention.h"
+#include "io/cli.h"
+#include "model/backend.h"
+#include "ref/nn.h"
+#include "ref/ops.h"
+#include "core/rng.h"
+#include "io/show.h"
+#include "core/tensor.h"
 
 #define PROG "05_positional_encoding"
 #define N_TOKENS 5

@@ -45,14 +45,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "backend.h"
-#include "fileio.h"
-#include "grad_dump.h"
-#include "model.h"
-#include "rng.h"
-#include "show.h"
-#include "tensor.h"
+#include "io/cli.h"
+#include "model/backend.h"
+#include "core/fileio.h"
+#include "io/grad_dump.h"
+#include "model/model.h"
+#include "core/rng.h"
+#include "io/show.h"
+#include "core/tensor.h"
 
 #define PROG "07_transformer"
 

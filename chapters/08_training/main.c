@@ -47,17 +47,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "device.h"
-#include "dist.h"
-#include "backend.h"
-#include "grad_dump.h"
-#include "model.h"
-#include "nn.h"
-#include "optim.h"
-#include "show.h"
-#include "tensor.h"
-#include "train.h"
+#include "io/cli.h"
+#include "model/device.h"
+#include "dist/dist.h"
+#include "model/backend.h"
+#include "io/grad_dump.h"
+#include "model/model.h"
+#include "ref/nn.h"
+#include "ref/optim.h"
+#include "io/show.h"
+#include "core/tensor.h"
+#include "model/train.h"
 
 static const char *PROG = "08_training";
 

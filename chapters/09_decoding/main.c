@@ -31,12 +31,12 @@
 #include <omp.h>
 #endif
 
-#include "cli.h"
-#include "decode.h"
-#include "model.h"
-#include "show.h"
-#include "tensor.h"
-#include "train.h"
+#include "io/cli.h"
+#include "model/decode.h"
+#include "model/model.h"
+#include "io/show.h"
+#include "core/tensor.h"
+#include "model/train.h"
 
 static const char *PROG = "09_decoding";
 enum { T = COPY_LEN, NS = 64, MAXK = 16 };   /* NS: inputs searched per batch */

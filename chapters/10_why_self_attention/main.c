@@ -39,12 +39,12 @@
 #include <omp.h>
 #endif
 
-#include "attention.h"
-#include "cli.h"
-#include "rng.h"
-#include "show.h"
+#include "ref/attention.h"
+#include "io/cli.h"
+#include "core/rng.h"
+#include "io/show.h"
 #include "table1.h"
-#include "tensor.h"
+#include "core/tensor.h"
 
 #define PROG "10_why_self_attention"
 #define MAXP 48            /* points per sweep */

@@ -39,21 +39,21 @@
 #include <unistd.h>
 
 
-#include "attention.h"
-#include "batch.h"
-#include "bleu.h"
-#include "bpe.h"
-#include "cli.h"
-#include "corpus.h"
-#include "decode.h"
-#include "dist.h"
-#include "fail.h"
-#include "model.h"
-#include "show.h"
-#include "tensor.h"
-#include "train.h"
-#include "translate.h"
-#include "parallel.h"
+#include "ref/attention.h"
+#include "text/batch.h"
+#include "text/bleu.h"
+#include "text/bpe.h"
+#include "io/cli.h"
+#include "text/corpus.h"
+#include "model/decode.h"
+#include "dist/dist.h"
+#include "core/fail.h"
+#include "model/model.h"
+#include "io/show.h"
+#include "core/tensor.h"
+#include "model/train.h"
+#include "task/translate.h"
+#include "fast/parallel.h"
 
 static const char *PROG = "11_translation";
 #define N_AVG_MAX 16

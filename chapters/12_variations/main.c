@@ -36,12 +36,12 @@
 #include <omp.h>
 #endif
 
-#include "cli.h"
-#include "fileio.h"
-#include "model.h"
-#include "show.h"
-#include "train.h"
-#include "translate.h"
+#include "io/cli.h"
+#include "core/fileio.h"
+#include "model/model.h"
+#include "io/show.h"
+#include "model/train.h"
+#include "task/translate.h"
 
 static const char *PROG = "12_variations";
 

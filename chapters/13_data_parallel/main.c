@@ -26,14 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "dist.h"
-#include "fail.h"
-#include "fileio.h"
-#include "model.h"
-#include "optim.h"
-#include "show.h"
-#include "train.h"
+#include "io/cli.h"
+#include "dist/dist.h"
+#include "core/fail.h"
+#include "core/fileio.h"
+#include "model/model.h"
+#include "ref/optim.h"
+#include "io/show.h"
+#include "model/train.h"
 
 static const char *PROG = "13_data_parallel";
 

@@ -30,11 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "device.h"
+#include "io/cli.h"
+#include "model/device.h"
 #include "kernels.h"
-#include "rng.h"
-#include "show.h"
+#include "core/rng.h"
+#include "io/show.h"
 
 /* ---- output: the terminal and the report file at once ---------------------------- */
 

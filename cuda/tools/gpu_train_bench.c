@@ -22,12 +22,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backend.h"
-#include "cli.h"
+#include "model/backend.h"
+#include "io/cli.h"
 #include "kernels.h"
-#include "model.h"
-#include "optim.h"
-#include "train.h"
+#include "model/model.h"
+#include "ref/optim.h"
+#include "model/train.h"
 
 #define PROG "gpu_train_bench"
 

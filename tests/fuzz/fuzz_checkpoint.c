@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "model.h"
+#include "model/model.h"
 
 static char path[64];
 

@@ -10,9 +10,9 @@ CLANG=${FUZZ_CC:-clang}
 B=build/fuzz
 command -v "$CLANG" >/dev/null || { echo "make fuzz needs clang with libFuzzer (apt-get install -y clang)"; exit 1; }
 mkdir -p $B/obj $B/findings $B/corpus_checkpoint $B/corpus_qkv $B/seeds_checkpoint $B/seeds_qkv
-FLAGS="-std=c11 -g -O1 -D_DEFAULT_SOURCE -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Icommon -Icuda"
+FLAGS="-std=c11 -g -O1 -D_DEFAULT_SOURCE -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Icommon -Icuda -Ichapters"
 objs=""
-for src in common/*.c cuda/*.c; do
+for src in common/*/*.c chapters/03_attention/qkv_file.c cuda/*.c; do
     o=$B/obj/$(echo "$src" | tr / _).o
     if [ ! -e "$o" ] || [ "$src" -nt "$o" ]; then
         $CLANG $FLAGS -c "$src" -o "$o" 2>>$B/build.log || { echo "fuzz: compiling $src failed (see $B/build.log)"; exit 1; }

@@ -1,0 +1,291 @@
+/* model.h - the encoder-decoder Transformer of Figure 1 (Section 3).
+ *
+ *   src ids -> Embedding * sqrt(d_model) + PE -> dropout -> N x EncoderLayer -> memory
+ *   tgt ids -> Embedding * sqrt(d_model) + PE -> dropout -> N x DecoderLayer(memory)
+ *           -> x E^T (the same embedding matrix, Sec. 3.4) -> log-softmax
+ *
+ *   EncoderLayer (post-LN, as the paper):
+ *       x = LayerNorm(x + Dropout(SelfAttn(x)))
+ *       x = LayerNorm(x + Dropout(FFN(x)))
+ *   DecoderLayer:
+ *       x = LayerNorm(x + Dropout(MaskedSelfAttn(x)))
+ *       x = LayerNorm(x + Dropout(CrossAttn(x, memory)))
+ *       x = LayerNorm(x + Dropout(FFN(x)))
+ *   pre_ln = 1 switches every sub-layer to x + Dropout(Sublayer(LayerNorm(x)))
+ *   and adds a final LayerNorm after each stack (what many later
+ *   implementations do; not the paper).
+ *
+ * Memory: parameters live in one allocation (Params.mem) with named tensors
+ * pointing into it; gradients in a second with the same layout; activations
+ * in a third sized at build time for the largest batch the caller will run
+ * (model_acts_floats; model_build: B, Ts, Tt at their maxima). Nothing is
+ * allocated inside a forward or backward pass.
+ *
+ * Backends: every op runs through m->be (backend.h), the CPU's table after
+ * model_build; model_to(m, be) moves the model to another backend (the
+ * GPU). params and grads are always host memory (checkpoints, inspection);
+ * m->w and m->dw are the backend's view of them: the very same memory on
+ * the CPU, device copies laid out the same way on a GPU. model_pull copies
+ * the device's weights and gradients back into params/grads, model_push the
+ * other way (both do nothing on the CPU).
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ref/attention.h"
+#include "model/backend.h"
+#include "core/rng.h"
+
+typedef struct {
+    int N;          /* layers in the encoder and in the decoder           */
+    int d_model;    /* width of every sub-layer output                    */
+    int d_ff;       /* FFN inner width (Eq. 2)                            */
+    int h;          /* attention heads                                    */
+    int d_k, d_v;   /* per-head query/key and value widths                */
+    int vocab;      /* shared source/target vocabulary (Sec. 3.4)         */
+    int max_len;    /* longest sequence: rows of the PE table             */
+    float dropout;  /* P_drop (Sec. 5.4); used only when training         */
+    int pre_ln;     /* 0: post-LN (paper), 1: pre-LN (for comparison)     */
+    int pad_id;     /* padding token id, or -1 when there is none         */
+    int pos;        /* POS_SINUSOID (Sec. 3.5, the paper's base) or       */
+                    /* POS_LEARNED: a trained (max_len, d_model) table,   */
+                    /* "pos_embed" (Sec. 3.5's alternative, Table 3 (E))  */
+} Config;
+
+enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
+
+/* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
+ * is a plain error instead of an attempt to allocate terabytes. */
+#define MODEL_MAX_N        256
+#define MODEL_MAX_WIDTH    65536        /* d_model, d_ff, d_k, d_v            */
+#define MODEL_MAX_HEADS    1024
+#define MODEL_MAX_VOCAB    (1 << 24)
+#define MODEL_MAX_LEN      (1 << 20)
+#define MODEL_MAX_PARAMS   ((size_t)1 << 31)   /* 8 GiB of float32 weights  */
+
+/* Table 3 "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1,
+ * vocab 37000, max_len 512, post-LN, pad_id 0. */
+Config config_base(void);
+/* 0 if c is usable; otherwise 2 with a plain message in err, e.g.
+ * "d_k is 0; it must be between 1 and 65536". Every size must be positive
+ * and below the MODEL_MAX_* limits, dropout in [0, 1), pad_id -1 or a token
+ * id, and the parameter count at most MODEL_MAX_PARAMS. d_model == h*d_k is
+ * NOT required (Table 3 row B varies d_k alone); a program that derives
+ * d_k = d_model / h checks the divisibility itself. */
+int config_validate(const Config *c, char *err, size_t errlen);
+
+/* A named parameter tensor inside Params.mem (for checkpoints, summaries). */
+typedef struct {
+    char name[48];      /* "encoder.0.self_attn.w_q"        */
+    float *data;
+    int ndim;
+    int shape[2];
+} NamedTensor;
+
+typedef struct {
+    MhaParams self_attn;
+    float *ln1_g, *ln1_b;                    /* (d_model)                          */
+    float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;/* (d_model,d_ff) (d_ff) (d_ff,d_model) (d_model) */
+    float *ln2_g, *ln2_b;
+} EncoderLayer;
+
+typedef struct {
+    MhaParams self_attn;                     /* masked (causal)                    */
+    float *ln1_g, *ln1_b;
+    MhaParams cross_attn;                    /* queries from decoder, K/V = memory */
+    float *ln2_g, *ln2_b;
+    float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;
+    float *ln3_g, *ln3_b;
+} DecoderLayer;
+
+typedef struct {
+    float *embed;           /* (vocab, d_model), shared three ways (Sec. 3.4)   */
+    float *pos_embed;       /* (max_len, d_model) learned PE; NULL for sinusoids */
+    EncoderLayer *enc;      /* [N]                                             */
+    DecoderLayer *dec;      /* [N]                                             */
+    float *enc_ln_g, *enc_ln_b, *dec_ln_g, *dec_ln_b; /* final LNs, pre-LN only (NULL in post-LN) */
+    float *mem;             /* the one allocation every pointer above is in    */
+    size_t n;               /* floats in mem == model_param_count(cfg)         */
+    NamedTensor *tensors;   /* every parameter tensor, in a fixed order        */
+    int n_tensors;
+} Params;
+
+typedef struct ModelActs ModelActs;   /* laid out in model.c */
+
+typedef struct {
+    Config cfg;
+    Params params;          /* weights                                         */
+    Params grads;           /* same layout; model_backward accumulates here    */
+    float *pe;              /* (max_len, d_model) sinusoid table (Sec. 3.5);   */
+                            /* with POS_LEARNED, params.pos_embed is used instead */
+    ModelActs *acts;        /* saved activations for backward (in be's memory) */
+    const Backend *be;      /* where forward and backward run (backend.h)      */
+    Params w, dw;           /* params, grads as be sees them (see the top)     */
+    float *w_pe;            /* pe as be sees it                                */
+    int max_B, max_Ts, max_Tt;  /* per-dimension limits of any batch            */
+    size_t acts_floats;     /* floats in acts' one block: the largest batch's  */
+                            /* model_acts_floats (model_build_cap)             */
+    int B, Ts, Tt;          /* sizes of the last forward pass                  */
+    Rng dropout_rng;
+    /* data parallelism (dist.h): the row of the global batch where this
+     * forward's batch starts, so dropout draws that row's bits; 0 otherwise */
+    int drop_row0;
+} Model;
+
+/* Closed-form parameter count for c (what --summary and Table 3 print). */
+size_t model_param_count(const Config *c);
+
+/* Builds a model with weights initialised from seed (the embedding
+ * N(0, 1/d_model); W_Q, W_K, W_V Xavier-uniform times 1/sqrt(2); the other
+ * matrices Xavier-uniform; LayerNorm gamma=1 beta=0, biases 0: model.c's
+ * params_init says why), gradients zeroed, and
+ * activations for up to max_B sequences of max_Ts source and max_Tt target
+ * tokens. Returns 0, or non-zero with a message in err (invalid config, out
+ * of memory) and m left safe to model_free. */
+int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
+                uint64_t seed, char *err, size_t errlen);
+/* Floats of activations one batch of B sequences of Ts source and Tt target
+ * tokens takes, training backward included: encoder, decoder and backward
+ * regions as model.c lays them out (exactly what model_build(c, B, Ts, Tt)
+ * allocates). 0 for an invalid c or a size below 1; SIZE_MAX where the
+ * count would not fit a size_t. Grows with each of B, Ts, Tt. */
+size_t model_acts_floats(const Config *c, int B, int Ts, int Tt);
+/* model_build with the activation block given in floats: acts_floats, the
+ * largest model_acts_floats of the batches the caller will run (for batches
+ * cut under a token budget - many short rows or few long ones - far less
+ * than the per-dimension maxima's product, which no one batch reaches).
+ * max_B, max_Ts, max_Tt stay the limits of any one dimension (host buffers,
+ * the checks); a capacity above model_acts_floats(c, max_B, max_Ts, max_Tt)
+ * is cut to it. Every forward and backward checks that its own batch's
+ * regions fit, and stops at an assertion with the shapes printed if not;
+ * model_check_sizes says so beforehand with a message. model_build is
+ * model_build_cap(..., model_acts_floats(c, max_B, max_Ts, max_Tt), ...). */
+int model_build_cap(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt, size_t acts_floats,
+                    uint64_t seed, char *err, size_t errlen);
+void model_free(Model *m);   /* model_free on a zeroed or freed Model is a no-op */
+
+/* Moves m to backend be (from whichever it is on): weights and PE table
+ * shared with be, activations reallocated in its memory. Returns 0, or 2
+ * with a message (out of device memory; m is then back on the CPU). */
+int model_to(Model *m, const Backend *be, char *err, size_t errlen);
+/* be -> host: params and grads get the backend's latest values (CPU: no-op) */
+void model_pull(Model *m);
+/* host -> be: the backend's weights get params' values (CPU: no-op) */
+void model_push(Model *m);
+/* bytes at p (backend memory: a pointer from the functions below, or
+ * model_forward's logp) copied to host (CPU: memcpy unless host == p) */
+void model_read(const Model *m, void *host, const void *p, size_t bytes);
+
+/* Checks every id is in [0, vocab); returns 0 or 2 with a message naming the
+ * first bad position. Call before forward on any user-supplied input. */
+int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
+                       char *err, size_t errlen);
+
+/* ---- forward --------------------------------------------------------------
+ * src (B,Ts), tgt (B,Tt) token ids, already validated. training=1 applies
+ * dropout (with m->dropout_rng), 0 is inference. model_forward = encode then
+ * decode and returns logp (B*Tt, vocab) = log-softmax of the output
+ * projection, pointing into the activations (valid until the next call).
+ * Padding masks come from cfg.pad_id (src keys), plus the causal mask in
+ * the decoder's self-attention. */
+const float *model_forward(Model *m, const int *src, const int *tgt, int B, int Ts, int Tt,
+                           int training);
+/* The two halves, for greedy decoding: encode once, decode as tgt grows. */
+void model_encode(Model *m, const int *src, int B, int Ts, int training);
+const float *model_decode(Model *m, const int *tgt, int Tt, int training);
+
+/* The encoder output ("memory", (B,Ts,d_model)) of the last encode. */
+const float *model_memory(const Model *m);
+
+typedef enum { ATTN_ENC_SELF, ATTN_DEC_SELF, ATTN_DEC_CROSS } AttnKind;
+/* Attention weights saved by the last forward pass for one layer:
+ * (B,h,Tq,Tk) with Tq,Tk = (Ts,Ts), (Tt,Tt) or (Tt,Ts). */
+const float *model_attention(const Model *m, AttnKind kind, int layer);
+
+/* ---- backward -------------------------------------------------------------
+ * Given dlogits (B*Tt, vocab), the gradient of the loss with respect to the
+ * pre-softmax logits of the last model_forward (training or not), accumulates
+ * every parameter's gradient into m->grads. */
+void model_backward(Model *m, const float *dlogits);
+void model_zero_grad(Model *m);
+
+/* ---- added: sizes, lookup and inspection -----------------------------------
+ * (for chapters that print every stage of Figure 1, and for tests) */
+
+/* Elements of one named tensor (shape[0] * shape[1] for ndim 2). */
+size_t named_tensor_numel(const NamedTensor *t);
+/* The tensor called name in p, or NULL. */
+const NamedTensor *params_find(const Params *p, const char *name);
+/* 0 if a forward pass of B x Ts source and B x Tt target tokens, and its
+ * backward, fit the model (the per-dimension limits and the activation
+ * block from model_build / model_build_cap, and the PE table's max_len);
+ * otherwise 2 with a plain message. Call before forward on user-chosen
+ * sizes. */
+int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t errlen);
+
+/* Saved activations of the last forward pass (valid until the next call),
+ * in the backend's memory (host memory on the CPU; model_read copies).   
+ * decoder = 0: the encoder side (T = Ts), 1: the decoder side (T = Tt).   */
+/* (B,T,d_model) Embedding * sqrt(d_model) + PE, after dropout.             */
+const float *model_embedded(const Model *m, int decoder);
+/* One residual sub-layer of layer `layer`: sub = SUB_SELF_ATTN, SUB_FFN
+ * (encoder: 0, 1) or SUB_SELF_ATTN, SUB_CROSS_ATTN, SUB_DEC_FFN (decoder:
+ * 0, 1, 2). part = SUB_OUT: Sublayer(.) after dropout; SUB_SUM: the
+ * residual sum x + Sublayer(.); SUB_Y: the sub-layer's output (post-LN:
+ * LayerNorm of the sum; pre-LN: the sum itself). (B,T,d_model) each.       */
+typedef enum { SUB_SELF_ATTN = 0, SUB_FFN = 1, SUB_CROSS_ATTN = 1, SUB_DEC_FFN = 2 } SubKind;
+typedef enum { SUB_OUT = 0, SUB_SUM = 1, SUB_Y = 2 } SubPart;
+const float *model_sublayer(const Model *m, int decoder, int layer, SubKind sub, SubPart part);
+/* (B,Tt,d_model) what feeds the output projection (after the final
+ * LayerNorm in pre-LN).                                                     */
+const float *model_decoder_output(const Model *m);
+/* (B*Tt, vocab) the pre-softmax logits x E^T.                              */
+const float *model_logits(const Model *m);
+/* The attention mask a layer of that kind used, (B,Tq,Tk) as in
+ * model_attention, or NULL when there was none (no padding id). Host
+ * memory on every backend.                                                */
+const uint8_t *model_mask(const Model *m, AttnKind kind);
+/* After model_backward: (B,T,d_model) the gradient with respect to the
+ * embedding-plus-PE sums (before dropout) of the source (decoder = 0) or
+ * target (decoder = 1) tokens. Padding positions must get exactly zero.   */
+const float *model_input_grad(const Model *m, int decoder);
+/* After a model_decode: (B, vocab) host copy of the last position's
+ * log-probabilities (what greedy decoding picks from), valid until the next
+ * call. */
+const float *model_next_logp(const Model *m);
+
+/* ---- checkpoints ----------------------------------------------------------
+ * File format (little-endian), documented in chapters/07_transformer/README.md:
+ *   magic "AIYNCKPT", u32 version, the Config, optional TrainState, then each
+ *   named tensor (name, ndim, shape, float32 data), then a CRC-32 of all of it.
+ * Saving writes a uniquely named temporary in path's folder and renames it
+ * over path, so an interrupted or failed save never destroys the previous
+ * file; it refuses (2) weights or Adam moments that are not all finite. The
+ * load order and its messages: checkpoint.c and chapters/07_transformer/README.md. */
+typedef struct {
+    uint64_t step;          /* optimizer steps taken                         */
+    uint64_t rng_state[2];  /* data RNG and dropout RNG                       */
+    float *adam_m, *adam_v; /* (n params) each, owned by the caller           */
+} TrainState;
+
+/* ts may be NULL (weights only). Returns 0; 2 (state not finite) or 1 (I/O)
+ * with err set. */
+int model_save(const Model *m, const char *path, const TrainState *ts, char *err, size_t errlen);
+/* Builds *m from the file's config and weights (capacity as in model_build).
+ * If ts is non-NULL and the file has a TrainState, fills ts (ts->adam_m/v
+ * must point at n-params floats each) and sets *has_train_state.
+ * Not a regular file (a FIFO), truncated, corrupted (checksum), wrong-magic,
+ * wrong-version, inconsistent or non-finite files return 2 with a message;
+ * *m is left freed. */
+int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
+               TrainState *ts, int *has_train_state, char *err, size_t errlen);
+/* For resuming, in one read: the file must hold a TrainState; ts->adam_m and
+ * ts->adam_v are allocated here with m->params.n floats each (sized by the
+ * validated config, never by a number read later) and belong to the caller
+ * (free). Returns 0, or 2 with a message; *m and ts's arrays are then freed. */
+int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_Tt, TrainState *ts,
+                     char *err, size_t errlen);
+
+#endif

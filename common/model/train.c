@@ -1,0 +1,569 @@
+/* train.c - the copy task, one training step, checkpoints that resume
+ * exactly, greedy decoding and exact-match accuracy (Section 5).
+ *
+ * The step runs wherever the model runs: every op goes through the model's
+ * backend table (backend.h), and the Trainer's buffers live in the same
+ * backend's memory. */
+#include "model/train.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/backend.h"
+#include "core/fail.h"
+#include "ref/optim.h"
+#include "core/tensor.h"
+
+/* ======================================================================== */
+/* the copy task                                                            */
+/* ======================================================================== */
+
+void copy_batch(int *src, int *tgt_in, int *tgt_out, int B, int T, int vocab, Rng *rng) {
+    assert(B >= 1 && T >= 2 && vocab >= 3);
+    for (int b = 0; b < B; b++) {
+        int *s = src + (size_t)b * T;
+        s[0] = COPY_START;
+        /* ids 0 (padding) and 1 (start) never appear inside a sequence */
+        for (int t = 1; t < T; t++) s[t] = 2 + rng_int(rng, vocab - 2);
+        /* The decoder sees the target shifted right by one (Sec. 3.1: "the
+         * output embeddings are offset by one position"), so position i is
+         * fed tokens < i+1 and must predict token i+1. */
+        for (int t = 0; t < T - 1; t++) {
+            tgt_in[(size_t)b * (T - 1) + t] = s[t];
+            tgt_out[(size_t)b * (T - 1) + t] = s[t + 1];
+        }
+    }
+}
+
+double smoothed_loss_floor(int V, float eps_ls, int pad_id) {
+    /* The loss is the cross-entropy H(q, p) = H(q) + KL(q || p) >= H(q):
+     * the best a model can do is p = q, the smoothed targets themselves. */
+    int others = pad_id >= 0 ? V - 2 : V - 1;
+    double e = eps_ls, h = 0;
+    if (e < 1) h -= (1 - e) * log(1 - e);
+    if (e > 0) h -= e * log(e / others);
+    return h;
+}
+
+/* ======================================================================== */
+/* the trainer                                                              */
+/* ======================================================================== */
+
+TrainHyper train_hyper_paper(void) {
+    TrainHyper hp = {.eps_ls = 0.1f, .warmup = 4000, .factor = 1.0f,
+                     .beta1 = 0.9f, .beta2 = 0.98f, .adam_eps = 1e-9f};
+    return hp;
+}
+
+const char *train_status_str(TrainStatus s) {
+    switch (s) {
+    case TRAIN_OK: return "ok";
+    case TRAIN_NONFINITE_LOSS: return "the loss is NaN or infinite";
+    case TRAIN_NONFINITE_GRAD: return "a gradient is NaN or infinite";
+    case TRAIN_SMALL_BATCH: return "the batch has fewer rows than there are ranks";
+    }
+    return "?";
+}
+
+int all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+/* The Trainer's arrays in the backend's memory: Adam's moments shared with
+ * the host ones (the same memory on the CPU), the targets, the per-position
+ * losses and the loss gradient. */
+static void buffers_free(Trainer *t) {
+    const Backend *be = t->be;
+    if (!be) return;
+    if (t->dm) be->unshare(t->dm, t->adam_m);
+    if (t->dv) be->unshare(t->dv, t->adam_v);
+    be->free(t->d_tgt_out);
+    be->free(t->row_loss);
+    be->free(t->dlogits);
+    for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
+    be->free(t->leaf);
+    be->free(t->one);
+    t->leaf = t->one = NULL;
+    t->dm = t->dv = t->row_loss = t->dlogits = NULL;
+    t->d_tgt_out = NULL;
+    t->be = NULL;
+}
+
+/* the micro-batch tree's buffers: levels 0..log2(G), a leaf and a 1.0f
+ * (with G = 1 under data parallelism, level 0 holds the one scaled slice) */
+static int tree_make(Trainer *t) {
+    const Backend *be = t->be;
+    for (int b = 0; b < TRAIN_TREE_LEVELS && (1 << b) <= t->micro; b++)
+        if (!(t->tree[b] = be->alloc(t->n * sizeof(float)))) return -1;
+    t->leaf = be->alloc(t->n * sizeof(float));
+    t->one = be->alloc(sizeof(float));
+    if (!t->leaf || !t->one) return -1;
+    be->upload(t->one, &(float){1.0f}, sizeof(float));
+    return 0;
+}
+
+static int buffers_make(Trainer *t, const Backend *be) {
+    size_t N = (size_t)t->max_rows, V = (size_t)t->model->cfg.vocab;
+    t->be = be;
+    t->dm = be->share(t->adam_m, t->n * sizeof(float));
+    t->dv = be->share(t->adam_v, t->n * sizeof(float));
+    t->d_tgt_out = be->alloc(N * sizeof(int));
+    t->row_loss = be->alloc(N * sizeof(float));
+    t->dlogits = be->alloc(N * V * sizeof(float));
+    if (!t->dm || !t->dv || !t->d_tgt_out || !t->row_loss || !t->dlogits) return -1;
+    return t->micro > 1 || t->dp ? tree_make(t) : 0;
+}
+
+/* trainer_init, with Adam's moments m0, v0 (t->n floats each, as the
+ * checkpoint loader hands them back) adopted instead of new zeros when
+ * given: the trainer owns them from here on, on failure too (so a resumed
+ * run never holds two copies of them) */
+static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                        uint64_t data_seed, float *m0, float *v0, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt) {
+        free(m0), free(v0);
+        return fail(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
+                    "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
+    }
+    if (max_rows < 1) {
+        free(m0), free(v0);
+        return fail(err, errlen, "the trainer needs room for at least 1 target token, got %d", max_rows);
+    }
+    /* no batch of at most B rows of T-1 targets has more */
+    if ((long)max_rows > (long)B * (T - 1)) max_rows = B * (T - 1);
+    if (hp->warmup < 1) {
+        free(m0), free(v0);
+        return fail(err, errlen, "warmup must be at least 1 step, got %d", hp->warmup);
+    }
+    t->model = m;
+    t->hp = *hp;
+    t->n = m->params.n;
+    t->step = 0;
+    rng_seed(&t->data_rng, data_seed);
+    t->B = B;
+    t->T = T;
+    t->max_rows = max_rows;
+    t->micro = 1;
+    t->adam_m = m0 ? m0 : calloc_big(t->n, sizeof(float), 1);   /* first written by Adam's threads */
+    t->adam_v = v0 ? v0 : calloc_big(t->n, sizeof(float), 1);
+    t->src = calloc((size_t)B * T, sizeof(int));
+    t->tgt_in = calloc((size_t)B * (T - 1), sizeof(int));
+    t->tgt_out = calloc((size_t)B * (T - 1), sizeof(int));
+    if (!t->adam_m || !t->adam_v || !t->src || !t->tgt_in || !t->tgt_out || buffers_make(t, m->be)) {
+        trainer_free(t);
+        return fail(err, errlen, "out of memory for the trainer (%zu parameters, batch %d x %d)", m->params.n, B, T);
+    }
+    return 0;
+}
+
+int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
+                 uint64_t data_seed, char *err, size_t errlen) {
+    long rows = (long)B * (T - 1);
+    return trainer_make(t, m, hp, B, T, rows > 0 && rows <= INT_MAX ? (int)rows : INT_MAX, data_seed, NULL, NULL, err,
+                        errlen);
+}
+
+int trainer_init_cap(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                     uint64_t data_seed, char *err, size_t errlen) {
+    return trainer_make(t, m, hp, B, T, max_rows, data_seed, NULL, NULL, err, errlen);
+}
+
+int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen) {
+    if (G < 1 || G > TRAIN_MAX_MICRO || (G & (G - 1)))
+        return fail(err, errlen, "micro-batches must be a power of two from 1 to %d, got %d", TRAIN_MAX_MICRO, G);
+    if (G > t->B) return fail(err, errlen, "%d micro-batches need a batch of at least %d sequences, not %d", G, G, t->B);
+    const Backend *be = t->be;
+    for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
+    be->free(t->leaf), be->free(t->one);
+    t->leaf = t->one = NULL;
+    t->micro = G;
+    if ((G > 1 || t->dp) && tree_make(t)) {
+        for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
+        be->free(t->leaf), be->free(t->one);
+        t->leaf = t->one = NULL;
+        t->micro = 1;
+        return fail(err, errlen, "out of %s memory for the gradient tree of %d micro-batches", be->name, G);
+    }
+    return 0;
+}
+
+int trainer_to(Trainer *t, const Backend *be, char *err, size_t errlen) {
+    if (be == t->be && be == t->model->be) return 0;
+    /* the host copies of Adam's moments first, then everything moves */
+    t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
+    buffers_free(t);
+    int rc = model_to(t->model, be, err, errlen);
+    if (rc || buffers_make(t, t->model->be)) {
+        buffers_free(t);
+        if (!rc) rc = fail(err, errlen, "out of %s memory for the trainer", be->name);
+        model_to(t->model, backend_cpu(), NULL, 0);
+        if (buffers_make(t, backend_cpu())) buffers_free(t);
+        return rc;
+    }
+    return 0;
+}
+
+void trainer_free(Trainer *t) {
+    if (!t) return;
+    buffers_free(t);
+    free(t->adam_m);
+    free(t->adam_v);
+    free(t->src);
+    free(t->tgt_in);
+    free(t->tgt_out);
+    memset(t, 0, sizeof *t);
+}
+
+/* zero grads -> forward with dropout -> label-smoothed cross-entropy over
+ * the non-padding targets (Sec. 5.4) -> backward (unless the loss is not
+ * finite and skip_bad): m->dw holds d loss / d w of this batch, loss the
+ * mean over its *n_tokens tokens */
+static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
+                       int skip_bad, int *n_tokens) {
+    Model *m = t->model;
+    const Backend *be = m->be;
+    const Config *c = &m->cfg;
+    int V = c->vocab, N = B * Tt;
+    assert(B >= 1 && B <= t->B && Tt >= 1 && Tt <= t->T - 1 && be == t->be);
+    if (N > t->max_rows) {
+        /* a programming error: the caller sized the trainer for smaller
+         * batches (trainer_init_cap); dlogits would be written past its end */
+        fprintf(stderr, "train_step: a batch of B=%d rows x Tt=%d target tokens has %d positions; the trainer "
+                "was built for at most %d (B*Tt of its largest batch)\n", B, Tt, N, t->max_rows);
+        assert(0 && "batch beyond the trainer's row capacity");
+        abort();
+    }
+
+    /* gradients accumulate (+=) in every backward, so start from zero */
+    model_zero_grad(m);
+
+    /* forward with dropout on (training = 1, Sec. 5.4) */
+    const float *logp = model_forward(m, src, tgt_in, B, Ts, Tt, 1);
+
+    be->upload(t->d_tgt_out, tgt_out, (size_t)N * sizeof(int));
+    float loss = be->smoothed_xent_forward(t->row_loss, logp, t->d_tgt_out, N, V, t->hp.eps_ls,
+                                           c->pad_id, n_tokens);
+    /* A NaN here would flow through backward into every weight and Adam
+     * moment: the caller stops before anything changes, so the last
+     * checkpoint (and the weights in memory) stay good. (Data parallel,
+     * backward runs anyway: every rank must take part in the reduce.) */
+    if (!isfinite(loss) && skip_bad) return loss;
+
+    /* backward: d loss / d logits through the log-softmax, then the model */
+    be->zero(t->dlogits, (size_t)N * V * sizeof(float));
+    be->smoothed_xent_backward(t->dlogits, logp, t->d_tgt_out, N, V, t->hp.eps_ls, c->pad_id);
+    model_backward(m, t->dlogits);
+    return loss;
+}
+
+/* One pass of the optimizer over the flat parameter array (params.mem and
+ * grads.mem share one layout, so one call covers the embedding, every
+ * attention and FFN matrix and every LayerNorm): every gradient finite?
+ * (one NaN or inf makes the sum of squares NaN or inf, and then nothing is
+ * updated), their norm, to watch training, and Adam with the Sec. 5.3
+ * schedule. */
+static TrainStatus adam_pass(Trainer *t, StepStats *st) {
+    Model *m = t->model;
+    uint64_t step = t->step + 1;
+    float lr = lr_schedule((int)step, m->cfg.d_model, t->hp.warmup, t->hp.factor);
+    double sq = m->be->adam_step(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
+                                 t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
+    if (!isfinite(sq)) return TRAIN_NONFINITE_GRAD;
+    t->step = step;
+    if (st) {
+        st->lr = lr;
+        st->grad_norm = (float)sqrt(sq);
+    }
+    return TRAIN_OK;
+}
+
+TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                             int B, int Ts, int Tt, StepStats *st) {
+    int n_tokens = 0;
+    float loss = grad_pass(t, src, tgt_in, tgt_out, B, Ts, Tt, 1, &n_tokens);
+    if (st) {
+        st->loss = loss;
+        st->n_tokens = n_tokens;
+        st->lr = 0;
+        st->grad_norm = 0;
+    }
+    if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+    return adam_pass(t, st);
+}
+
+void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows) {
+    assert(P >= 1 && r >= 0 && r < P && B >= P);
+    /* Rank k starts at the first row whose preceding rows hold at least
+     * k/P of the tokens, kept within [k, B-P+k] so no rank is left empty.
+     * Every rank of the copy task has the same tokens, so this is B/P rows
+     * each; with padded sentences (translation), rows of different
+     * lengths even out. */
+    long total = 0;
+    for (int i = 0; i < B * Tt; i++) total += tgt_out[i] != pad_id;
+    int bound[2];
+    for (int e = 0; e < 2; e++) {
+        int k = r + e;
+        if (k == 0) { bound[e] = 0; continue; }
+        if (k == P) { bound[e] = B; continue; }
+        long want = (total * k + P - 1) / P, acc = 0;
+        int b = 0;
+        while (b < B && acc < want) {
+            for (int j = 0; j < Tt; j++) acc += tgt_out[(size_t)b * Tt + j] != pad_id;
+            b++;
+        }
+        if (total == 0) b = (int)((long)B * k / P);
+        bound[e] = b < k ? k : b > B - P + k ? B - P + k : b;
+    }
+    *row0 = bound[0];
+    *rows = bound[1] - bound[0];
+}
+
+int train_leaves(int G, int B, int P) {
+    int L = 1;
+    while (2 * L <= G && 2 * L <= B) L *= 2;
+    return L % P == 0 && (P & (P - 1)) == 0 ? L : P;
+}
+
+/* dst = s * x, n floats in be's memory, as the BLAS trick of a (1x1) by
+ * (1xn) product with alpha = s: one multiply per float on every backend,
+ * and the same bits for the same inputs */
+static void scale_into(const Trainer *t, float *dst, const float *x, float s) {
+    t->be->gemm(0, 0, 1, (int)t->n, 1, s, t->one, 1, x, (int)t->n, 0.0f, dst, (int)t->n);
+}
+
+/* Leaf i (counting from this rank's first, which starts a subtree) joins
+ * the tree: its gradient m->dw scaled by its share, then added to its left
+ * neighbour's subtree of the same size while there is one (i's low bits:
+ * leaf 1 pairs with 0, leaf 3 with 2 and then (2+3) with (0+1), ...).
+ * tree[b] holds a finished subtree of 2^b leaves waiting for its right
+ * neighbour. Returns the level where the sum so far now waits. */
+static int tree_push(Trainer *t, int i, float share) {
+    const Backend *be = t->be;
+    int b = 0;
+    float *cur = i & 1 ? t->leaf : t->tree[0];
+    scale_into(t, cur, t->model->dw.mem, share);
+    while (i >> b & 1) {                  /* left + right, in that order */
+        be->residual_forward(t->tree[b], t->tree[b], cur, t->n);
+        cur = t->tree[b++];
+    }
+    if (cur != t->tree[b]) be->copy(t->tree[b], cur, t->n * sizeof(float));
+    return b;
+}
+
+TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                              int B, int Ts, int Tt, StepStats *st) {
+    Model *m = t->model;
+    int P = t->dp ? t->dp->size : 1, r = t->dp ? t->dp->rank : 0, pad = m->cfg.pad_id;
+    if (B < P) return TRAIN_SMALL_BATCH;   /* the same test on every rank */
+    int L = train_leaves(t->micro, B, P);
+    if (L == 1) return train_step_batch(t, src, tgt_in, tgt_out, B, Ts, Tt, st);   /* one pass, as always */
+    int k = L / P, first = r * k;   /* k <= micro, or 1: tree_make's levels suffice */
+    long N = 0;   /* the global batch's tokens: every rank counts them */
+    for (long i = 0; i < (long)B * Tt; i++) N += tgt_out[i] != pad;
+    double mine[2 * TRAIN_MAX_MICRO], all[2 * TRAIN_MAX_MICRO];
+    Rng start = m->dropout_rng;   /* every leaf draws the keys one pass would */
+    int top = 0;
+    for (int i = 0; i < k; i++) {
+        int row0, rows, n_l = 0;
+        train_slice(tgt_out, B, Tt, pad, L, first + i, &row0, &rows);
+        m->dropout_rng = start;
+        m->drop_row0 = row0;
+        float l = grad_pass(t, src + (size_t)row0 * Ts, tgt_in + (size_t)row0 * Tt, tgt_out + (size_t)row0 * Tt,
+                            rows, Ts, Tt, 0, &n_l);
+        mine[2 * i] = l, mine[2 * i + 1] = n_l;
+        float share = N > 0 ? (float)((double)n_l / N) : 0.0f;
+        top = tree_push(t, i, share);
+    }
+    m->drop_row0 = 0;
+    t->be->copy(m->dw.mem, t->tree[top], t->n * sizeof(float));
+    /* the rest of the tree across the ranks, and every leaf's (loss, tokens) */
+    if (t->dp) t->dp->reduce(t->dp, t->be, m->dw.mem, t->n, mine, 2 * k, all);
+    else memcpy(all, mine, sizeof(double) * 2 * k);
+    double sum = 0;
+    for (int l = 0; l < L; l++) sum += all[2 * l] * all[2 * l + 1];   /* in leaf order */
+    float loss = N > 0 ? (float)(sum / N) : 0.0f;
+    if (st) {
+        st->loss = loss;
+        st->n_tokens = (int)N;
+        st->lr = 0;
+        st->grad_norm = 0;
+    }
+    if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
+    TrainStatus s = adam_pass(t, st);
+    if (s == TRAIN_OK && t->dp && t->dp->after_step) t->dp->after_step(t->dp, m, t->step);
+    return s;
+}
+
+TrainStatus train_step(Trainer *t, StepStats *st) {
+    /* the whole global batch on every rank, from the one data stream: the
+     * data do not depend on how many ranks share them */
+    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->model->cfg.vocab, &t->data_rng);
+    return train_step_global(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
+}
+
+void trainer_pull(Trainer *t) {
+    model_pull(t->model);
+    t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
+    t->be->download(t->adam_v, t->dv, t->n * sizeof(float));
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+int trainer_save(Trainer *t, const char *path, char *err, size_t errlen) {
+    /* Everything the next step depends on: the weights (in the model), the
+     * step (for the learning rate and Adam's bias correction), Adam's m and
+     * v, and where both random streams are; first brought to the host. */
+    trainer_pull(t);
+    TrainState ts = {
+        .step = t->step,
+        .rng_state = {t->data_rng.state, t->model->dropout_rng.state},
+        .adam_m = t->adam_m,
+        .adam_v = t->adam_v,
+    };
+    return model_save(t->model, path, &ts, err, errlen);
+}
+
+int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
+                   int B, int T, int max_B, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    if (max_B < B) max_B = B;
+    /* One read: model_load_train validates the whole file and hands back
+     * the model and Adam's moments, both sized by the file's checked config.
+     * (Reading it twice - once for the sizes, once for the data - would trust
+     * that nobody replaced the file in between.) */
+    TrainState ts = {0};
+    if (model_load_train(m, path, max_B, T, T - 1, &ts, err, errlen)) return 2;
+    int rc = 0;
+    if (m->cfg.max_len < T) {
+        snprintf(err, errlen, "%s: the model's max_len (%d) is shorter than the copy sequences (%d)",
+                 path, m->cfg.max_len, T);
+        rc = 2;
+    } else if (m->cfg.vocab < 3) {
+        snprintf(err, errlen, "%s: vocabulary %d is too small for the copy task (needs padding, "
+                 "start and at least one word)", path, m->cfg.vocab);
+        rc = 2;
+    } else {
+        /* the loaded moments (m->params.n floats each, the n the trainer
+         * uses) become the trainer's: no second copy (on the CPU backend,
+         * where a loaded model starts, the step's buffers share them) */
+        long rows = (long)B * (T - 1);
+        rc = trainer_make(t, m, hp, B, T, rows > 0 && rows <= INT_MAX ? (int)rows : INT_MAX, 0, ts.adam_m, ts.adam_v,
+                          err, errlen);
+        ts.adam_m = ts.adam_v = NULL;
+    }
+    if (rc) {
+        free(ts.adam_m);
+        free(ts.adam_v);
+        model_free(m);
+        return rc;
+    }
+    assert(t->n == m->params.n && t->be == backend_cpu());
+    t->step = ts.step;
+    t->data_rng.state = ts.rng_state[0];
+    m->dropout_rng.state = ts.rng_state[1];
+    return 0;
+}
+
+/* ======================================================================== */
+/* greedy decoding and accuracy                                             */
+/* ======================================================================== */
+
+/* 1 if row y (its first t tokens) already holds end_id after the start */
+static int row_finished(const int *y, int t, int end_id) {
+    if (end_id < 0) return 0;
+    for (int j = 1; j < t; j++)
+        if (y[j] == end_id) return 1;
+    return 0;
+}
+
+int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts, int T_out,
+                  int start_id, int end_id, int pad_id) {
+    int V = m->cfg.vocab;
+    assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
+    assert(T_out >= 1 && T_out - 1 <= m->max_Tt);
+    assert(start_id >= 0 && start_id < V);
+
+    /* The encoder runs once: its output (the "memory") does not depend on
+     * what the decoder has produced so far. */
+    model_encode(m, src, B, Ts, 0);
+    for (int b = 0; b < B; b++) ys[(size_t)b * T_out] = start_id;
+
+    int calls = 0;
+    for (int t = 1; t < T_out; t++) {
+        /* the decoder's input is the prefix so far, (B,t), contiguous. It is
+         * recomputed in full each time (no cache of earlier positions): the
+         * causal mask makes earlier positions' outputs unchanged anyway. */
+        for (int b = 0; b < B; b++)
+            memcpy(prefix + (size_t)b * t, ys + (size_t)b * T_out, (size_t)t * sizeof(int));
+        model_decode(m, prefix, t, 0);
+        const float *next = model_next_logp(m);   /* (B, V) the last position's rows, on the host */
+        calls++;
+        int all_done = 1;
+        for (int b = 0; b < B; b++) {
+            int *y = ys + (size_t)b * T_out;
+            if (row_finished(y, t, end_id)) {
+                y[t] = pad_id;
+                continue;
+            }
+            /* the last position's distribution predicts the next token; the
+             * padding token is never chosen (it only fills rows that ended:
+             * writing it would end no row and mean nothing; decode.h's rule) */
+            const float *row = next + (size_t)b * V;
+            int best = -1;
+            for (int v = 0; v < V; v++)
+                if (v != pad_id && (best < 0 || row[v] > row[best])) best = v;
+            assert(best >= 0);   /* a vocabulary of more than the padding token */
+            y[t] = best;
+            if (end_id < 0 || best != end_id) all_done = 0;
+        }
+        if (all_done) {
+            for (int b = 0; b < B; b++)
+                for (int j = t + 1; j < T_out; j++) ys[(size_t)b * T_out + j] = pad_id;
+            break;
+        }
+    }
+    return calls;
+}
+
+double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc) {
+    assert(n >= 1 && T >= 2);
+    int mb = m->max_B;
+    int *src = calloc((size_t)mb * T, sizeof(int));
+    int *tgt_in = calloc((size_t)mb * (T - 1), sizeof(int));
+    int *tgt_out = calloc((size_t)mb * (T - 1), sizeof(int));
+    int *ys = calloc((size_t)mb * T, sizeof(int));
+    int *prefix = calloc((size_t)mb * (T - 1), sizeof(int));
+    if (!src || !tgt_in || !tgt_out || !ys || !prefix) {
+        free(src), free(tgt_in), free(tgt_out), free(ys), free(prefix);
+        return -1.0;
+    }
+    Rng rng;
+    rng_seed(&rng, eval_seed);
+    long exact = 0, tokens = 0;
+    /* copy_batch draws row after row, so the n problems are the same
+     * whatever the chunk size */
+    for (int done = 0; done < n; done += mb) {
+        int nb = n - done < mb ? n - done : mb;
+        copy_batch(src, tgt_in, tgt_out, nb, T, m->cfg.vocab, &rng);
+        greedy_decode(m, ys, prefix, src, nb, T, T, COPY_START, -1, m->cfg.pad_id);
+        for (int b = 0; b < nb; b++) {
+            int right = 0;
+            for (int j = 1; j < T; j++) right += ys[(size_t)b * T + j] == src[(size_t)b * T + j];
+            tokens += right;
+            exact += right == T - 1;
+        }
+    }
+    free(src);
+    free(tgt_in);
+    free(tgt_out);
+    free(ys);
+    free(prefix);
+    if (token_acc) *token_acc = (double)tokens / ((double)n * (T - 1));
+    return (double)exact / n;
+}

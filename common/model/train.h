@@ -1,0 +1,238 @@
+/* train.h - training the Transformer on the copy task (Section 5).
+ *
+ * The paper trains on WMT translation; a classroom cannot. The Annotated
+ * Transformer's stand-in keeps every piece of Section 5 and needs no data:
+ * learn to copy a random sequence.
+ *
+ *   vocabulary 11:  0 = padding, 1 = start symbol, 2..10 = "words"
+ *   src     = [1, x1, x2, ..., x9]            (B,T)    T = 10
+ *   tgt_in  = [1, x1, ..., x8]                (B,T-1)  the target shifted right
+ *   tgt_out = [x1, x2, ..., x9]               (B,T-1)  what each position predicts
+ *
+ * One training step (Sections 5.3 and 5.4):
+ *   zero grads -> forward with dropout -> label-smoothed cross-entropy over
+ *   non-padding targets -> backward -> loss and gradients finite? ->
+ *   Adam with the warmup/decay learning rate, over the one flat parameter
+ *   array (Params.mem / grads.mem, so one call updates every tensor).
+ *
+ * Everything random is seeded: the data RNG lives in the Trainer, the
+ * dropout RNG in the Model, and both go into the checkpoint's TrainState, so
+ * a resumed run lands on the same weights, bit for bit, as one that never
+ * stopped.
+ */
+#ifndef TRAIN_H
+#define TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "model/model.h"
+#include "core/rng.h"
+
+/* ---- the copy task -------------------------------------------------------- */
+#define COPY_VOCAB 11
+#define COPY_LEN   10    /* T: the start symbol plus 9 random tokens */
+#define COPY_PAD   0
+#define COPY_START 1
+
+/* A batch of B random copy problems from rng: every row of src is
+ * [COPY_START, x_1..x_{T-1}] with x uniform in [2, vocab); the target is
+ * the same sequence. src (B,T), tgt_in (B,T-1) = src[:, :T-1] (shifted
+ * right: it starts with the start symbol), tgt_out (B,T-1) = src[:, 1:]. */
+void copy_batch(int *src, int *tgt_in, int *tgt_out, int B, int T, int vocab, Rng *rng);
+
+/* The lowest loss label smoothing allows: the entropy of the smoothed
+ * target distribution, -(1-eps) log(1-eps) - eps log(eps/(V-2)) with a pad
+ * class (V-1 without one). A model that predicts the smoothed
+ * distribution exactly sits on this floor; it cannot go below. */
+double smoothed_loss_floor(int V, float eps_ls, int pad_id);
+
+/* ---- the trainer ---------------------------------------------------------- */
+typedef struct {
+    float eps_ls;     /* label smoothing epsilon (Sec. 5.4; paper 0.1)       */
+    int warmup;       /* warmup_steps (Sec. 5.3; paper 4000)                  */
+    float factor;     /* multiplies the Sec. 5.3 rate (paper: 1)              */
+    float beta1, beta2, adam_eps;  /* Sec. 5.3: 0.9, 0.98, 1e-9              */
+} TrainHyper;
+
+/* The paper's values: eps_ls 0.1, warmup 4000, factor 1, Adam (0.9, 0.98, 1e-9). */
+TrainHyper train_hyper_paper(void);
+
+/* Data parallelism (common/dist.h, chapter 13). A Trainer with dp == NULL
+ * is one process. With dp set (dist_attach), every rank holds the same
+ * weights and the same GLOBAL batch, and train_step_global trains this rank
+ * on its part of it. Function pointers, so that train.c needs no MPI: only
+ * the programs that call dist_attach link it.
+ *
+ * The same bits on 1, 2 or 4 ranks. A step's gradient is the sum of its
+ * micro-batches' gradients (trainer_set_micro: G leaves, each a token-
+ * balanced slice of the batch, each gradient scaled by its share n_l/N of
+ * the tokens), added up as a fixed binary tree: ((g0+g1)+(g2+g3)) for G=4.
+ * One process computes the leaves one after another; P ranks (P a power of
+ * two dividing G) take G/P neighbouring leaves each, add their subtree, and
+ * dist.c's reduce completes the tree pairwise, lower rank's subtree first.
+ * Every float addition is then the same whatever P is, so the weights are
+ * the same bits. (Summed in another order, one process's and P ranks'
+ * gradients differ by float rounding, ~1e-7 relative; a ReLU input that
+ * lies within that of zero then switches a unit on in one run and off in
+ * the other, and the runs part: chapter 13's README.) */
+typedef struct TrainDP TrainDP;
+struct TrainDP {
+    int rank, size;
+    /* After this rank's leaves: grad (n floats, in be's memory) holds its
+     * subtree's sum; mine[0..k) this rank's k values, (loss_l, n_l) for
+     * each of its leaves. Leaves in grad the whole tree's sum (the step's
+     * gradient) and in all[0..k*size) every rank's values in rank order,
+     * on every rank. */
+    void (*reduce)(TrainDP *dp, const Backend *be, float *grad, size_t n, const double *mine, int k,
+                   double *all);
+    /* After a step that updated the weights: the identical-weights check. */
+    void (*after_step)(TrainDP *dp, Model *m, uint64_t step);
+};
+
+#define TRAIN_MAX_MICRO 64     /* micro-batches per step, a power of two   */
+#define TRAIN_TREE_LEVELS 7    /* log2(TRAIN_MAX_MICRO) + 1                */
+
+typedef struct {
+    TrainDP *dp;           /* NULL: one process (see above); not owned        */
+    Model *model;          /* trained in place, not owned                     */
+    TrainHyper hp;
+    size_t n;              /* parameters == model->params.n                   */
+    float *adam_m, *adam_v;/* (n) Adam's first and second moments, owned      */
+    uint64_t step;         /* optimizer steps taken so far                    */
+    Rng data_rng;          /* draws the copy batches                          */
+    int B, T;              /* copy batch: B sequences of T tokens             */
+    int *src;              /* (B,T)                                           */
+    int *tgt_in, *tgt_out; /* (B,T-1) each                                    */
+    /* in the backend's memory (be, the model's): */
+    const Backend *be;
+    float *dm, *dv;        /* adam_m, adam_v as be sees them (CPU: the same)  */
+    int max_rows;          /* target positions (B*Tt) of the largest batch:   */
+                           /* B*(T-1), or trainer_init_cap's                   */
+    int *d_tgt_out;        /* (max_rows) targets of the step                  */
+    float *row_loss;       /* (max_rows) per-position losses (scratch)        */
+    float *dlogits;        /* (max_rows, vocab) gradient of the loss          */
+    /* micro-batches (trainer_set_micro), in be's memory too: */
+    int micro;             /* G: leaves of the step's gradient tree (1: none) */
+    float *tree[TRAIN_TREE_LEVELS]; /* (n) pending subtree sums, level b holds 2^b leaves */
+    float *leaf;           /* (n) a scaled leaf gradient on its way in        */
+    float *one;            /* (1) the constant 1.0f (see scale_into)          */
+} Trainer;
+
+typedef struct {
+    float loss;            /* mean label-smoothed cross-entropy per token     */
+    float lr;              /* the rate this step used                         */
+    float grad_norm;       /* L2 norm of all gradients (before the update)    */
+    int n_tokens;          /* non-padding target tokens in the batch          */
+} StepStats;
+
+typedef enum {
+    TRAIN_OK = 0,
+    TRAIN_NONFINITE_LOSS = 1,   /* the loss was NaN or inf: nothing updated  */
+    TRAIN_NONFINITE_GRAD = 2,   /* a gradient was NaN or inf: nothing updated */
+    TRAIN_SMALL_BATCH = 3,      /* fewer rows than ranks: nothing updated     */
+} TrainStatus;
+const char *train_status_str(TrainStatus s);
+
+/* Sets up training of m on copy batches of B sequences of length T, with
+ * Adam moments zeroed, step 0 and the data RNG seeded from data_seed. m must
+ * have room for (B, T, T-1). Returns 0, or 2 with a message in err (batch
+ * too big for the model, out of memory); t is then safe to trainer_free. */
+int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
+                 uint64_t data_seed, char *err, size_t errlen);
+/* trainer_init with the per-position buffers (the loss gradient dlogits
+ * (max_rows, vocab), the losses, the targets) sized for max_rows target
+ * positions: the largest B*Tt of the batches it will train on, for batches
+ * cut under a token budget far less than B*(T-1) (the most rows of any
+ * batch times the longest). B and T stay the limits of any one dimension
+ * (and train_step's copy batches, which need max_rows >= B*(T-1); more than
+ * that is cut to it). A batch of more than max_rows positions stops at an
+ * assertion with its shape printed. trainer_init is max_rows = B*(T-1). */
+int trainer_init_cap(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                     uint64_t data_seed, char *err, size_t errlen);
+void trainer_free(Trainer *t);   /* no-op on a zeroed or freed Trainer */
+/* Moves the trainer and its model to backend be (model_to, and Adam's
+ * moments and the step's buffers with them). Returns 0, or 2 with a message
+ * (out of device memory: everything is then back on the CPU). */
+int trainer_to(Trainer *t, const Backend *be, char *err, size_t errlen);
+/* be -> host: the model's params and grads and Adam's adam_m, adam_v get
+ * the backend's latest values (nothing moves on the CPU) */
+void trainer_pull(Trainer *t);
+
+/* G micro-batches per step (a power of two, 1..TRAIN_MAX_MICRO; 1, the
+ * default, is the whole batch in one pass): the step's gradient is the
+ * fixed tree of G leaves above, the same bits on every number of ranks
+ * that is a power of two dividing G. Costs G smaller passes instead of one
+ * and log2(G)+2 gradient-sized buffers. Returns 0, or 2 with a message. */
+int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen);
+/* The leaves a batch of B rows is cut into on P ranks: the largest power of
+ * two <= min(G, B) when P (a power of two) divides it - then the same as
+ * on one rank -, else P (one slice per rank, sums equal to rounding). */
+int train_leaves(int G, int B, int P);
+
+/* One step on a fresh copy batch from t->data_rng. */
+TrainStatus train_step(Trainer *t, StepStats *st);
+/* One step on a given batch: src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt),
+ * B <= t->B, Tt <= t->T - 1, B*Tt <= t->max_rows, and the batch within the
+ * model's activations (model_check_sizes). On anything but TRAIN_OK the weights, Adam
+ * state and step are exactly as before the call. st may be NULL. One
+ * process, one pass: t->dp and the micro-batches play no part. */
+TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                             int B, int Ts, int Tt, StepStats *st);
+
+/* One step on a GLOBAL batch, the same on every rank. One process and one
+ * micro-batch: the whole batch (train_step_batch). Otherwise the leaves of
+ * train_leaves, each a slice (train_slice) with the dropout bits of the
+ * same rows in one pass (Model.drop_row0): this rank's leaves, the tree
+ * completed by t->dp->reduce, the loss sum_l n_l loss_l / N in leaf order,
+ * then t->dp->after_step. What chapter 08 (through train_step) and a
+ * translation trainer call instead of train_step_batch. A batch with fewer
+ * rows than ranks: TRAIN_SMALL_BATCH on every rank. */
+TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
+                              int B, int Ts, int Tt, StepStats *st);
+
+/* The token-balanced split of a batch of B rows over P ranks: rank r gets
+ * the contiguous rows [*row0, *row0 + *rows). With N non-padding targets in
+ * tgt_out (B,Tt) (pad_id -1: none), rank k starts at the first row boundary
+ * with at least k*N/P tokens before it (so a rank is off N/P by less than
+ * one row's tokens), and every rank has at least one row (B >= P).
+ * The same on every rank: each computes every rank's slice. */
+void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows);
+
+/* Saves the model with the TrainState (step, data and dropout RNG, Adam
+ * m/v). Atomic: model_save writes a unique temporary and renames it; it
+ * refuses a state with NaN or inf in it. Returns 0, 2 (state not finite)
+ * or 1 (I/O) with err set. */
+int trainer_save(Trainer *t, const char *path, char *err, size_t errlen);
+/* Resumes a run: builds *m from the checkpoint (capacity max_B sequences,
+ * at least B; lengths T, T-1) and sets up *t as trainer_init does, then
+ * restores step, both RNGs and the Adam moments from the file. The file's
+ * Config wins over any size the caller has in mind. Returns 0, or 2 with a
+ * message (bad file, no training state, vocabulary or length that does not
+ * fit the copy task); m and t are then freed. */
+int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
+                   int B, int T, int max_B, char *err, size_t errlen);
+
+/* 1 if every one of n floats is finite, else 0. */
+int all_finite(const float *x, size_t n);
+
+/* ---- greedy decoding --------------------------------------------------------
+ * Encodes src once, then grows the output one token at a time: feed the
+ * prefix to the decoder, take the argmax of the last position's
+ * distribution, append it (Sec. 6.1 uses beam search; greedy is its beam
+ * size 1). ys (B,T_out): ys[:,0] = start_id, then T_out-1 decoded tokens.
+ * end_id >= 0: a row that emits end_id is finished and the rest of it is
+ * pad_id; decoding stops early when every row is finished. end_id < 0: always
+ * T_out-1 tokens. prefix (B,T_out-1) is scratch. src must already be valid
+ * (model_check_tokens). B <= m->max_B, Ts <= m->max_Ts, T_out-1 <= m->max_Tt.
+ * Returns the number of decoder calls made. */
+int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts, int T_out,
+                  int start_id, int end_id, int pad_id);
+
+/* Exact-match accuracy on n held-out copy problems drawn from eval_seed
+ * (a stream of its own, never the training data's): the fraction whose
+ * greedy decode equals the source token for token. *token_acc (may be NULL)
+ * gets the fraction of the n*(T-1) decoded tokens that are right. Decodes in
+ * batches of m->max_B. Returns -1 when out of memory. */
+double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc);
+
+#endif

@@ -1,0 +1,105 @@
+/* translate.h - chapter 11's translation pipeline as library calls, for the
+ * chapters that train many models on the same task (chapter 12, Table 3).
+ *
+ *   corpus (corpus.h) -> BPE (bpe.h) -> ids (Encoded) -> length-bucketed
+ *   batches under a token budget (batch.h) -> train N steps -> dev
+ *   perplexity per subword and dev BLEU (greedy).
+ *
+ * A pair is encoded as chapter 11 does it: src = BPE ids + </s>; the target
+ * keeps its BPE ids, and a batch turns them into tgt_in = <s> y and
+ * tgt_out = y </s> (teacher forcing, Sec. 3.1's "shifted right").
+ */
+#ifndef TRANSLATE_H
+#define TRANSLATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "text/batch.h"
+#include "text/bleu.h"
+#include "text/bpe.h"
+#include "text/corpus.h"
+#include "model/decode.h"
+#include "model/model.h"
+#include "model/train.h"
+
+/* ---- a split, encoded: src = BPE ids + </s>; tgt = BPE ids (no <s>, </s>) ---- */
+typedef struct {
+    int n;
+    int **s, **t;         /* [n] ids                                          */
+    int *slen, *tlen;     /* [n] source tokens (with </s>), target tokens + 1 */
+    int max_s, max_t;
+} Encoded;
+
+/* Encodes every pair of c with b. Returns 0, or 1 (out of memory) with a
+ * message; e is then safe to encoded_free. */
+int encode_split(Encoded *e, const Corpus *c, const Bpe *b, char *err, size_t errlen);
+void encoded_free(Encoded *e);   /* no-op on a zeroed or freed Encoded */
+
+/* Pads the pairs of batch b into src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt). */
+void fill_batch(const Encoded *e, const Batch *b, int *src, int *tin, int *tout);
+
+/* The batch for a step: epoch e = step / batches, in an order drawn from
+ * (seed, e) alone, so a resumed run draws exactly what an unbroken one
+ * does. perm is bs->n ints of scratch. */
+const Batch *batch_for_step(const Batches *bs, uint64_t step, uint64_t seed, int *perm);
+
+/* ---- the task: a corpus, its BPE, the encoded splits, batches ---------------- */
+typedef struct {
+    Corpus train, dev, test;  /* test: left empty (the task is scored on dev) */
+    Bpe bpe;
+    Encoded etrain, edev;
+    Batches train_b, dev_b;   /* dev_b: the same budget, sorted, for eval     */
+    int max_len;              /* PE rows a model needs: decoding may run to   */
+                              /* twice the longest source + 8                 */
+    int *src, *tin, *tout;    /* (max_B, max T) batch buffers                 */
+    int *perm;                /* (train_b.n) batch order scratch              */
+} TrTask;
+
+/* Generates n_train + n_dev pairs from seed, learns a BPE of `vocab`
+ * symbols on the training side, encodes, and batches under `tokens` a side
+ * (at most max_rows rows). Returns 0, or 2 (bad sizes) / 1 (memory) with a
+ * message; t is then safe to trtask_free. */
+int trtask_build(TrTask *t, int n_train, int n_dev, int vocab, int tokens, int max_rows, uint64_t seed,
+                 char *err, size_t errlen);
+/* The same on splits the caller made (a TSV file split by corpus_split,
+ * the Ding dictionary by corpus_split_fixed): train and dev are copied (the
+ * caller keeps and frees its own); seed breaks the batching's ties.
+ * trtask_build generates a corpus and calls this. */
+int trtask_build_from(TrTask *t, const Corpus *train, const Corpus *dev, int vocab, int tokens, int max_rows,
+                      uint64_t seed, char *err, size_t errlen);
+void trtask_free(TrTask *t);
+
+/* Training steps tr->step .. to-1 on the task's training batches (order
+ * from seed, as batch_for_step); adds the target tokens seen to *tokens,
+ * leaves the last step's numbers in *st. TRAIN_OK, or the first failure. */
+TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, long *tokens, StepStats *st);
+
+/* Perplexity per subword (Table 3's PPL column is per wordpiece): exp of
+ * the mean negative log-likelihood of every target token of e, </s>
+ * included, under teacher forcing, no dropout, no label smoothing, batched
+ * as bs. src, tin, tout: (bs->max_B, max T) scratch. */
+double perplexity_of(Model *m, const Encoded *e, const Batches *bs, int *src, int *tin, int *tout);
+/* ... of the task's dev set */
+double trtask_perplexity(Model *m, TrTask *t);
+
+/* Corpus BLEU-4 (bleu.h, sacreBLEU's 13a tokenizer: on the generated corpus,
+ * tokenised already, the same as 'none') of greedy translations of the dev set against its
+ * references. Returns 0, or 1 (out of memory). */
+int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out);
+
+/* ---- translating a split ------------------------------------------------------
+ * Translates every pair of e into hyp[i] (an owned string, in e's order;
+ * an old hyp[i] is freed), the sentences decoded batch by batch as bs cuts
+ * them, with the KV-cached decoder of decode.h: greedy (decode_greedy)
+ * when greedy = 1, else beam search with o (decode_beam; o->beam beams).
+ * Either way each sentence may write at most ITS OWN source length +
+ * o->offset tokens (Sec. 6.1; within the model's max_len) and stops at its
+ * own end symbol; the padding token is never chosen. So a translation does
+ * not depend on which sentences share its batch (tests/check_translation.c).
+ * o's start_id and end_id are the BPE's <s> and </s>. The encoder runs in
+ * m's activations: bs->max_B and bs->max_Ts must fit them. Returns 0, or 2
+ * with a message (sizes beyond the model's, out of memory). */
+int translate_split(Model *m, const Bpe *bpe, const Encoded *e, const Batches *bs, const DecodeOpts *o,
+                    int greedy, char **hyp, char *err, size_t errlen);
+
+#endif
