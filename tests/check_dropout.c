@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/dropout_mask.h"
+#include "fast/nn_fast.h"
 #include "ref/nn.h"
 #include "testutil.h"
 
@@ -116,14 +117,9 @@ END_TEST
 
 Suite *dropout_suite(void) {
     Suite *s = suite_create("dropout");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_mix64_reference);
+    TCase *core = suite_case(s, "Core", test_mix64_reference);
     tcase_add_loop_test(core, test_hand_masks, 0, N_HAND);
-    suite_add_tcase(s, core);
-    TCase *use = tcase_create("Use");
+    TCase *use = suite_case(s, "Use", test_sites_differ, test_dropout_tuned_matches_ref);
     tcase_add_loop_test(use, test_forward_uses_mask, 0, N_HAND);
-    tcase_add_test(use, test_sites_differ);
-    tcase_add_test(use, test_dropout_tuned_matches_ref);
-    suite_add_tcase(s, use);
     return s;
 }

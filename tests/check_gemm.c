@@ -1,11 +1,12 @@
 /* check_gemm.c - the fast gemm() against the reference triple loop gemm_ref().
  *
- * gemm() packs, blocks and tiles (common/gemm.c); every one of those steps
- * has an edge case: sizes that are not multiples of the register tile (MR x
- * NR), of the cache blocks (MC, KC, NC), of the thread slabs; transposed
- * inputs; leading dimensions wider than the matrix. The sweep below hits
- * sizes on both sides of each boundary (1, 2, 3, 7, 13, 17, 31, 33, 64, 65,
- * 127, 129, 255, 257, 511) with all four transpose combinations.
+ * gemm() packs, blocks and tiles (common/fast/gemm.c, gemm_kernel.c); every
+ * one of those steps has an edge case: sizes that are not multiples of the
+ * register tile (MR x NR), of the cache blocks (MC, KC, NC), of the thread
+ * slabs; transposed inputs; leading dimensions wider than the matrix. The
+ * sweep below hits sizes on both sides of each boundary (1, 2, 3, 7, 13,
+ * 17, 31, 33, 64, 65, 127, 129, 255, 257, 511) with all four transpose
+ * combinations.
  *
  * Tolerance: float sums of K products carry a rounding error of at most
  * about K * eps * sum_k |a_ik b_kj| (Higham, "Accuracy and Stability of
@@ -191,7 +192,7 @@ START_TEST(test_edge_tiles_bits) {
 END_TEST
 
 /* Rows of A a multiple of 4 KiB apart collide in L1, so gemm() packs such
- * an A instead of reading it in place (gemm.c: a_rows_collide), and cuts
+ * an A instead of reading it in place (gemm_kernel.h: a_rows_collide), and cuts
  * C in wider chunks. The result must not tell: the same A stored 1024
  * floats apart and 1000 apart gives the same bits, with C wider than an
  * NC panel, K in 4 KC blocks and a ragged last tile of rows (100 = 7 x 14
@@ -479,9 +480,9 @@ START_TEST(test_cut_along_k) {
         gemm(g[i].transA, g[i].transB, M, N, K, g[i].alpha, g[i].A, g[i].lda, g[i].B, g[i].ldb, g[i].beta, want[i], N);
     }
     omp_set_num_threads(threads);
-    /* rounds until a worker kept a block aside, for up to 5 s: the pool may
-     * run every job in the caller for a while when the other core looks
-     * busy (its straggler guard, parallel.c), and a round takes microseconds */
+    /* rounds until a worker kept a block aside, for up to 5 s: on a busy
+     * machine a worker may get no turn for a while and then takes no chunk
+     * (the caller does them all: parallel.c), and a round takes microseconds */
     long before = gemm_blocks_kept_aside();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -510,29 +511,15 @@ END_TEST
 
 Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_hand_checked);
-    suite_add_tcase(s, core);
-    TCase *loop = tcase_create("Loop");
+    suite_case(s, "Core", test_hand_checked);
+    TCase *loop = suite_case(s, "Loop", test_big_blocks, test_edge_tiles_bits, test_packed_a_bits);
     tcase_add_loop_test(loop, test_sweep, 0, NSIZES);
     tcase_add_loop_test(loop, test_each_dimension, 0, NSIZES);
-    tcase_add_test(loop, test_big_blocks);
-    tcase_add_test(loop, test_edge_tiles_bits);
-    tcase_add_test(loop, test_packed_a_bits);
     tcase_set_timeout(loop, 120);
-    suite_add_tcase(s, loop);
-    TCase *lim = tcase_create("Limits");
-    tcase_add_test(lim, test_beta_zero_ignores_garbage);
-    tcase_add_test(lim, test_k_zero_and_alpha_zero);
-    tcase_add_test(lim, test_vectors);
-    tcase_add_test(lim, test_no_memory_for_workspace);
-    suite_add_tcase(s, lim);
-    TCase *det = tcase_create("Determinism");
-    tcase_add_test(det, test_deterministic);
-    tcase_add_test(det, test_deterministic_big_c);
-    tcase_add_test(det, test_many_matches_gemm);
-    tcase_add_test(det, test_cut_along_k);
+    suite_case(s, "Limits", test_beta_zero_ignores_garbage, test_k_zero_and_alpha_zero,
+               test_vectors, test_no_memory_for_workspace);
+    TCase *det = suite_case(s, "Determinism", test_deterministic, test_deterministic_big_c,
+                            test_many_matches_gemm, test_cut_along_k);
     tcase_set_timeout(det, 60);
-    suite_add_tcase(s, det);
     return s;
 }

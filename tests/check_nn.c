@@ -1,5 +1,7 @@
-/* check_nn.c - the layers of nn.h: hand-checked values ("Core"), edge cases
- * ("Limits"), each tuned op against its plain reference twin ("Twins"), and
+/* check_nn.c - the layers of ref/nn.h, their tuned twins (fast/nn_fast.h)
+ * and the linear layer and FFN (layers/linear.h): hand-checked values
+ * ("Core"), edge cases ("Limits"), each tuned op against its plain
+ * reference twin ("Twins"), and
  * finite-difference checks of every backward ("Gradient").
  *
  * Gradient checks: the scalar checked is L = sum(out * R) for a fixed random
@@ -14,6 +16,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fast/nn_fast.h"
+#include "layers/linear.h"
 #include "ref/nn.h"
 #include "ref/ops.h"
 #include "core/rng.h"
@@ -24,13 +28,6 @@
 #endif
 
 /* ---- helpers --------------------------------------------------------------- */
-
-static float *randn(Rng *r, size_t n, float std) {
-    float *x = malloc(n * sizeof(float));
-    ck_assert_ptr_nonnull(x);
-    rng_fill_normal(r, x, n, 0.0f, std);
-    return x;
-}
 
 static float *zeros(size_t n) {
     float *x = calloc(n, sizeof(float));
@@ -395,7 +392,7 @@ static int set_threads(int n) {
 
 /* Threads must not change a single bit: rows are split between threads but
  * each row is still computed by one thread in one order. Sizes are above
- * nn.c's threshold for going parallel. */
+ * nn_fast.c's threshold for going parallel. */
 START_TEST(test_threads_bit_identical) {
     enum { N = 512, V = 300 };
     Rng r;
@@ -655,38 +652,114 @@ START_TEST(test_layernorm_twins) {
 }
 END_TEST
 
+/* The element-wise and row-wise ops: the tuned twin (fast/nn_fast.c) shares
+ * the elements or rows among the threads and computes each as the plain loop
+ * does, so the two must agree to the bit. Sizes (rows x width) below and
+ * above nn_fast.c's threshold for going parallel (2^15 floats), ragged for
+ * the vector loops; accumulating ops start from the same non-zero values. */
+static const int twin_rows[][2] = {{1, 1}, {3, 37}, {300, 257}, {1030, 64}};
+
+static float *copy_of(const float *x, size_t n) {
+    float *y = malloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(y);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+/* t and p (n) both set to src */
+static void both_from(float *t, float *p, const float *src, size_t n) {
+    memcpy(t, src, n * sizeof(float));
+    memcpy(p, src, n * sizeof(float));
+}
+
+#define ck_assert_same_bits(tuned, plain, n) ck_assert_same_bits_at((tuned), (plain), (n), #tuned, __LINE__)
+static void ck_assert_same_bits_at(const float *t, const float *p, size_t n, const char *what, int line) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&t[i], &p[i], sizeof(float)))
+            ck_abort_msg("line %d: %s[%zu] = %a, its plain twin gave %a", line, what, i, t[i], p[i]);
+}
+
+START_TEST(test_rowwise_twins) {
+    int N = twin_rows[_i][0], C = twin_rows[_i][1];
+    size_t n = (size_t)N * C;
+    Rng r;
+    rng_seed(&r, 900 + (uint64_t)_i);
+    float *x = randn(&r, n, 2.0f), *dy = randn(&r, n, 1.0f), *start = randn(&r, n, 1.0f);
+    float *bias = randn(&r, C, 1.0f);
+    float *t = copy_of(start, n), *p = copy_of(start, n), *t2 = copy_of(x, n), *p2 = copy_of(x, n);
+
+    relu_forward(t, x, n);
+    relu_forward_ref(p, x, n);
+    ck_assert_same_bits(t, p, n);
+    float *relu_out = copy_of(p, n);
+    both_from(t, p, start, n);
+    relu_backward(t, dy, relu_out, n);
+    relu_backward_ref(p, dy, relu_out, n);
+    ck_assert_same_bits(t, p, n);
+    both_from(t, p, dy, n);
+    relu_backward_inplace(t, relu_out, n);
+    relu_backward_inplace_ref(p, relu_out, n);
+    ck_assert_same_bits(t, p, n);
+
+    both_from(t, p, x, n);
+    bias_forward(t, bias, N, C);
+    bias_forward_ref(p, bias, N, C);
+    ck_assert_same_bits(t, p, n);
+    float *db = copy_of(bias, C), *dbr = copy_of(bias, C);
+    bias_backward(db, dy, N, C);
+    bias_backward_ref(dbr, dy, N, C);
+    ck_assert_same_bits(db, dbr, (size_t)C);
+
+    residual_forward(t, x, dy, n);
+    residual_forward_ref(p, x, dy, n);
+    ck_assert_same_bits(t, p, n);
+    both_from(t, p, start, n);
+    residual_backward(t, t2, dy, n);
+    residual_backward_ref(p, p2, dy, n);
+    ck_assert_same_bits(t, p, n);
+    ck_assert_same_bits(t2, p2, n);
+
+    float *keep = zeros(n), *dropped = zeros(n);
+    dropout_forward_ref(dropped, keep, x, 0.1f, n, 42, 7);
+    both_from(t, p, start, n);
+    dropout_backward(t, dy, keep, n);
+    dropout_backward_ref(p, dy, keep, n);
+    ck_assert_same_bits(t, p, n);
+
+    logsoftmax_forward(t, x, N, C);
+    logsoftmax_forward_ref(p, x, N, C);
+    ck_assert_same_bits(t, p, n);
+    /* targets anywhere in [0, C), every third row padding (pad_id 0) */
+    int *targets = malloc((size_t)N * sizeof(int)), pad = C > 1 ? 0 : -1;
+    ck_assert_ptr_nonnull(targets);
+    for (int i = 0; i < N; i++) targets[i] = i % 3 == 2 && pad >= 0 ? pad : rng_int(&r, C);
+    float *logp = copy_of(p, n);
+    both_from(t, p, start, n);
+    smoothed_xent_backward(t, logp, targets, N, C, 0.1f, pad);
+    smoothed_xent_backward_ref(p, logp, targets, N, C, 0.1f, pad);
+    ck_assert_same_bits(t, p, n);
+
+    free(x); free(dy); free(start); free(bias); free(t); free(p); free(t2); free(p2);
+    free(relu_out); free(db); free(dbr); free(keep); free(dropped); free(targets); free(logp);
+}
+END_TEST
+
 Suite *nn_suite(void) {
     Suite *s = suite_create("nn");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_linear_values);
-    tcase_add_test(core, test_relu_values);
-    tcase_add_test(core, test_ffn_values);
-    tcase_add_test(core, test_layernorm_values);
-    tcase_add_test(core, test_residual_values);
-    tcase_add_test(core, test_dropout);
-    tcase_add_test(core, test_embed_values);
-    tcase_add_test(core, test_smoothed_targets);
-    tcase_add_test(core, test_smoothed_xent_values);
-    suite_add_tcase(s, core);
+    suite_case(s, "Core", test_linear_values, test_relu_values, test_ffn_values,
+               test_layernorm_values, test_residual_values, test_dropout, test_embed_values,
+               test_smoothed_targets, test_smoothed_xent_values);
 
-    TCase *limits = tcase_create("Limits");
-    tcase_add_test(limits, test_logsoftmax_huge);
-    tcase_add_test(limits, test_layernorm_constant_row);
+    TCase *limits = suite_case(s, "Limits", test_logsoftmax_huge, test_layernorm_constant_row,
+                               test_threads_bit_identical);
     tcase_add_loop_test(limits, test_linear_sizes, 0, (int)(sizeof linear_sizes / sizeof linear_sizes[0]));
-    tcase_add_test(limits, test_threads_bit_identical);
-    suite_add_tcase(s, limits);
 
     TCase *twins = tcase_create("Twins");
     tcase_add_loop_test(twins, test_layernorm_twins, 0, (int)(sizeof twin_C / sizeof twin_C[0]));
+    tcase_add_loop_test(twins, test_rowwise_twins, 0, (int)(sizeof twin_rows / sizeof twin_rows[0]));
     suite_add_tcase(s, twins);
 
-    TCase *grad = tcase_create("Gradient");
-    tcase_add_test(grad, test_grad_linear);
-    tcase_add_test(grad, test_grad_ffn);
-    tcase_add_test(grad, test_grad_layernorm);
-    tcase_add_test(grad, test_grad_dropout_residual);
-    tcase_add_test(grad, test_grad_embed);
-    tcase_add_test(grad, test_grad_logsoftmax_xent);
-    suite_add_tcase(s, grad);
+    suite_case(s, "Gradient", test_grad_linear, test_grad_ffn, test_grad_layernorm,
+               test_grad_dropout_residual, test_grad_embed, test_grad_logsoftmax_xent);
     return s;
 }

@@ -1,11 +1,15 @@
-/* check_ops.c - gemm, matmul, dot and softmax (ops.h) against hand-computed
- * values, finite differences, and the worked examples of chapters 01/02. */
+/* check_ops.c - gemm, dot, softmax and exp_array (ref/ops.h, with the tuned
+ * twins gemm() and exp_array) and matmul (layers/linear.h) against
+ * hand-computed values, finite differences, and the worked examples of
+ * chapters 01/02. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fast/gemm.h"
+#include "fast/ops_fast.h"
+#include "layers/linear.h"
 #include "ref/ops.h"
 #include "core/rng.h"
 #include "testutil.h"
@@ -18,23 +22,15 @@ typedef void (*GemmFn)(int, int, int, int, int, float, const float *, int,
  *   A @ B = [1*7+2*9+3*11, 1*8+2*10+3*12; 4*7+5*9+6*11, 4*8+5*10+6*12]
  *         = [58 64; 139 154]. */
 static const float AB[4] = {58, 64, 139, 154};
+static const float A23[6] = {1, 2, 3, 4, 5, 6}, B32[6] = {7, 8, 9, 10, 11, 12};
 
-/* Stores A, or A^T when trans, with leading dimension ld (> the logical
- * width: the padding holds 99s that must never be read). */
-static void store_A(float *dst, int trans, int ld) {
-    const float A[6] = {1, 2, 3, 4, 5, 6};
-    int rows = trans ? 3 : 2, cols = trans ? 2 : 3;
+/* Stores the (R,C) matrix m, or m^T when trans, with leading dimension ld
+ * (> the logical width: the padding holds 99s that must never be read). */
+static void store(float *dst, const float *m, int R, int C, int trans, int ld) {
+    int rows = trans ? C : R, cols = trans ? R : C;
     for (int i = 0; i < rows * ld; i++) dst[i] = 99.0f;
     for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) dst[i * ld + j] = trans ? A[j * 3 + i] : A[i * 3 + j];
-}
-
-static void store_B(float *dst, int trans, int ld) {
-    const float B[6] = {7, 8, 9, 10, 11, 12};
-    int rows = trans ? 2 : 3, cols = trans ? 3 : 2;
-    for (int i = 0; i < rows * ld; i++) dst[i] = 99.0f;
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) dst[i * ld + j] = trans ? B[j * 2 + i] : B[i * 2 + j];
+        for (int j = 0; j < cols; j++) dst[i * ld + j] = trans ? m[j * C + i] : m[i * C + j];
 }
 
 /* All four transpose combinations, with lda/ldb/ldc wider than the rows,
@@ -45,8 +41,8 @@ static void check_gemm_hand(GemmFn g, const char *who) {
         for (int tB = 0; tB <= 1; tB++) {
             float A[3 * 5], B[3 * 5], C[2 * 4];
             int lda = (tA ? 2 : 3) + 2, ldb = (tB ? 3 : 2) + 3, ldc = 4;
-            store_A(A, tA, lda);
-            store_B(B, tB, ldb);
+            store(A, A23, 2, 3, tA, lda);
+            store(B, B32, 3, 2, tB, ldb);
             for (int i = 0; i < 8; i++) C[i] = 1.0f;
             g(tA, tB, 2, 2, 3, 2.0f, A, lda, B, ldb, 0.5f, C, ldc);
             float got[4] = {C[0], C[1], C[4], C[5]};
@@ -321,22 +317,29 @@ START_TEST(test_elementwise) {
 }
 END_TEST
 
-/* exp_array must give expf()'s bits for every input, so that softmax and
+/* exp_array (the tuned twin, fast/ops_fast.c) and exp_array_ref (the plain
+ * loop) must both give expf()'s bits for every input, so that softmax and
  * attention round as they did with the scalar loop. Every input was
  * checked once (all 2^32 bit patterns, 22 s: none differ); here a
  * stride through all of them (about 1M, every sign and exponent), the
  * edges of expf's special cases, and lengths that leave a ragged end. */
-static void check_exp_bits(const float *x, int n) {
+static void check_exp_bits_of(void (*exp_fn)(float *, const float *, int), const char *name,
+                              const float *x, int n) {
     float y[64], z[64];
     ck_assert_int_le(n, 64);
-    exp_array(y, x, n);
+    exp_fn(y, x, n);
     memcpy(z, x, sizeof(float) * n);
-    exp_array(z, z, n);   /* in place, as softmax calls it */
+    exp_fn(z, z, n);   /* in place, as softmax calls it */
     for (int i = 0; i < n; i++) {
         float e = expf(x[i]);
         if (isnan(e) ? !isnan(y[i]) || !isnan(z[i]) : memcmp(&e, &y[i], sizeof e) || memcmp(&e, &z[i], sizeof e))
-            ck_abort_msg("exp_array(%a) = %a (in place %a), expf = %a", x[i], y[i], z[i], e);
+            ck_abort_msg("%s(%a) = %a (in place %a), expf = %a", name, x[i], y[i], z[i], e);
     }
+}
+
+static void check_exp_bits(const float *x, int n) {
+    check_exp_bits_of(exp_array, "exp_array", x, n);
+    check_exp_bits_of(exp_array_ref, "exp_array_ref", x, n);
 }
 
 START_TEST(test_exp_array_bits) {
@@ -357,25 +360,13 @@ END_TEST
 
 Suite *ops_suite(void) {
     Suite *s = suite_create("ops");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_gemm_ref_hand);
-    tcase_add_test(core, test_gemm_hand);
-    tcase_add_test(core, test_matmul_hand);
-    tcase_add_test(core, test_dot_golden);
-    tcase_add_test(core, test_softmax_golden);
-    tcase_add_test(core, test_elementwise);
-    tcase_add_test(core, test_exp_array_bits);
-    suite_add_tcase(s, core);
+    suite_case(s, "Core", test_gemm_ref_hand, test_gemm_hand, test_matmul_hand, test_dot_golden,
+               test_softmax_golden, test_elementwise, test_exp_array_bits);
     TCase *sweep = tcase_create("Sweep");
     tcase_add_loop_test(sweep, test_gemm_vs_ref_sweep, 0, (int)(sizeof SWEEP / sizeof SWEEP[0]));
     tcase_add_loop_test(sweep, test_softmax_properties, 0, (int)(sizeof LENS / sizeof LENS[0]));
     suite_add_tcase(s, sweep);
-    TCase *limits = tcase_create("Limits");
-    tcase_add_test(limits, test_softmax_limits);
-    suite_add_tcase(s, limits);
-    TCase *grad = tcase_create("Gradient");
-    tcase_add_test(grad, test_matmul_gradient);
-    tcase_add_test(grad, test_softmax_gradient);
-    suite_add_tcase(s, grad);
+    suite_case(s, "Limits", test_softmax_limits);
+    suite_case(s, "Gradient", test_matmul_gradient, test_softmax_gradient);
     return s;
 }

@@ -1,21 +1,14 @@
-/* check_optim.c - the Section 5.3 learning-rate schedule and Adam. */
-#define _GNU_SOURCE   /* sched_getcpu, sched_setaffinity: a test confines itself to one CPU */
+/* check_optim.c - the Section 5.3 learning-rate schedule and Adam (the
+ * thread pool's own tests: check_parallel.c). */
 #include <check.h>
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "fast/optim_fast.h"
 #include "ref/optim.h"
-#include "fast/parallel.h"
 #include "testutil.h"
 
 /* ---- Core: the schedule at hand-computed steps ------------------------------
@@ -228,196 +221,6 @@ START_TEST(test_adam_step_thread_count) {
 }
 END_TEST
 
-/* ---- parallel_run hands out every chunk exactly once ------------------------ */
-typedef struct {
-    int *hits;
-    long n, grain;
-    int bad;
-} RunCheck;
-
-/* a chunk is at most grain long, or all of [0, n) run in the caller */
-static void count_hits(void *ctx, long lo, long hi) {
-    RunCheck *c = ctx;
-    if ((hi - lo > c->grain && !(lo == 0 && hi == c->n)) || lo >= hi)
-        __atomic_store_n(&c->bad, 1, __ATOMIC_RELAXED);
-    for (long i = lo; i < hi; i++) __atomic_fetch_add(&c->hits[i], 1, __ATOMIC_RELAXED);
-}
-
-START_TEST(test_parallel_run_covers_once) {
-    long ns[] = {1, 2, 7, 64, 1000, 10007};
-    long grains[] = {1, 3, 64, 5000};
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(threads > 1 ? threads : 2);   /* the pool even on one core */
-#endif
-    for (int a = 0; a < 6; a++)
-        for (int b = 0; b < 4; b++)
-            for (int rep = 0; rep < 3; rep++) {
-                int *hits = calloc(ns[a], sizeof(int));
-                RunCheck c = {hits, ns[a], grains[b], 0};
-                parallel_run(ns[a], grains[b], count_hits, &c);
-                ck_assert_msg(!c.bad, "n=%ld grain=%ld: a chunk was empty or too long", ns[a], grains[b]);
-                for (long i = 0; i < ns[a]; i++)
-                    ck_assert_msg(hits[i] == 1, "n=%ld grain=%ld: item %ld done %d times", ns[a], grains[b], i,
-                                  hits[i]);
-                free(hits);
-            }
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
-}
-END_TEST
-
-/* ---- parallel_in_turn: the second part only after the first -------------- */
-typedef struct {
-    long n, h;
-    int *hits;
-    _Atomic int first_done, bad;
-    pthread_t who[2];
-} TurnCheck;
-
-static void turn_part(void *ctx, long lo, long hi) {
-    TurnCheck *c = ctx;
-    int part = lo == 0 ? 0 : 1;
-    if ((part == 0 && hi != c->h) || (part == 1 && (lo != c->h || hi != c->n))) c->bad = 1;
-    if (part == 1 && !c->first_done) c->bad = 1;   /* started before the first had returned */
-    c->who[part] = pthread_self();
-    if (part == 0) {   /* take 0.2 ms, so that a worker holding part 1 has to wait */
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            sched_yield();   /* lets the worker run even where threads take turns (valgrind) */
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000L);
-    }
-    for (long i = lo; i < hi; i++) c->hits[i]++;
-    if (part == 0) c->first_done = 1;
-}
-
-START_TEST(test_parallel_in_turn) {
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(threads > 1 ? threads : 2);
-    long cases[][2] = {{1000, 500}, {1000, 1}, {1000, 999}, {7, 3}};
-    int apart = 0, rounds = 0;   /* rounds whose two parts ran on different threads */
-    /* 40 rounds, then on until a worker has run a second part (a worker
-     * that slept may wake too late for a few; under valgrind, for many) */
-    for (; rounds < 40 || (threads > 1 && !apart && rounds < 2000); rounds++) {
-        long n = cases[rounds % 4][0], h = cases[rounds % 4][1];
-        TurnCheck c = {n, h, calloc(n, sizeof(int)), 0, 0, {0}};
-        parallel_in_turn(n, h, turn_part, &c);
-        ck_assert_msg(!c.bad, "n=%ld h=%ld: a part was cut wrong or started too early", n, h);
-        for (long i = 0; i < n; i++)
-            ck_assert_msg(c.hits[i] == 1, "n=%ld h=%ld: item %ld done %d times", n, h, i, c.hits[i]);
-        apart += !pthread_equal(c.who[0], c.who[1]);
-        free(c.hits);
-    }
-    /* with two processors a worker runs some second parts (else the wait
-     * above was never tested); on one it may never get the chance */
-    if (threads > 1) ck_assert_msg(apart > 0, "no second part ran on a worker in %d rounds", rounds);
-    else printf("optim: parallel_in_turn ran on one processor: the wait was not tested\n");
-    omp_set_num_threads(threads);
-}
-END_TEST
-
-/* ---- a worker that shares its core --------------------------------------
- * Another program on the worker's CPU takes it away every other time
- * slice. The worker finds itself off its core and shares it (parallel.c):
- * it takes chunks only early in each of its slices and leaves the rest of
- * a job to the caller. Every chunk must still be done exactly once. A
- * child process sets it up, so that nothing leaks into the other tests:
- * it starts the pool, pins itself (this thread only) to one CPU and a busy
- * loop to another (the worker, free to run anywhere, moves off the
- * caller's CPU and so meets the busy loop), and runs jobs until the
- * worker has shared its core. */
-static pthread_t share_caller;
-static _Atomic long share_worker_chunks;   /* chunks a worker ran */
-
-static void slow_hits(void *ctx, long lo, long hi) {   /* 20 us an item */
-    count_hits(ctx, lo, hi);
-    if (!pthread_equal(pthread_self(), share_caller)) share_worker_chunks++;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000L * (hi - lo));
-}
-
-enum { SHARE_OK, SHARE_WRONG, SHARE_NEVER, SHARE_NO_PIN, SHARE_NO_WORKER };
-
-static int share_jobs(void) {
-    enum { N = 64 };
-    int hits[N];
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int rounds = 0;; rounds++) {
-        memset(hits, 0, sizeof hits);
-        RunCheck c = {hits, N, 1, 0};
-        parallel_run(N, 1, slow_hits, &c);
-        for (int i = 0; i < N; i++)
-            if (hits[i] != 1 || c.bad) return SHARE_WRONG;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        double secs = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
-        if (rounds >= 100 && parallel_times_shared() > 0) return SHARE_OK;
-        if (secs > 3) return share_worker_chunks ? SHARE_NEVER : SHARE_NO_WORKER;
-    }
-}
-
-static int share_child(void) {
-#if defined(_OPENMP) && defined(__linux__)
-    cpu_set_t all, one;
-    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) return SHARE_NO_PIN;
-    int a = -1, b = -1;
-    for (int c = 0; c < CPU_SETSIZE && b < 0; c++)   /* the first two CPUs it may use */
-        if (CPU_ISSET(c, &all)) {
-            if (a < 0) a = c;
-            else b = c;
-        }
-    omp_set_num_threads(2);
-    share_caller = pthread_self();
-    int hits[64] = {0};
-    RunCheck c = {hits, 64, 1, 0};
-    parallel_run(64, 1, count_hits, &c);            /* the worker starts, free to run on all CPUs */
-    pid_t hog = fork();
-    if (hog < 0) return SHARE_NO_PIN;
-    if (hog == 0) {                                 /* the busy loop, on CPU b, gone with its parent */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        CPU_ZERO(&one);
-        CPU_SET(b, &one);
-        sched_setaffinity(0, sizeof one, &one);
-        for (volatile unsigned long x = 0;; x++) {}
-    }
-    CPU_ZERO(&one);
-    CPU_SET(a, &one);
-    int rc = sched_setaffinity(0, sizeof one, &one) != 0 ? SHARE_NO_PIN : share_jobs();
-    kill(hog, SIGKILL);
-    waitpid(hog, NULL, 0);
-    return rc;
-#else
-    return SHARE_NO_PIN;
-#endif
-}
-
-START_TEST(test_parallel_run_shared_core) {
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) _exit(share_child());
-    int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status), "the child did not exit");
-    int rc = WEXITSTATUS(status);
-    if (rc == SHARE_NO_PIN) {
-        printf("optim: fewer than 2 CPUs (or no way to pin threads): a worker sharing its core was not tested\n");
-        return;
-    }
-    ck_assert_msg(rc != SHARE_WRONG, "with a busy loop beside the worker a chunk was skipped or done twice");
-    if (rc == SHARE_NO_WORKER) {   /* valgrind runs one thread at a time, and gave the worker no turn */
-        printf("optim: the worker never ran a chunk in 3 s: a worker sharing its core was not tested\n");
-        return;
-    }
-    ck_assert_msg(rc == SHARE_OK, "with a busy loop beside it the worker never shared its core in 3 s");
-}
-END_TEST
-
 Suite *optim_suite(void) {
     Suite *s = suite_create("optim");
     TCase *core = tcase_create("Core");
@@ -433,9 +236,6 @@ Suite *optim_suite(void) {
     tcase_add_loop_test(fused, test_adam_step_matches_ref, 0, (int)(sizeof fused_sizes / sizeof fused_sizes[0]));
     tcase_add_test(fused, test_adam_step_refuses_nonfinite);
     tcase_add_test(fused, test_adam_step_thread_count);
-    tcase_add_test(fused, test_parallel_run_covers_once);
-    tcase_add_test(fused, test_parallel_in_turn);
-    tcase_add_test(fused, test_parallel_run_shared_core);
     suite_add_tcase(s, fused);
     return s;
 }

@@ -1,24 +1,22 @@
-/* gemm.h - the matrix multiply every layer calls, and its plain twin.
+/* gemm.h - the matrix multiply every layer calls.
  *
  * C = alpha * op(A) @ op(B) + beta * C, BLAS sgemm semantics, row-major:
  *   op(A) is (M, K): A itself (M, K) with lda >= K, or if transA A is (K, M).
  *   op(B) is (K, N): B itself (K, N) with ldb >= N, or if transB B is (N, K).
  *   C is (M, N) with ldc >= N. beta == 0 means C is not read (may be garbage).
  * gemm() is what the library calls: the fast blocked SIMD kernel of gemm.c
- * (or OpenBLAS in a BLAS=openblas build). gemm_ref() (ops.c) is the readable
- * triple loop that the chapters show and the tests compare against.
- * Neither allocates per call nor fails: gemm() keeps one packing workspace
- * per thread, and a thread that cannot get one (out of memory) computes its
- * part with gemm_ref() instead: slower, never an exit. */
+ * and gemm_kernel.c (or OpenBLAS in a BLAS=openblas build). Plain twin:
+ * gemm_ref (ref/ops.h), the readable triple loop that the chapters show and
+ * the tests compare against.
+ * gemm() neither allocates per call nor fails: it keeps one packing
+ * workspace per thread, and a thread that cannot get one (out of memory)
+ * computes its part with gemm_ref() instead: slower, never an exit. */
 #ifndef GEMM_H
 #define GEMM_H
 
 void gemm(int transA, int transB, int M, int N, int K,
           float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc);
-void gemm_ref(int transA, int transB, int M, int N, int K,
-              float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc);
 
 /* Several independent products as one job: the three projections of
  * multi-head attention (x W_Q, x W_K, x W_V) or the weight gradients of a

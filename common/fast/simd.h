@@ -1,9 +1,13 @@
-/* simd.h - vector helpers shared by gemm.c, ops.c and attention.c.
+/* simd.h - vector helpers shared by the tuned twins in fast/ (gemm_kernel.c,
+ * ops_fast.c, nn_fast.c, optim_fast.c, attention_fast.c).
  *
  *   transpose16(r)  16 rows of 16 floats -> 16 columns, in registers (AVX-512 F)
  *   exp16_ps(x)     expf() of 16 floats, with expf()'s bits (AVX-512 F and DQ)
  *   exp8_avx2(x)    expf() of 8 floats, with expf()'s bits (AVX2 and FMA)
  *   lanes8(n)       the mask of the first n of 8 lanes (AVX2 and FMA)
+ *   vfloat, vf_*    one vector of VF_LANES floats (16 with AVX-512, 8 with
+ *   vdouble, vd_*   AVX2), one of VD_LANES doubles: a loop that is the same
+ *                   on both but for the width is written once over these
  *
  * The files that include it have plain-C loops for other CPUs. */
 #ifndef SIMD_H
@@ -13,6 +17,51 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#endif
+
+/* ---- one vector, whatever its width ------------------------------------------
+ * VF_LANES is 0 where there is neither AVX-512 nor AVX2 (#if VF_LANES: the
+ * vector loop, then the plain loop for the rest). Each macro is one
+ * instruction, so a loop over them does the same operations in the same
+ * order on either width: element-wise work gets the same bits. */
+#if defined(__AVX512F__)
+#define VF_LANES 16
+#define VD_LANES 8
+typedef __m512 vfloat;
+typedef __m512d vdouble;
+#define vf_load(p) _mm512_loadu_ps(p)
+#define vf_store(p, x) _mm512_storeu_ps(p, x)
+#define vf_set1(x) _mm512_set1_ps(x)
+#define vf_add(a, b) _mm512_add_ps(a, b)
+#define vf_sub(a, b) _mm512_sub_ps(a, b)
+#define vf_mul(a, b) _mm512_mul_ps(a, b)
+#define vf_div(a, b) _mm512_div_ps(a, b)
+#define vf_sqrt(a) _mm512_sqrt_ps(a)
+#define vd_zero() _mm512_setzero_pd()
+#define vd_widen(p) _mm512_cvtps_pd(_mm256_loadu_ps(p))   /* VD_LANES floats at p, as doubles */
+#define vd_add(a, b) _mm512_add_pd(a, b)
+#define vd_mul(a, b) _mm512_mul_pd(a, b)
+#define vd_store(p, x) _mm512_storeu_pd(p, x)
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VF_LANES 8
+#define VD_LANES 4
+typedef __m256 vfloat;
+typedef __m256d vdouble;
+#define vf_load(p) _mm256_loadu_ps(p)
+#define vf_store(p, x) _mm256_storeu_ps(p, x)
+#define vf_set1(x) _mm256_set1_ps(x)
+#define vf_add(a, b) _mm256_add_ps(a, b)
+#define vf_sub(a, b) _mm256_sub_ps(a, b)
+#define vf_mul(a, b) _mm256_mul_ps(a, b)
+#define vf_div(a, b) _mm256_div_ps(a, b)
+#define vf_sqrt(a) _mm256_sqrt_ps(a)
+#define vd_zero() _mm256_setzero_pd()
+#define vd_widen(p) _mm256_cvtps_pd(_mm_loadu_ps(p))       /* VD_LANES floats at p, as doubles */
+#define vd_add(a, b) _mm256_add_pd(a, b)
+#define vd_mul(a, b) _mm256_mul_pd(a, b)
+#define vd_store(p, x) _mm256_storeu_pd(p, x)
+#else
+#define VF_LANES 0
 #endif
 
 #if (defined(__AVX512F__) && defined(__AVX512DQ__)) || (defined(__AVX2__) && defined(__FMA__))

@@ -1,62 +1,51 @@
-/* nn.h - the other layers of the Transformer, each a forward/backward pair.
+/* nn.h - the other layers of the Transformer, each a forward/backward pair,
+ * written plainly: the reference a reader reads first.
  *
  * Conventions as in ops.h: outputs first, shapes in comments, no allocation,
  * backward ACCUMULATES (+=) into gradients. N is a count of rows (B*T).
+ *
+ * An op named *_ref has a tuned twin of the same name without the suffix in
+ * fast/nn_fast.h (threads, vector-friendly sums): that is what the model
+ * calls, and the tests check that the two agree. The linear layer and the
+ * FFN (Eq. 2), which are matrix multiplies, are in layers/linear.h.
  */
 #ifndef NN_H
 #define NN_H
 
+#include <stddef.h>
 #include <stdint.h>
-#include "core/rng.h"
-
-/* ---- linear: out = inp W + b (Eq. 2's xW_1 + b_1) -------------------------
- * out (N,OUT), inp (N,IN), W (IN,OUT), bias (OUT) or NULL. */
-void linear_forward(float *out, const float *inp, const float *W, const float *bias,
-                    int N, int IN, int OUT);
-/* dinp (N,IN) +=, dW (IN,OUT) +=, dbias (OUT) += ; any may be NULL. */
-void linear_backward(float *dinp, float *dW, float *dbias, const float *dout,
-                     const float *inp, const float *W, int N, int IN, int OUT);
 
 /* ---- ReLU: max(0, x) (Eq. 2) ---------------------------------------------- */
-void relu_forward(float *out, const float *inp, size_t n);
+void relu_forward_ref(float *out, const float *inp, size_t n);
 /* dinp += dout where the forward OUTPUT was > 0 */
-void relu_backward(float *dinp, const float *dout, const float *out, size_t n);
+void relu_backward_ref(float *dinp, const float *dout, const float *out, size_t n);
+/* d = out > 0 ? d : 0, in place: relu_backward for a gradient that is
+ * written, not accumulated (the FFN's dhidden, which gemm just wrote) */
+void relu_backward_inplace_ref(float *d, const float *out, size_t n);
 
-/* ---- position-wise feed-forward network (Eq. 2) ----------------------------
- * FFN(x) = max(0, x W1 + b1) W2 + b2
- * out (N,d_model), hidden (N,d_ff) saved post-ReLU, x (N,d_model),
- * W1 (d_model,d_ff), b1 (d_ff), W2 (d_ff,d_model), b2 (d_model). */
-void ffn_forward(float *out, float *hidden, const float *x,
-                 const float *W1, const float *b1, const float *W2, const float *b2,
-                 int N, int d_model, int d_ff);
-/* dx +=, dW1 +=, db1 +=, dW2 +=, db2 += ; dhidden (N,d_ff) is scratch. */
-void ffn_backward(float *dx, float *dW1, float *db1, float *dW2, float *db2,
-                  float *dhidden, const float *dout, const float *hidden, const float *x,
-                  const float *W1, const float *W2, int N, int d_model, int d_ff);
+/* ---- the bias of a linear layer (Eq. 2's + b_1) ---------------------------
+ * out (N,C) += bias (C) on every row. */
+void bias_forward_ref(float *out, const float *bias, int N, int C);
+/* dbias (C) += the sum of dout's (N,C) rows, the rows in order */
+void bias_backward_ref(float *dbias, const float *dout, int N, int C);
 
 /* ---- layer normalisation (Sec. 3.1, Ba et al. 2016) ------------------------
  * out = gamma * (x - mean) / sqrt(var + eps) + beta, per row of C.
- * out (N,C), mean (N), rstd (N) saved for backward, inp (N,C), gamma/beta (C). */
+ * out (N,C), mean (N), rstd (N) saved for backward, inp (N,C), gamma/beta (C).
+ * One loop per line of the formula, the row sums in double. The tuned twins
+ * layernorm_forward / _backward sum in another order: equal to rounding. */
 #define LAYERNORM_EPS 1e-5f
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                       const float *gamma, const float *beta, int N, int C);
-void layernorm_backward(float *dinp, float *dgamma, float *dbeta, const float *dout,
-                        const float *inp, const float *mean, const float *rstd,
-                        const float *gamma, int N, int C);
-/* The plain references the two above are tested against (tests/check_nn.c):
- * the same signatures and the same math, written as one loop per line of the
- * formula. layernorm_forward / _backward are what the model calls; they sum
- * the rows in several running sums (vector-friendly) and use threads. */
 void layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp,
                            const float *gamma, const float *beta, int N, int C);
+/* dinp (N,C) +=, dgamma (C) +=, dbeta (C) += ; any may be NULL. */
 void layernorm_backward_ref(float *dinp, float *dgamma, float *dbeta, const float *dout,
                             const float *inp, const float *mean, const float *rstd,
                             const float *gamma, int N, int C);
 
 /* ---- residual: out = a + b (the x + Sublayer(x) of Sec. 3.1) --------------- */
-void residual_forward(float *out, const float *a, const float *b, size_t n);
+void residual_forward_ref(float *out, const float *a, const float *b, size_t n);
 /* da += dout, db += dout */
-void residual_backward(float *da, float *db, const float *dout, size_t n);
+void residual_backward_ref(float *da, float *db, const float *dout, size_t n);
 
 /* ---- dropout (Sec. 5.4) ----------------------------------------------------
  * Inverted dropout: keep each element with probability 1-p and scale it by
@@ -64,14 +53,12 @@ void residual_backward(float *da, float *db, const float *dout, size_t n);
  * (0 or 1/(1-p)) for backward. Element i is kept when
  * dropout_keep(key, tensor, i, p) says so (dropout_mask.h: a counter-based
  * hash the CUDA kernel shares, so both devices draw the same mask).
- * p == 0 copies inp and fills keep with 1. out may equal inp. */
-/* the plain loop, one dropout_keep per element (dropout_forward is the
- * same mask, vectorised and over the threads; tested equal) */
+ * p == 0 copies inp and fills keep with 1. out may equal inp.
+ * The plain loop, one dropout_keep per element. */
 void dropout_forward_ref(float *out, float *keep, const float *inp, float p, size_t n,
                          uint64_t key, uint32_t tensor);
-void dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
-                     uint64_t key, uint32_t tensor);
-void dropout_backward(float *dinp, const float *dout, const float *keep, size_t n);
+/* dinp += dout * keep */
+void dropout_backward_ref(float *dinp, const float *dout, const float *keep, size_t n);
 
 /* ---- embeddings (Sec. 3.4) and positional encoding (Sec. 3.5) -------------
  * out (B,T,d_model) = table[ids] * sqrt(d_model) + PE[t]
@@ -89,7 +76,7 @@ void posenc_fill(float *pe, int max_len, int d_model);
 
 /* ---- output: log-softmax and label-smoothed cross-entropy (Sec. 5.4) ------
  * logp (N,V) = log softmax(logits (N,V)), stable (log-sum-exp with max). */
-void logsoftmax_forward(float *logp, const float *logits, int N, int V);
+void logsoftmax_forward_ref(float *logp, const float *logits, int N, int V);
 /* The label-smoothed target distribution for one position: eps_ls spread
  * evenly over the V-2 classes that are neither the target nor padding
  * (padding gets 0), 1-eps_ls on the target. dist (V). pad_id < 0: no pad
@@ -105,7 +92,15 @@ float smoothed_xent_forward(const float *logp, const int *targets, int N, int V,
                             float eps_ls, int pad_id, int *n_tokens);
 /* dlogits (N,V) += d(mean loss)/d(logits), through the log-softmax:
  * (softmax(logits) - dist) / n_tokens on counted rows, 0 on padding rows. */
-void smoothed_xent_backward(float *dlogits, const float *logp, const int *targets,
-                            int N, int V, float eps_ls, int pad_id);
+void smoothed_xent_backward_ref(float *dlogits, const float *logp, const int *targets,
+                                int N, int V, float eps_ls, int pad_id);
+/* The positions that count among targets (N): those whose target is not
+ * pad_id (each asserted to be in [0, V)), the n_tokens of the mean loss. */
+int smoothed_xent_tokens(const int *targets, int N, int V, int pad_id);
+/* smoothed_xent_backward_ref's work on rows [0, N) of a batch whose mean is
+ * over n_tokens counted positions in all (n_tokens > 0): the _ref runs it on
+ * the whole batch, its tuned twin on each thread's rows. */
+void smoothed_xent_backward_rows(float *dlogits, const float *logp, const int *targets,
+                                 int N, int V, float eps_ls, int pad_id, int n_tokens);
 
 #endif

@@ -1,11 +1,7 @@
 /* ops.c - the reference matrix multiply, softmax, and element-wise ops. */
-#include "fast/gemm.h"
 #include "ref/ops.h"
 
-#include <assert.h>
 #include <math.h>
-#include <stdint.h>
-#include "fast/simd.h"
 
 /* ---- matrix multiply ------------------------------------------------------ */
 
@@ -28,20 +24,6 @@ void gemm_ref(int transA, int transB, int M, int N, int K,
     }
 }
 
-void matmul_forward(float *out, const float *a, const float *b, int M, int K, int N) {
-    gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, out, N);
-}
-
-void matmul_backward(float *da, float *db, const float *dout,
-                     const float *a, const float *b, int M, int K, int N) {
-    /* forward: out = a @ b, so d a = dout @ b^T and d b = a^T @ dout */
-    GemmArgs g[2];   /* independent: one job (gemm_many), each with gemm()'s bits */
-    int n = 0;
-    if (da) g[n++] = (GemmArgs){0, 1, M, K, N, 1.0f, dout, N, b, N, 1.0f, da, K};
-    if (db) g[n++] = (GemmArgs){1, 0, K, N, M, 1.0f, a, K, dout, N, 1.0f, db, N};
-    gemm_many(n, g);
-}
-
 float dot(const float *a, const float *b, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) sum += a[i] * b[i];
@@ -50,32 +32,9 @@ float dot(const float *a, const float *b, int n) {
 
 /* ---- exp of an array ------------------------------------------------------- */
 
-#ifdef HAVE_EXP16
-void exp_array(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i += 16) {
-        int left = n - i;
-        __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-        _mm512_mask_storeu_ps(y + i, m, exp16_ps(_mm512_maskz_loadu_ps(m, x + i)));
-    }
-}
-#elif defined(HAVE_EXP8)
-void exp_array(float *y, const float *x, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8_avx2(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        /* the ragged end (a row of 10 keys: 2) as one vector, through a
-         * local array: a masked store is slow on AMD, and two calls of
-         * expf() took longer than the 8 lanes before them */
-        float t[8];
-        _mm256_storeu_ps(t, exp8_avx2(_mm256_maskload_ps(x + i, lanes8(n - i))));
-        for (int j = 0; i + j < n; j++) y[i + j] = t[j];
-    }
-}
-#else
-void exp_array(float *y, const float *x, int n) {
+void exp_array_ref(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] = expf(x[i]);
 }
-#endif
 
 /* ---- softmax -------------------------------------------------------------- */
 
@@ -94,7 +53,7 @@ void softmax_forward(float *out, const float *inp, int N, int C) {
             continue;
         }
         for (int i = 0; i < C; i++) y[i] = x[i] - max;
-        exp_array(y, y, C);            /* exp(-inf) = 0: masked entries vanish */
+        exp_array_ref(y, y, C);        /* exp(-inf) = 0: masked entries vanish */
         float sum = 0.0f;
         for (int i = 0; i < C; i++) sum += y[i];
         float inv = 1.0f / sum;        /* sum >= 1: the max entry gave exp(0) */

@@ -10,18 +10,22 @@
 #include <stddef.h>
 
 /* ---- matrix multiply ------------------------------------------------------
- * gemm() and gemm_ref() (C = alpha op(A) op(B) + beta C) are in gemm.h. */
-/* out (M,N) = a (M,K) @ b (K,N): the plainest form, via gemm(). */
-void matmul_forward(float *out, const float *a, const float *b, int M, int K, int N);
-/* da (M,K) += dout (M,N) @ b^T ;  db (K,N) += a^T @ dout. Either may be NULL. */
-void matmul_backward(float *da, float *db, const float *dout,
-                     const float *a, const float *b, int M, int K, int N);
+ * C = alpha * op(A) @ op(B) + beta * C, BLAS sgemm semantics, row-major:
+ *   op(A) is (M, K): A itself (M, K) with lda >= K, or if transA A is (K, M).
+ *   op(B) is (K, N): B itself (K, N) with ldb >= N, or if transB B is (N, K).
+ *   C is (M, N) with ldc >= N. beta == 0 means C is not read (may be garbage).
+ * gemm_ref is the readable triple loop, summed in double: what the chapters
+ * show and what the tests compare against. Its tuned twin gemm() (fast/gemm.h)
+ * is what the library calls. */
+void gemm_ref(int transA, int transB, int M, int N, int K,
+              float alpha, const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc);
 
 float dot(const float *a, const float *b, int n);
 
-/* y[i] = expf(x[i]) for i < n, the same bits as expf() (y may be x). With
- * AVX-512, 16 at a time (ops.c); otherwise the plain loop. */
-void exp_array(float *y, const float *x, int n);
+/* y[i] = expf(x[i]) for i < n (y may be x): the plain loop. Its tuned twin
+ * exp_array (fast/ops_fast.h) does 16 (AVX2: 8) at a time with the same bits. */
+void exp_array_ref(float *y, const float *x, int n);
 
 /* ---- softmax (Eq. 1's softmax, along the last axis) -----------------------
  * out (N,C) = softmax(inp (N,C)) row by row, computed stably: subtract the

@@ -25,20 +25,10 @@ void adam_update(float *param, const float *grad, float *m, float *v, size_t n,
  * left exactly as they were (the step is refused, nothing to roll back).
  * The square root of the return value is the global gradient norm.
  *
- * adam_step_ref: the plain version: the sum in index order (one running
- * double), then adam_update. adam_step: the same in chunks of ADAM_CHUNK
- * floats (64 KiB) over all threads, vectorised: each chunk's sum kept as 16
- * running doubles, the chunks' sums added in chunk order, so the result
- * depends on n only, not on the thread count; it differs from the
- * index-order sum in the last bits. The parameters, m and v it writes are
- * bit-for-bit adam_update's (element-wise, same operations, no fusing).
- * Memory traffic: each gradient is read twice (pass 1, then Adam, which
- * needs the verdict of pass 1 before it may write anything): 32 bytes per
- * parameter against the 28 Adam alone must move. */
-#define ADAM_CHUNK 16384
+ * adam_step_ref is the plain version: the sum in index order (one running
+ * double), then adam_update. Its tuned twin adam_step (fast/optim_fast.h)
+ * shares the work among the threads and vector lanes. */
 double adam_step_ref(float *param, const float *grad, float *m, float *v, size_t n,
                      float lr, float beta1, float beta2, float eps, int step);
-double adam_step(float *param, const float *grad, float *m, float *v, size_t n,
-                 float lr, float beta1, float beta2, float eps, int step);
 
 #endif
