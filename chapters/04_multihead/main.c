@@ -32,13 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/attention.h"
+#include "layers/linear.h"
+#include "layers/multihead.h"
 #include "io/cli.h"
 #include "model/device.h"
-#include "model_gpu.h"
 #include "ref/ops.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "04_multihead"
@@ -134,7 +135,10 @@ static void show_heads(const char *title, const float *w, int h, int Tq, int Tk,
  * out (B,Tq,d_model), weights (B,h,Tq,Tk); x_q (B,Tq,d_model), x_kv
  * (B,Tk,d_model); p: W_Q, W_K, W_V (d_model, d_model), W_O (d_model, d_model)
  * since h*d_k = h*d_v = d_model here. Prints the shape at every step.
- * Allocates its own intermediate tensors (a chapter may; library ops may not). */
+ * Allocates its own intermediate tensors (a chapter may; library ops may not).
+ * The library's plain version of these steps, without the printing, is
+ * mha_forward_ref (ref/multihead_ref.c); compare_with_library below checks
+ * them against the tuned mha_forward the model runs. */
 static void mha_step_by_step(float *out, float *weights, const MhaParams *p,
                              float *x_q, float *x_kv, int B, int Tq, int Tk, int d_model, int h) {
     int d_k = d_model / h;   /* = d_v = d_head */
@@ -249,7 +253,7 @@ static int compare_with_library(const float *out_hand, const float *w_hand, cons
                                  err, sizeof err))
             cli_fail(PROG, "--device cuda: %s", err);
         Diff gout = diff_arrays(out_gpu, out, n_out), gw = diff_arrays(w_gpu, a.weights, n_w);
-        printf("GPU vs CPU: max |diff| = %.3g (output), %.3g (weights)  [cuda/model_gpu.c]\n",
+        printf("GPU vs CPU: max |diff| = %.3g (output), %.3g (weights)  [cuda/backend_cuda.c]\n",
                gout.max_abs, gw.max_abs);
         ok &= gout.max_abs < 1e-4 && gw.max_abs < 1e-5;
         free(out_gpu);
@@ -415,8 +419,8 @@ int main(int argc, char **argv) {
         {"--seq",     CLI_INT,    &T,       "length of the English (query) sequence", 1, 512},
         {"--src-len", CLI_INT,    &S,       "length of the French source for cross-attention", 1, 512},
         {"--seed",    CLI_U64,    &seed,    "random seed for inputs and weights", 0, 0},
-        {"--device",  CLI_STRING, &device,  "cpu or cuda", 0, 0},
-        {"--out",     CLI_STRING, &out_dir, "output folder for data, scripts and PNGs", 0, 0},
+        CLI_OPT_DEVICE(device),
+        CLI_OPT_OUT(out_dir),
     };
     cli_parse(argc, argv, PROG, "multi-head attention (Section 3.2.2): shapes, heads, parameters",
               opts, CLI_COUNT(opts));

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fast/attention_fast.h"
 #include "fast/gemm.h"
+#include "layers/linear.h"
 #include "ref/ops.h"
 
 const char *t1_kind_name(T1Kind kind) {
@@ -121,7 +123,10 @@ static void tap_rows(int o, int n, int *i0, int *i1) {
 /* ---- the forward passes ------------------------------------------------------ */
 
 /* Sec. 3.2.2 with the library's calls, in mha_forward's order:
- * out = Concat(head_1..head_h) W^O, head_i = Attention(x W_i^Q, x W_i^K, x W_i^V) */
+ * out = Concat(head_1..head_h) W^O, head_i = Attention(x W_i^Q, x W_i^K, x W_i^V).
+ * The steps are called one by one, not through mha_forward, so that each
+ * adds its own FLOPs to its own count (Table 1's n^2 d apart from the
+ * projections); the attention itself is the library's sdpa_forward. */
 static void self_attention(T1Layer *L, float *out, const float *x, int n, Flops *f) {
     int d = L->d, h = L->h, d_k = d / h;
     MhaActs *a = &L->acts;

@@ -33,7 +33,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ref/attention.h"
+#include "layers/multihead.h"
 #include "core/rng.h"
 
 typedef enum {
