@@ -3,20 +3,19 @@
  * Read decode.h first: it defines the search precisely. This file has four
  * parts:
  *   1. Building the Decoder: every buffer, once.
- *   2. The step: one new position per row, cached (this file's own decoder
- *      layer, written with the public ops) or uncached (model_decode over
- *      the whole prefix: the reference).
- *   3. Greedy decoding and beam search on top of the step.
+ *   2. The step: one new position per row, cached (model_decode's decoder
+ *      layer cut to one position: its residual steps, sublayer.h, and the
+ *      backend's row ops, ref/rows.h) or uncached (model_decode over the
+ *      whole prefix: the reference).
+ *   3. Greedy decoding and beam search on top of the step. (beam_ref.c is
+ *      the same beam search for one sentence, plainly, without the step.)
  *   4. What it costs: FLOPs per token, cache bytes.
  */
 #include "model/decode.h"
 #include "core/fail.h"
-#include "ref/attention.h"
+#include "layers/multihead.h"
 #include "model/backend.h"
-#include "fast/gemm.h"
-#include "ref/nn.h"
-#include "ref/ops.h"
-#include "fast/parallel.h"
+#include "model/sublayer.h"
 
 #include <assert.h>
 #include <math.h>
@@ -53,6 +52,8 @@ int decode_check_opts(const Config *c, const DecodeOpts *o, char *err, size_t er
                     o->end_id, c->vocab - 1);
     if (o->offset < -MODEL_MAX_LEN || o->offset > MODEL_MAX_LEN)
         return fail(err, errlen, "offset %d is out of range", o->offset);
+    if (o->max_out < 0 || o->max_out > MODEL_MAX_LEN)
+        return fail(err, errlen, "max_out %d is out of range (0: source length + offset)", o->max_out);
     if (o->rule != BEAM_RULE_T2T && o->rule != BEAM_RULE_TOPK_ONLY)
         return fail(err, errlen, "beam rule %d is neither BEAM_RULE_T2T (%d) nor BEAM_RULE_TOPK_ONLY (%d)",
                     (int)o->rule, BEAM_RULE_T2T, BEAM_RULE_TOPK_ONLY);
@@ -156,7 +157,7 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
     if (!ok) {
         decoder_free(d);
         return fail(err, errlen, "out of %s memory building a decoder for %d x %d rows",
-                    be == backend_cpu() ? "" : be->name, max_B, max_K);
+                    be->host_memory ? "" : be->name, max_B, max_K);
     }
     return 0;
 }
@@ -243,294 +244,34 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
     return 0;
 }
 
-#ifdef _OPENMP
-#define SIMD_LOOP _Pragma("omp simd")
-#define SIMD_SUM _Pragma("omp simd reduction(+:s)")
-#else
-#define SIMD_LOOP
-#define SIMD_SUM
-#endif
-
-/* One query against n keys of one head: out (d_v) = softmax(q K^T /
- * sqrt(d_k)) V, keys with keep[j] == 0 at -inf (keep NULL: none). w (n)
- * keeps the weights. K (n,d_k) and V (n,d_v) are rows of stride d_k, d_v.
- * fast = 0: each score is one chain of d_k additions (dot(), the plain
- * version); fast = 1: summed in vector lanes (SIMD_SUM), then the lanes
- * added: d_k = 64 multiply-adds in a few cycles instead of a chain of 64
- * dependent additions (about 250 cycles) per key. Equal up to rounding. */
-static void attend_one(float *out, float *w, const float *q, const float *K, const float *V,
-                       const uint8_t *keep, int n, int d_k, int d_v, int fast) {
-    float scale = 1.0f / sqrtf((float)d_k);
-    for (int j = 0; j < n; j++) {
-        const float *kj = K + (size_t)j * d_k;
-        float s = 0.0f;
-        if (keep && !keep[j]) {
-            w[j] = -INFINITY;
-            continue;
-        }
-        if (fast) {
-            SIMD_SUM
-            for (int c = 0; c < d_k; c++) s += q[c] * kj[c];
-        } else {
-            s = dot(q, kj, d_k);
-        }
-        w[j] = s * scale;
-    }
-    softmax_forward(w, w, 1, n);           /* a fully masked row gives zeros, never NaN */
-    for (int c = 0; c < d_v; c++) out[c] = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (w[j] == 0.0f) continue;
-        const float *vj = V + (size_t)j * d_v;
-        float wj = w[j];
-        SIMD_LOOP
-        for (int c = 0; c < d_v; c++) out[c] += wj * vj[c];
-    }
-}
-
-/* ---- the step's row ops, and how they use every core ------------------------
- * A greedy step is one row per sentence: each product reads its whole
- * weight matrix (d_model x d_model, or x d_ff) to make one row. At the
- * paper's sizes that is 84 MB of weights per token, more than the L3 cache,
- * so the step is bound by memory, not arithmetic: here one core streams
- * about 40 GB/s, two about 60 (bench/README.md). Two things decide how fast:
- *   - Read memory in long contiguous runs. Cutting a product's output
- *     columns among the threads makes each thread read a piece of every
- *     row of W: measured, two threads that way were slower than one. So a
- *     product is cut along its *input*: slice s is rows [s S, s S + S) of W
- *     (S = ROWS_SLICE), a contiguous block, and makes a partial sum of
- *     every output; the partials are added in slice order at the end.
- *     The slices depend only on the shapes, never on the thread count, so
- *     the result is the same bits on 1 or 2 threads (not the plain loop's:
- *     another order of the same sums, equal up to rounding; tests).
- *   - The logits (rows of E) and attention ((row, head) pairs, each a
- *     contiguous run of the cache) are cut by their outputs. The logits'
- *     chunks run the plain loops (the plain version's bits); attention's
- *     sum each score in vector lanes (attend_one), equal up to rounding.
- *     Either way no output depends on the thread count.
- * Work under ROWS_PARALLEL_MIN multiply-adds stays on the calling thread
- * (parallel_run, parallel.h): handing it out would cost more than it saves. */
-#define ROWS_PARALLEL_MIN (64 * 1024)
-#define ROWS_SLICE 128          /* rows of W per slice (a multiple of 4)        */
-#define ROWS_SCRATCH 32768      /* floats of partial sums, on the caller's stack */
-
-/* chunks of about a quarter of each thread's share, at least `least` long */
-static long rows_grain(long n, long least) {
-    int th = parallel_threads();
-    long g = (n + 4L * th - 1) / (4L * th);
-    return g < least ? least : g;
-}
-
-void attend_rows_forward_ref(float *out, float *weights, const float *q, const float *K, const float *V,
-                             const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v) {
-    for (int r = 0; r < R; r++) {
-        int b = r / group;   /* rows b*group .. b*group+group-1 read the same keys */
-        for (int i = 0; i < h; i++)
-            attend_one(out + ((size_t)r * h + i) * d_v, weights + ((size_t)r * h + i) * n,
-                       q + ((size_t)r * h + i) * d_k, K + ((size_t)b * h + i) * stride * d_k,
-                       V + ((size_t)b * h + i) * stride * d_v, keep ? keep + (size_t)b * n : NULL, n, d_k, d_v, 0);
-    }
-}
-
-typedef struct {
-    float *out, *weights;
-    const float *q, *K, *V;
-    const uint8_t *keep;
-    int group, h, n, stride, d_k, d_v;
-} AttendJob;
-
-/* (row, head) pairs lo..hi-1: pair p is row p / h, head p % h */
-static void attend_chunk(void *ctx, long lo, long hi) {
-    const AttendJob *a = ctx;
-    int h = a->h, n = a->n;
-    for (long p = lo; p < hi; p++) {
-        int r = (int)(p / h), i = (int)(p % h), b = r / a->group;
-        attend_one(a->out + (size_t)p * a->d_v, a->weights + (size_t)p * n, a->q + (size_t)p * a->d_k,
-                   a->K + ((size_t)b * h + i) * a->stride * a->d_k, a->V + ((size_t)b * h + i) * a->stride * a->d_v,
-                   a->keep ? a->keep + (size_t)b * n : NULL, n, a->d_k, a->d_v, 1);
-    }
-}
-
-void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
-                         const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v) {
-    long pairs = (long)R * h, work = pairs * n * (d_k + d_v);
-    AttendJob a = {out, weights, q, K, V, keep, group, h, n, stride, d_k, d_v};
-    if (work < ROWS_PARALLEL_MIN) attend_chunk(&a, 0, pairs);
-    else parallel_run(pairs, rows_grain(pairs, 1), attend_chunk, &a);
-}
-
-void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
-                 size_t width) {
-    for (int j = 0; j < n; j++)
-        memcpy(dst + (size_t)j * dst_pitch, src + (size_t)(idx ? idx[j] : j) * src_pitch, width * sizeof(float));
-}
-
-/* The plain version: out[r,:] += inp[r,i] * W[i,:], one row of W at a
- * time: W is read once, the R output rows stay in cache. */
-void linear_rows_forward_ref(float *out, const float *inp, const float *W, const float *bias,
-                             int R, int IN, int OUT) {
-    if (R > DECODE_FEW_ROWS) {
-        linear_forward(out, inp, W, bias, R, IN, OUT);
-        return;
-    }
-    for (int r = 0; r < R; r++)
-        for (int j = 0; j < OUT; j++) out[(size_t)r * OUT + j] = bias ? bias[j] : 0.0f;
-    for (int i = 0; i < IN; i++) {
-        const float *w = W + (size_t)i * OUT;
-        for (int r = 0; r < R; r++) {
-            float a = inp[(size_t)r * IN + i];
-            float *o = out + (size_t)r * OUT;
-            SIMD_LOOP
-            for (int j = 0; j < OUT; j++) o[j] += a * w[j];
-        }
-    }
-}
-
-typedef struct {
-    float *out, *part;          /* (R,OUT); (slices-1, R, OUT) partial sums */
-    const float *inp, *W, *bias;
-    int R, IN, OUT, slice;
-} RowsJob;
-
-/* Slices lo..hi-1. Slice s: rows i0..i1-1 of W into its own (R,OUT) sums
- * (slice 0: out, started at the bias; the others: part, started at 0),
- * four rows of W per pass: o + a0 w0 + a1 w1 + a2 w2 + a3 w3, left to
- * right, the same roundings as four passes of the plain loop but each
- * output loaded and stored once per four rows of W (on one core that alone
- * made the step about 25% faster). */
-static void rows_chunk(void *ctx, long lo, long hi) {
-    const RowsJob *a = ctx;
-    int R = a->R, IN = a->IN, OUT = a->OUT;
-    for (long sl = lo; sl < hi; sl++) {
-        int i0 = (int)sl * a->slice, i1 = i0 + a->slice < IN ? i0 + a->slice : IN;
-        float *dst = sl == 0 ? a->out : a->part + (size_t)(sl - 1) * R * OUT;
-        for (int r = 0; r < R; r++)
-            for (int j = 0; j < OUT; j++) dst[(size_t)r * OUT + j] = sl == 0 && a->bias ? a->bias[j] : 0.0f;
-        int i = i0;
-        for (; i + 4 <= i1; i += 4) {
-            const float *w0 = a->W + (size_t)i * OUT, *w1 = w0 + OUT, *w2 = w1 + OUT, *w3 = w2 + OUT;
-            /* ask for the next pass's four rows now (one request per 64-byte
-             * line): the loads of this pass then overlap their trip from
-             * memory; measured 5-10% faster on one core */
-            if (i + 8 <= i1)
-                for (int j = 0; j < 4 * OUT; j += 16) __builtin_prefetch(w0 + 4 * (size_t)OUT + j);
-            for (int r = 0; r < R; r++) {
-                const float *x = a->inp + (size_t)r * IN + i;
-                float a0 = x[0], a1 = x[1], a2 = x[2], a3 = x[3];
-                float *o = dst + (size_t)r * OUT;
-                SIMD_LOOP
-                for (int j = 0; j < OUT; j++) o[j] = o[j] + a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j];
-            }
-        }
-        for (; i < i1; i++) {             /* the last rows when IN is not a multiple of 4 */
-            const float *w = a->W + (size_t)i * OUT;
-            for (int r = 0; r < R; r++) {
-                float x = a->inp[(size_t)r * IN + i], *o = dst + (size_t)r * OUT;
-                SIMD_LOOP
-                for (int j = 0; j < OUT; j++) o[j] += x * w[j];
-            }
-        }
-    }
-}
-
-void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
-                         int R, int IN, int OUT) {
-    if (R > DECODE_FEW_ROWS) {
-        linear_forward(out, inp, W, bias, R, IN, OUT);
-        return;
-    }
-    /* slices of ROWS_SLICE rows; fewer, longer ones when their partial sums
-     * would not fit the scratch; one (the whole product) when not even two do */
-    long ro = (long)R * OUT, most = 1 + ROWS_SCRATCH / (ro > 0 ? ro : 1);
-    int slice = ROWS_SLICE;
-    if ((IN + slice - 1) / slice > most) slice = (int)(((IN + most - 1) / most + 3) / 4 * 4);
-    long slices = most > 1 ? (IN + slice - 1) / slice : 1;
-    if (slices <= 1) slices = 1, slice = IN > 0 ? IN : 1;
-    float part[ROWS_SCRATCH];
-    RowsJob a = {out, part, inp, W, bias, R, IN, OUT, slice};
-    if ((long)R * IN * OUT < ROWS_PARALLEL_MIN) rows_chunk(&a, 0, slices);
-    else parallel_run(slices, 1, rows_chunk, &a);
-    /* out = slice 0 + slice 1 + ... in slice order, whoever computed them */
-    for (long sl = 1; sl < slices; sl++) {
-        const float *p = part + (size_t)(sl - 1) * ro;
-        SIMD_LOOP
-        for (long j = 0; j < ro; j++) out[j] += p[j];
-    }
-}
-
-void logits_rows_forward_ref(float *out, const float *x, const float *E, int R, int D, int V) {
-    if (R > DECODE_FEW_ROWS) {
-        gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
-        return;
-    }
-    /* logit[r,v] = x[r] . E[v]: each embedding row is read once for all R rows */
-    for (int v = 0; v < V; v++) {
-        const float *e = E + (size_t)v * D;
-        for (int r = 0; r < R; r++) {
-            const float *xr = x + (size_t)r * D;
-            float s = 0.0f;
-            SIMD_SUM
-            for (int c = 0; c < D; c++) s += xr[c] * e[c];
-            out[(size_t)r * V + v] = s;
-        }
-    }
-}
-
-typedef struct {
-    float *out;
-    const float *x, *E;
-    int R, D, V;
-} LogitsJob;
-
-/* vocabulary entries lo..hi-1 of logits_rows_forward_ref, the same loops */
-static void logits_chunk(void *ctx, long lo, long hi) {
-    const LogitsJob *a = ctx;
-    int R = a->R, D = a->D, V = a->V;
-    for (long v = lo; v < hi; v++) {
-        const float *e = a->E + (size_t)v * D;
-        for (int r = 0; r < R; r++) {
-            const float *xr = a->x + (size_t)r * D;
-            float s = 0.0f;
-            SIMD_SUM
-            for (int c = 0; c < D; c++) s += xr[c] * e[c];
-            a->out[(size_t)r * V + v] = s;
-        }
-    }
-}
-
-void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
-    if (R > DECODE_FEW_ROWS) {
-        gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
-        return;
-    }
-    LogitsJob a = {out, x, E, R, D, V};
-    if ((long)R * D * V < ROWS_PARALLEL_MIN) logits_chunk(&a, 0, V);
-    else parallel_run(V, rows_grain(V, 16), logits_chunk, &a);
-}
-
-/* The residual sub-layer's input: x (post-LN) or LayerNorm(x) (pre-LN). */
+/* The residual steps around each sub-layer, model_decode's own functions
+ * (sublayer.h) on the decoder's buffers: the Sublayer reads x or
+ * LayerNorm(x) (pre-LN, in ln); after it wrote d->sub, x becomes
+ * LayerNorm(x + sub) (post-LN: the sum in y, the result back in x) or
+ * x + sub (pre-LN, in place). */
 static const float *sub_in(Decoder *d, const float *g, const float *b) {
     const Config *c = &d->m->cfg;
-    if (!c->pre_ln) return d->x;
-    d->be->layernorm_forward(d->ln, d->mean, d->rstd, d->x, g, b, d->R, c->d_model);
-    return d->ln;
+    return sublayer_in(d->be, d->ln, d->mean, d->rstd, d->x, g, b, c->pre_ln, d->R, c->d_model);
 }
 
-/* x = LayerNorm(x + sub) (post-LN, Sec. 3.1) or x = x + sub (pre-LN). */
 static void sub_out(Decoder *d, const float *g, const float *b) {
     const Config *c = &d->m->cfg;
-    size_t n = (size_t)d->R * c->d_model;
-    if (c->pre_ln) {
-        d->be->residual_forward(d->x, d->x, d->sub, n);
-    } else {
-        d->be->residual_forward(d->y, d->x, d->sub, n);
-        d->be->layernorm_forward(d->x, d->mean, d->rstd, d->y, g, b, d->R, c->d_model);
-    }
+    sublayer_out(d->be, c->pre_ln ? d->x : d->y, d->x, d->mean, d->rstd, d->x, d->sub, g, b, c->pre_ln, d->R,
+                 c->d_model);
 }
 
 /* The cached step: position t = d->pos for every row, through every layer.
  * Every op runs through the model's backend (be: the CPU's functions, or
  * the GPU's kernels), on its weights m->w; only logp (and the cross-
- * attention weights, for printing) come back to the host. */
+ * attention weights, for printing) come back to the host.
+ * It is model_decode's decoder layer (model.c) for one position: the same
+ * residual steps (sub_in, sub_out: sublayer.h), but Sublayers of its own.
+ * Its attention reads the cache instead of a whole (B,h,T,d) sequence, and
+ * its products stream each weight row once (linear_rows_forward) where
+ * mha_forward and ffn_forward run gemm: another order of the same sums, so
+ * the two agree to rounding (tests/check_decode.c), and running either's
+ * Sublayers in the other would change its numbers (chapter 09's quoted
+ * output, or training's speed and bits). */
 static void step_cached(Decoder *d, const int *tok) {
     Model *m = d->m;
     const Backend *be = d->be;
@@ -659,25 +400,32 @@ void decoder_reorder(Decoder *d, const int *parent) {
  * 3. Search
  * ========================================================================== */
 
-/* Per sentence: L = |x| + offset generated tokens at most, |x| the source's
- * non-padding tokens, within [1, max_len] (the PE table). Returns the
- * longest, or -1 when one does not fit the decoder (message in err). */
+int decode_max_len(const Config *c, const DecodeOpts *o, const int *src, int Ts) {
+    int n = 0;
+    for (int j = 0; j < Ts; j++) n += src[j] != c->pad_id;
+    long L = o->max_out > 0 ? o->max_out : (long)n + o->offset;
+    if (L > c->max_len) L = c->max_len;
+    return L < 1 ? 1 : (int)L;
+}
+
+/* Every sentence's L (decode_max_len) into d->maxlen. Returns the longest,
+ * or -1 when one does not fit the decoder (message in err). */
 static int set_max_lengths(Decoder *d, const DecodeOpts *o, char *err, size_t errlen) {
-    const Config *c = &d->m->cfg;
     int longest = 0;
     for (int b = 0; b < d->B; b++) {
-        int n = 0;
-        for (int j = 0; j < d->Ts; j++) n += d->src[(size_t)b * d->Ts + j] != c->pad_id;
-        long L = (long)n + o->offset;
-        if (L > c->max_len) L = c->max_len;
-        if (L < 1) L = 1;
+        int L = decode_max_len(&d->m->cfg, o, d->src + (size_t)b * d->Ts, d->Ts);
         if (L > d->max_T) {
-            fail(err, errlen, "sentence %d may produce %ld tokens (source %d + offset %d), more than the "
-                 "decoder was built for (%d)", b, L, n, o->offset, d->max_T);
+            char why[64];
+            int n = 0;
+            for (int j = 0; j < d->Ts; j++) n += d->src[(size_t)b * d->Ts + j] != d->m->cfg.pad_id;
+            if (o->max_out > 0) snprintf(why, sizeof why, "max_out %d", o->max_out);
+            else snprintf(why, sizeof why, "source %d + offset %d", n, o->offset);
+            fail(err, errlen, "sentence %d may produce %d tokens (%s), more than the decoder was built for (%d)",
+                 b, L, why, d->max_T);
             return -1;
         }
-        d->maxlen[b] = (int)L;
-        longest = L > longest ? (int)L : longest;
+        d->maxlen[b] = L;
+        longest = L > longest ? L : longest;
     }
     return longest;
 }

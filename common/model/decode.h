@@ -27,7 +27,8 @@
  *     L = |x| + offset tokens (never more than the PE table's max_len, nor
  *     fewer than 1). The start symbol is not counted; an end symbol is.
  *     (t2t uses one L for a whole batch, from its padded length: L here is
- *     t2t's with one sentence per batch.)
+ *     t2t's with one sentence per batch.) DecodeOpts.max_out > 0 gives
+ *     every sentence that one L instead, within the same limits.
  *   - The padding id is never generated (its log-probability is still part
  *     of the softmax: log-probs are the model's own).
  *   - Greedy: each row appends its argmax (lowest id on a tie); a row is done
@@ -74,6 +75,9 @@
  *     and with either rule when there is no end_id. With BEAM_RULE_T2T and
  *     an end_id it is not: its 2 candidates per step keep an end symbol
  *     ranked second as a finished hypothesis.
+ *   The same beam search for one sentence, written plainly (token lists,
+ *   no cache, no batch): beam_ref.h, which tests/check_decode.c holds
+ *   decode_beam to.
  *
  * Ownership: decoder_new allocates everything once; nothing is allocated
  * per step. Results point into the Decoder and are valid until the next
@@ -100,6 +104,7 @@ typedef struct {
     int beam;        /* K >= 1 (1 with decode_greedy)                           */
     float alpha;     /* length penalty exponent, finite and >= 0 (paper 0.6)     */
     int offset;      /* max output length = source length + offset (paper 50)    */
+    int max_out;     /* > 0: max output length of every sentence instead (0: offset's) */
     int start_id;    /* the decoder's first input                                */
     int end_id;      /* end-of-sentence id, or -1 (none: always L tokens)        */
     int cached;      /* 1: KV cache; 0: recompute the prefix (the reference)     */
@@ -112,6 +117,10 @@ DecodeOpts decode_opts_paper(int start_id, int end_id);
 /* 0 if o is usable with this model, otherwise 2 and a plain message
  * ("beam is 0; it must be at least 1"). */
 int decode_check_opts(const Config *c, const DecodeOpts *o, char *err, size_t errlen);
+/* L for one source src (Ts ids): |x| + o->offset, |x| its non-padding
+ * tokens (or o->max_out when > 0), within [1, c->max_len] (the PE table's
+ * rows). */
+int decode_max_len(const Config *c, const DecodeOpts *o, const int *src, int Ts);
 
 /* One step of the beam tree, for printing: after step t every row r of
  * sentence b (r = b*K + k) holds a live hypothesis that extends row
@@ -204,49 +213,14 @@ int decode_greedy(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts
 int decode_beam(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,
                 char *err, size_t errlen);
 
-/* ---- the step's matrix products ----------------------------------------------
- * A decoding step has one row per beam. gemm() (behind linear_forward) packs
- * the weight matrix into tiles on every call, which pays when many rows reuse
- * each tile; with a handful of rows the step is bound by reading the weights,
- * so these stream each weight row through once instead. Twins of the plain
- * ops, equal up to rounding order (tests/check_decode.c); more than
- * DECODE_FEW_ROWS rows go to the plain ops.
- * linear_rows_forward: out (R,OUT) = inp (R,IN) @ W (IN,OUT) + bias (OUT or NULL)
- * logits_rows_forward: out (R,V) = x (R,D) @ E^T, E (V,D) the shared embedding
- * The _ref versions are the plain loops on one thread; the others share
- * the work among the threads (linear: slices of W's rows, partial sums
- * added in order; logits: vocabulary entries, the _ref bits) and give the
- * same bits on any thread count (decode.c says why and how). */
-#define DECODE_FEW_ROWS 16
-void linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
-                         int R, int IN, int OUT);
-void logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V);
-void linear_rows_forward_ref(float *out, const float *inp, const float *W, const float *bias,
-                             int R, int IN, int OUT);
-void logits_rows_forward_ref(float *out, const float *x, const float *E, int R, int D, int V);
-
-/* ---- the step's other two ops ------------------------------------------------
- * Both are backend ops (backend.h; these are the CPU's, cuda/decode_kernels.cu
- * the GPU's).
- * attend_rows_forward: Eq. (1) for one query per row and head against n
- *   cached keys. Row r, head i: q at q[(r*h + i)*d_k], keys K[((b*h + i)*stride
- *   + j)*d_k] and values V[((b*h + i)*stride + j)*d_v] for j < n, with
- *   b = r / group (group rows share one sentence's keys: the beams in the
- *   cross-attention); keep (R/group, n) bytes, 0 = blocked, or NULL.
- *   out (R, h*d_v) = the heads concatenated; weights (R,h,n) the softmax.
- *   A fully blocked row gives zeros, never NaN. (_ref: the plain loops over
- *   rows and heads; the other shares the (row, head) pairs among threads and
- *   sums each score in vector lanes: equal up to rounding.)
- * gather_rows: for j < n, the width floats at dst + j*dst_pitch become those
- *   at src + idx[j]*src_pitch (idx NULL: j); idx is host memory, dst and src
- *   must not overlap. The cache's append (a strided copy), its reorder when
- *   beams are pruned, and the split of the cross-attention K, V into heads. */
-void attend_rows_forward(float *out, float *weights, const float *q, const float *K, const float *V,
-                         const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v);
-void attend_rows_forward_ref(float *out, float *weights, const float *q, const float *K, const float *V,
-                             const uint8_t *keep, int R, int group, int h, int n, int stride, int d_k, int d_v);
-void gather_rows(float *dst, size_t dst_pitch, const float *src, size_t src_pitch, const int *idx, int n,
-                 size_t width);
+/* ---- the step's ops ---------------------------------------------------------
+ * The cached step runs, through the backend table (backend.h), the ops of a
+ * decoder layer cut to one new position per row: products with few rows
+ * (linear_rows_forward, logits_rows_forward), Eq. (1) for one query per row
+ * and head (attend_rows_forward) and row copies in and out of the cache
+ * (gather_rows). The CPU's are ref/rows.h (the plain loops, where their
+ * contracts are written) and their tuned twins fast/rows_fast.h (what
+ * backend_cpu.c runs); the GPU's are in cuda/decode_kernels.cu. */
 
 /* ---- cost -----------------------------------------------------------------
  * Floating-point operations (2 per multiply-add) of the decoder for the
