@@ -1,4 +1,5 @@
-/* check_checkpoint.c - model_save / model_load and the CRC-32 under them.
+/* check_checkpoint.c - model_save / model_load, trainer_save / trainer_resume
+ * (io/checkpoint.h) and the CRC-32 under them (core/fileio.h).
  *
  * Core    CRC-32 check value; round trips are bit-exact, with and without
  *         the optimizer's TrainState.
@@ -26,60 +27,33 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "core/fileio.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
 #include "core/rng.h"
 #include "model/train.h"
+#include "text/copy_data.h"
 #include "testutil.h"
 
 static char dir[64];
 static char path[128];
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/aiyn_ckpt_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    fresh_dir(dir, sizeof dir, "check_checkpoint");
     snprintf(path, sizeof path, "%s/model.ckpt", dir);
 }
 
-static void teardown(void) {
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);   /* whatever a test left in its folder */
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static Config small_config(int pre_ln) {
-    Config c = {.N = 2, .d_model = 8, .d_ff = 12, .h = 2, .d_k = 4, .d_v = 3,
-                .vocab = 11, .max_len = 16, .dropout = 0.1f, .pre_ln = pre_ln, .pad_id = 0};
-    return c;
-}
+static void teardown(void) { remove_dir(dir); }   /* whatever a test left in its folder */
 
 /* A model whose every parameter is random (LayerNorm and biases included). */
 static void build_random(Model *m, int pre_ln, uint64_t seed) {
     char err[256];
-    Config c = small_config(pre_ln);
+    Config c = test_config_tiny(0.1f);
+    c.pre_ln = pre_ln;
     ck_assert_int_eq(model_build(m, &c, 2, 5, 5, seed, err, sizeof err), 0);
     Rng r;
     rng_seed(&r, seed);
     rng_fill_normal(&r, m->params.mem, m->params.n, 0.0f, 1.0f);
-}
-
-static unsigned char *read_all(const char *p, size_t *n) {
-    FILE *f = fopen(p, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n ? *n : 1);
-    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
-    fclose(f);
-    return b;
-}
-
-static void write_all(const char *p, const unsigned char *b, size_t n) {
-    FILE *f = fopen(p, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
-    fclose(f);
 }
 
 /* Recomputes the trailing CRC after an edit, so the file passes the
@@ -102,6 +76,15 @@ static void expect_reject(const char *want, const char *what) {
     ck_assert_msg(strstr(err, want) != NULL, "%s: message '%s' lacks '%s'", what, err, want);
     ck_assert_ptr_null(m.params.mem);
     model_free(&m);
+}
+
+/* Writes the n edited bytes e to path with their CRC recomputed (so the
+ * checksum passes and the deeper checks must catch the edit), then
+ * expect_reject(want, what). */
+static void expect_reject_edited(unsigned char *e, size_t n, const char *want, const char *what) {
+    fix_crc(e, n);
+    write_file(path, e, n);
+    expect_reject(want, what);
 }
 
 /* ============================================================================
@@ -147,7 +130,7 @@ END_TEST
  * whose bit is cleared is then inconsistent, and refused as such. */
 START_TEST(test_round_trip_learned_pe) {
     char err[256] = "";
-    Config c = small_config(0);
+    Config c = test_config_tiny(0.1f);
     c.pos = POS_LEARNED;
     Model a, b;
     ck_assert_int_eq(model_build(&a, &c, 2, 5, 5, 7, err, sizeof err), 0);
@@ -166,11 +149,11 @@ START_TEST(test_round_trip_learned_pe) {
     ck_assert_close_arrays(model_forward(&b, src, tgt, 1, 5, 3, 0), la, 33, 0.0);
     model_free(&b);
     size_t n;
-    unsigned char *e = read_all(path, &n);
+    unsigned char *e = read_file_or_fail(path, &n);
     ck_assert_uint_eq(e[CKPT_OFF_FLAGS] & CKPT_FLAG_LEARNED_PE, CKPT_FLAG_LEARNED_PE);
     e[CKPT_OFF_FLAGS] &= (unsigned char)~CKPT_FLAG_LEARNED_PE;
     fix_crc(e, n);
-    write_all(path, e, n);
+    write_file(path, e, n);
     expect_reject("inconsistent", "learned-PE file with its flag cleared");
     free(e);
     model_free(&a);
@@ -224,7 +207,7 @@ static unsigned char *saved_bytes(size_t *n, int with_ts) {
     ck_assert_msg(model_save(&a, path, with_ts ? &ts : NULL, err, sizeof err) == 0, "%s", err);
     model_free(&a);
     free(mv);
-    return read_all(path, n);
+    return read_file_or_fail(path, n);
 }
 
 START_TEST(test_truncated) {
@@ -232,7 +215,7 @@ START_TEST(test_truncated) {
     unsigned char *b = saved_bytes(&n, _i);
     size_t cuts[] = {0, 5, 8, 40, CKPT_HEADER_BYTES - 1, CKPT_HEADER_BYTES, 100, n / 2, n - 5, n - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-        write_all(path, b, cuts[i]);
+        write_file(path, b, cuts[i]);
         char what[64];
         snprintf(what, sizeof what, "cut at %zu of %zu", cuts[i], n);
         expect_reject("truncated", what);
@@ -248,7 +231,7 @@ START_TEST(test_flipped_byte) {
     size_t where[] = {CKPT_OFF_CONFIG + 5, CKPT_HEADER_BYTES + 40, n / 2, n - 20, n - 1};
     for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
         b[where[i]] ^= 0x10;
-        write_all(path, b, n);
+        write_file(path, b, n);
         char what[64];
         snprintf(what, sizeof what, "byte %zu flipped", where[i]);
         expect_reject("checksum", what);
@@ -262,21 +245,21 @@ START_TEST(test_wrong_magic_version_trailing) {
     size_t n;
     unsigned char *b = saved_bytes(&n, 0);
     b[0] = 'X';
-    write_all(path, b, n);
+    write_file(path, b, n);
     expect_reject("not a checkpoint", "wrong magic");
     b[0] = 'A';
     put32(b + CKPT_OFF_VERSION, 2);
-    write_all(path, b, n);
+    write_file(path, b, n);
     expect_reject("version 2", "wrong version");
     put32(b + CKPT_OFF_VERSION, CKPT_VERSION);
     unsigned char *longer = malloc(n + 3);
     memcpy(longer, b, n);
     memset(longer + n, 0, 3);
-    write_all(path, longer, n + 3);
+    write_file(path, longer, n + 3);
     expect_reject("has 3 bytes after the end", "trailing bytes");
     free(longer);
     /* the file is fine again once restored */
-    write_all(path, b, n);
+    write_file(path, b, n);
     Model m;
     char err[256] = "";
     ck_assert_msg(model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
@@ -293,46 +276,34 @@ START_TEST(test_inconsistent_with_valid_crc) {
     /* d_ff 12 -> 10 in the config: the file's size no longer fits it */
     memcpy(e, b, n);
     put32(e + CKPT_OFF_CONFIG + 8, 10);
-    fix_crc(e, n);
-    write_all(path, e, n);
-    expect_reject("its config implies a file of", "config d_ff edited");
+    expect_reject_edited(e, n, "its config implies a file of", "config d_ff edited");
 
     /* a tensor's shape edited: [11, 8] -> [8, 11], same size, same CRC */
     memcpy(e, b, n);
     put32(e + CKPT_HEADER_BYTES + 4 + 5 + 4, 8);
     put32(e + CKPT_HEADER_BYTES + 4 + 5 + 8, 11);
-    fix_crc(e, n);
-    write_all(path, e, n);
-    expect_reject("tensor 0 is 'embed' [8, 11] in the file, but its config says 'embed' [11, 8]", "shape transposed");
+    expect_reject_edited(e, n, "tensor 0 is 'embed' [8, 11] in the file, but its config says 'embed' [11, 8]", "shape transposed");
 
     /* a tensor renamed: "embed" -> "embex" */
     memcpy(e, b, n);
     ck_assert_int_eq(memcmp(e + CKPT_HEADER_BYTES + 4, "embed", 5), 0);
     e[CKPT_HEADER_BYTES + 4 + 4] = 'x';
-    fix_crc(e, n);
-    write_all(path, e, n);
-    expect_reject("embex", "tensor renamed");
+    expect_reject_edited(e, n, "embex", "tensor renamed");
 
     /* an absurd vocabulary: refused by size before anything is allocated */
     memcpy(e, b, n);
     put32(e + CKPT_OFF_CONFIG + 24, 1 << 24);
-    fix_crc(e, n);
-    write_all(path, e, n);
-    expect_reject("parameters", "vocab 16M in a small file");
+    expect_reject_edited(e, n, "parameters", "vocab 16M in a small file");
 
     /* an invalid config (h = 0) */
     memcpy(e, b, n);
     put32(e + CKPT_OFF_CONFIG + 12, 0);
-    fix_crc(e, n);
-    write_all(path, e, n);
-    expect_reject("invalid config", "h = 0");
+    expect_reject_edited(e, n, "invalid config", "h = 0");
 
     /* wrong tensor count */
     memcpy(e, b, n);
     put32(e + CKPT_OFF_NTENSORS, 3);
-    fix_crc(e, n);
-    write_all(path, e, n);
-    expect_reject("it has 3 tensors, its config needs", "tensor count");
+    expect_reject_edited(e, n, "it has 3 tensors, its config needs", "tensor count");
     free(e);
     free(b);
 }
@@ -349,16 +320,10 @@ END_TEST
 
 /* ---- helpers for the hostile cases --------------------------------------- */
 
-static double now_s(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return tv.tv_sec + 1e-6 * tv.tv_usec;
-}
-
 /* 1 if the two files hold the same bytes */
 static int same_file(const char *a, const char *b) {
     size_t na, nb;
-    unsigned char *x = read_all(a, &na), *y = read_all(b, &nb);
+    unsigned char *x = read_file_or_fail(a, &na), *y = read_file_or_fail(b, &nb);
     int same = na == nb && !memcmp(x, y, na);
     free(x), free(y);
     return same;
@@ -395,8 +360,8 @@ START_TEST(test_failed_save_keeps_old_file) {
     ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
     snprintf(copy, sizeof copy, "%s/copy", dir);
     size_t n0;
-    unsigned char *before = read_all(path, &n0);
-    write_all(copy, before, n0);
+    unsigned char *before = read_file_or_fail(path, &n0);
+    write_file(copy, before, n0);
 
     /* 1: the disk fills up while writing. RLIMIT_FSIZE makes every write
      * past 4 kB fail with EFBIG, as a full disk fails with ENOSPC (SIGXFSZ
@@ -405,9 +370,7 @@ START_TEST(test_failed_save_keeps_old_file) {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {4096, 4096};
-        setrlimit(RLIMIT_FSIZE, &rl);
+        limit_file_size(4096);
         char e2[256] = "";
         int rc = model_save(&b, path, NULL, e2, sizeof e2);
         _exit(rc == 1 && strstr(e2, "File too large") && strstr(e2, "was left as it was") ? 0 : 10 + rc);
@@ -456,8 +419,7 @@ static void replace_file(const char *p) {
 START_TEST(test_resume_file_replaced_mid_load) {
     char err[512] = "";
     TrainHyper hp = train_hyper_paper();
-    Config small = {.N = 1, .d_model = 8, .d_ff = 8, .h = 2, .d_k = 4, .d_v = 4,
-                    .vocab = COPY_VOCAB, .max_len = COPY_LEN, .dropout = 0, .pre_ln = 0, .pad_id = 0};
+    Config small = test_config(1, 8, 8, 2, 4, 4, COPY_VOCAB, COPY_LEN, 0.0f);
     Config big = small;
     big.N = 2, big.d_model = 16, big.d_ff = 32, big.d_k = big.d_v = 8;
     Model ms, mb, m;
@@ -494,19 +456,18 @@ END_TEST
  * 120 s of CRC. */
 START_TEST(test_small_file_big_demands) {
     char err[512] = "";
-    Config c = {.N = 1, .d_model = 32, .d_ff = 8, .h = 2, .d_k = 4, .d_v = 4,
-                .vocab = 4, .max_len = 16, .dropout = 0, .pre_ln = 0, .pad_id = 0};
+    Config c = test_config(1, 32, 8, 2, 4, 4, 4, 16, 0.0f);
     Model a;
     ck_assert_int_eq(model_build(&a, &c, 1, 1, 1, 1, err, sizeof err), 0);
     ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
     model_free(&a);
     size_t n;
-    unsigned char *b = read_all(path, &n);
+    unsigned char *b = read_file_or_fail(path, &n);
 
     /* max_len 2^20 x d_model 32 = 32M floats of PE in a file of a few kB */
     put32(b + CKPT_OFF_CONFIG + 28, 1u << 20);
     fix_crc(b, n);
-    write_all(path, b, n);
+    write_file(path, b, n);
     double t0 = now_s();
     expect_reject("max_len 1048576 x d_model 32 = 3.36e+07 positional-encoding values (0.134 GB); "
                   "a checkpoint may ask for at most 4.19e+06", "huge max_len");
@@ -516,7 +477,7 @@ START_TEST(test_small_file_big_demands) {
     put32(b + CKPT_OFF_CONFIG + 28, 16);
     uint64_t big = 2ull << 30;
     for (int i = 0; i < 8; i++) b[CKPT_OFF_SIZE + i] = (unsigned char)(big >> (8 * i));
-    write_all(path, b, n);
+    write_file(path, b, n);
     ck_assert_int_eq(truncate(path, (off_t)big), 0);
     t0 = now_s();
     expect_reject("implies a file of", "header stretched to 2 GiB");
@@ -550,8 +511,8 @@ START_TEST(test_nonfinite_never_saved_or_loaded) {
     char copy[160];
     snprintf(copy, sizeof copy, "%s/good", dir);
     size_t n0;
-    unsigned char *good = read_all(path, &n0);
-    write_all(copy, good, n0);
+    unsigned char *good = read_file_or_fail(path, &n0);
+    write_file(copy, good, n0);
 
     mv[n + 7] = INFINITY;   /* adam_v[7], as Adam's v overflows when |g| > 1.8e19 */
     ck_assert_int_eq(model_save(&a, path, &ts, err, sizeof err), 2);
@@ -568,7 +529,7 @@ START_TEST(test_nonfinite_never_saved_or_loaded) {
     uint32_t qnan = 0x7FC00000u;
     put32(good + at, qnan);
     fix_crc(good, n0);
-    write_all(path, good, n0);
+    write_file(path, good, n0);
     expect_reject("holds 1 non-finite value (the first: adam_m[5], element 5 of 'embed', is nan): "
                   "a checkpoint must hold finite numbers only", "NaN in Adam's m");
     float *m2 = malloc(n * sizeof(float)), *v2 = malloc(n * sizeof(float));
@@ -587,13 +548,13 @@ START_TEST(test_planted_symlink_not_followed) {
     char victim[160], link[160], err[256] = "";
     snprintf(victim, sizeof victim, "%s/victim", dir);
     snprintf(link, sizeof link, "%s.tmp", path);
-    write_all(victim, (const unsigned char *)"precious\n", 9);
+    write_text(victim, "precious\n");
     ck_assert_int_eq(symlink(victim, link), 0);
     Model a;
     build_random(&a, 0, 9);
     ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
     size_t nv;
-    unsigned char *v = read_all(victim, &nv);
+    unsigned char *v = read_file_or_fail(victim, &nv);
     ck_assert_msg(nv == 9 && !memcmp(v, "precious\n", 9), "the symlink's target was overwritten");
     struct stat st;
     ck_assert_int_eq(lstat(path, &st), 0);
@@ -647,7 +608,7 @@ START_TEST(test_tensor_name_escaped) {
     b[CKPT_HEADER_BYTES + 4] = 0x1b;      /* "\x1b" "mbed" */
     b[CKPT_HEADER_BYTES + 4 + 1] = 0x07;  /* BEL */
     fix_crc(b, n);
-    write_all(path, b, n);
+    write_file(path, b, n);
     Model m;
     char err[512] = "";
     ck_assert_int_ne(model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err), 0);
@@ -659,34 +620,20 @@ END_TEST
 
 Suite *checkpoint_suite(void) {
     Suite *s = suite_create("checkpoint");
-    TCase *tc = tcase_create("Core");
+    TCase *tc = suite_case(s, "Core", test_crc32_check_value, test_round_trip_learned_pe,
+                           test_round_trip_train_state);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_crc32_check_value);
     tcase_add_loop_test(tc, test_round_trip_weights, 0, 2);
-    tcase_add_test(tc, test_round_trip_learned_pe);
-    tcase_add_test(tc, test_round_trip_train_state);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("Limits");
+    tc = suite_case(s, "Limits", test_flipped_byte, test_wrong_magic_version_trailing,
+                    test_inconsistent_with_valid_crc, test_missing_and_not_a_file,
+                    test_failed_save_keeps_old_file);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_truncated, 0, 2);
-    tcase_add_test(tc, test_flipped_byte);
-    tcase_add_test(tc, test_wrong_magic_version_trailing);
-    tcase_add_test(tc, test_inconsistent_with_valid_crc);
-    tcase_add_test(tc, test_missing_and_not_a_file);
-    tcase_add_test(tc, test_failed_save_keeps_old_file);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("Hostile");
+    tc = suite_case(s, "Hostile", test_resume_file_replaced_mid_load, test_small_file_big_demands,
+                    test_fifo_refused, test_nonfinite_never_saved_or_loaded,
+                    test_planted_symlink_not_followed, test_concurrent_saves,
+                    test_tensor_name_escaped);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_resume_file_replaced_mid_load);
-    tcase_add_test(tc, test_small_file_big_demands);
-    tcase_add_test(tc, test_fifo_refused);
-    tcase_add_test(tc, test_nonfinite_never_saved_or_loaded);
-    tcase_add_test(tc, test_planted_symlink_not_followed);
-    tcase_add_test(tc, test_concurrent_saves);
-    tcase_add_test(tc, test_tensor_name_escaped);
     tcase_set_timeout(tc, 30);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -21,20 +21,15 @@
 #include <signal.h>
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "model/model.h"
 #include "ref/nn.h"
 #include "core/rng.h"
 #include "testutil.h"
-
-/* A tiny model with every size different, so a swapped dimension shows:
- * h*d_k = 8 = d_model but h*d_v = 6 != d_model. */
-static Config tiny_config(void) {
-    Config c = {.N = 2, .d_model = 8, .d_ff = 12, .h = 2, .d_k = 4, .d_v = 3,
-                .vocab = 11, .max_len = 16, .dropout = 0.0f, .pre_ln = 0, .pad_id = 0};
-    return c;
-}
 
 static void build_or_fail(Model *m, const Config *c, int B, int Ts, int Tt, uint64_t seed) {
     char err[256] = "";
@@ -122,7 +117,7 @@ START_TEST(test_param_count_matches_tensors) {
 END_TEST
 
 START_TEST(test_init_deterministic) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     Model a, b, d;
     build_or_fail(&a, &c, 1, 3, 3, 7);
     build_or_fail(&b, &c, 1, 3, 3, 7);
@@ -150,7 +145,7 @@ static void tensor_stats(const NamedTensor *t, double *mean, double *std, double
     *maxabs = mx;
 }
 
-/* model.c's params_init, at chapter 11's size on real data (V = 2000,
+/* params.c's params_init, at chapter 11's size on real data (V = 2000,
  * d_model = 64): each tensor has the distribution its comment promises.
  *   embed        N(0, 1/d_model): std 0.125, so E * sqrt(d_model) has std 1,
  *                the amplitude of the positional encoding it is added to
@@ -158,8 +153,7 @@ static void tensor_stats(const NamedTensor *t, double *mean, double *std, double
  *   other matrices U(-a, a), a = sqrt(6 / (fan_in + fan_out))
  *   LayerNorm gamma 1, beta 0; biases 0 */
 START_TEST(test_init_statistics) {
-    Config c = {.N = 2, .d_model = 64, .d_ff = 256, .h = 4, .d_k = 16, .d_v = 16,
-                .vocab = 2000, .max_len = 32, .dropout = 0.1f, .pre_ln = 0, .pad_id = 0};
+    Config c = test_config(2, 64, 256, 4, 16, 16, 2000, 32, 0.1f);
     Model m;
     build_or_fail(&m, &c, 1, 4, 4, 2017);
     double mean, std, mx;
@@ -204,7 +198,7 @@ static void layernorm_ref(double *out, const double *x, const float *g, const fl
 }
 
 START_TEST(test_embedding_and_layer_by_hand) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     Model m;
     build_or_fail(&m, &c, 1, 4, 3, 3);
     perturb_params(&m, 4);
@@ -270,7 +264,7 @@ END_TEST
  * ========================================================================== */
 
 START_TEST(test_batch_rows_independent_and_layout_reused) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     int V = c.vocab;
     Model m;
     build_or_fail(&m, &c, 3, 6, 5, 11);
@@ -310,7 +304,7 @@ START_TEST(test_batch_rows_independent_and_layout_reused) {
 END_TEST
 
 START_TEST(test_greedy_decode_matches_forward) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     int V = c.vocab;
     Model m;
     build_or_fail(&m, &c, 1, 5, 4, 12);
@@ -332,7 +326,7 @@ END_TEST
  * ========================================================================== */
 
 START_TEST(test_causality) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.pre_ln = _i;
     int V = c.vocab, Tt = 5;
     Model m;
@@ -356,7 +350,7 @@ START_TEST(test_causality) {
 END_TEST
 
 START_TEST(test_source_padding_changes_nothing) {
-    Config c = tiny_config();   /* pad_id 0 */
+    Config c = test_config_tiny(0.0f);   /* pad_id 0 */
     c.pre_ln = _i;
     int V = c.vocab;
     Model m;
@@ -431,7 +425,7 @@ static double central_diff(Model *m, float *p, double h, const float *coef, int 
  * quotient agrees with backward passes. A real error, where both quotients
  * agree with each other and not with backward, fails. */
 static void gradient_check_pos(int pre_ln, float dropout, uint64_t seed, int pos) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.pre_ln = pre_ln;
     c.dropout = dropout;
     c.pos = pos;
@@ -517,7 +511,7 @@ END_TEST
  * weights and pos_embed = the sinusoid table, the logits are the same bits;
  * positions past the sequence get exactly zero gradient. */
 START_TEST(test_learned_pe_replaces_sinusoids) {
-    Config c = tiny_config(), cl = c;
+    Config c = test_config_tiny(0.0f), cl = c;
     cl.pos = POS_LEARNED;
     Model s, l;
     build_or_fail(&s, &c, GB, GTS, GTT, 31);
@@ -563,7 +557,7 @@ END_TEST
 /* Padding tokens are blocked as keys and their target rows carry no loss,
  * so nothing flows back into the positions that hold them. */
 START_TEST(test_padding_gets_no_gradient) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.pre_ln = _i;
     int V = c.vocab, D = c.d_model, rows = GB * GTT;
     Model m;
@@ -598,7 +592,7 @@ END_TEST
  * ========================================================================== */
 
 START_TEST(test_embedding_shared_three_ways) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.pad_id = -1;
     int V = c.vocab, D = c.d_model;
     Model m;
@@ -638,7 +632,7 @@ END_TEST
  * ========================================================================== */
 
 START_TEST(test_dropout_training_only) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.dropout = 0.5f;
     int n = 3 * c.vocab;
     Model a, b;
@@ -711,7 +705,7 @@ START_TEST(test_config_rejects) {
 END_TEST
 
 START_TEST(test_build_and_input_limits) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     Model m;
     char err[256] = "";
     /* longer than the PE table */
@@ -749,7 +743,7 @@ END_TEST
 
 /* Length 1 everywhere, and a source that is all padding: finite outputs. */
 START_TEST(test_limits_tiny_and_all_padding) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.pre_ln = _i;
     Model m;
     build_or_fail(&m, &c, 1, 3, 1, 61);
@@ -772,7 +766,7 @@ END_TEST
  * ========================================================================== */
 
 START_TEST(test_acts_floats_is_the_allocation) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     static const int shapes[][3] = {{1, 1, 1}, {3, 6, 5}, {4, 3, 2}, {1, 8, 7}, {2, 16, 16}};
     char err[256] = "";
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -822,7 +816,7 @@ static size_t cap_floats(const Config *c) {
 }
 
 START_TEST(test_capacity_two_shapes_bit_for_bit) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     c.pre_ln = _i;
     c.dropout = 0.2f;   /* training passes: dropout's bits must follow too */
     char err[256] = "";
@@ -886,7 +880,7 @@ static int forward_in_child(Model *m, int B, int Ts, int Tt) {
 }
 
 START_TEST(test_capacity_over_asserts) {
-    Config c = tiny_config();
+    Config c = test_config_tiny(0.0f);
     Model m;
     char err[256] = "";
     ck_assert_int_eq(model_build_cap(&m, &c, CAP_MAX_B, CAP_MAX_TS, CAP_MAX_TT, cap_floats(&c), 5, err, sizeof err), 0);
@@ -900,46 +894,26 @@ END_TEST
 
 Suite *model_suite(void) {
     Suite *s = suite_create("model");
-    TCase *tc = tcase_create("Core");
-    tcase_add_test(tc, test_param_count_base);
+    TCase *tc = suite_case(s, "Core", test_param_count_base, test_init_deterministic,
+                           test_init_statistics, test_embedding_and_layer_by_hand,
+                           test_batch_rows_independent_and_layout_reused,
+                           test_greedy_decode_matches_forward);
     tcase_add_loop_test(tc, test_param_count_matches_tensors, 0, (int)(sizeof count_configs / sizeof count_configs[0]));
-    tcase_add_test(tc, test_init_deterministic);
-    tcase_add_test(tc, test_init_statistics);
-    tcase_add_test(tc, test_embedding_and_layer_by_hand);
-    tcase_add_test(tc, test_batch_rows_independent_and_layout_reused);
-    tcase_add_test(tc, test_greedy_decode_matches_forward);
-    suite_add_tcase(s, tc);
-
     tc = tcase_create("Masks");
     tcase_add_loop_test(tc, test_causality, 0, 2);
     tcase_add_loop_test(tc, test_source_padding_changes_nothing, 0, 2);
     tcase_add_loop_test(tc, test_padding_gets_no_gradient, 0, 2);
     suite_add_tcase(s, tc);
-
-    tc = tcase_create("Sharing");
-    tcase_add_test(tc, test_embedding_shared_three_ways);
-    tcase_add_test(tc, test_dropout_training_only);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("Gradient");
+    suite_case(s, "Sharing", test_embedding_shared_three_ways, test_dropout_training_only);
+    tc = suite_case(s, "Gradient", test_gradient_post_ln, test_gradient_pre_ln,
+                    test_learned_pe_replaces_sinusoids);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_gradient_post_ln);
-    tcase_add_test(tc, test_gradient_pre_ln);
     tcase_add_loop_test(tc, test_gradient_dropout, 0, 2);
     tcase_add_loop_test(tc, test_gradient_learned_pe, 0, 2);
-    tcase_add_test(tc, test_learned_pe_replaces_sinusoids);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("Limits");
+    tc = suite_case(s, "Limits", test_build_and_input_limits);
     tcase_add_loop_test(tc, test_config_rejects, 0, (int)(sizeof bad_configs / sizeof bad_configs[0]));
-    tcase_add_test(tc, test_build_and_input_limits);
     tcase_add_loop_test(tc, test_limits_tiny_and_all_padding, 0, 2);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("Capacity");
-    tcase_add_test(tc, test_acts_floats_is_the_allocation);
+    tc = suite_case(s, "Capacity", test_acts_floats_is_the_allocation, test_capacity_over_asserts);
     tcase_add_loop_test(tc, test_capacity_two_shapes_bit_for_bit, 0, 2);
-    tcase_add_test(tc, test_capacity_over_asserts);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -11,6 +11,8 @@
 #include "model/model.h"
 #include "ref/nn.h"
 #include "model/train.h"
+#include "io/checkpoint.h"
+#include "task/copy_task.h"
 #include "testutil.h"
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -18,16 +20,7 @@
 /* N=1, d_model=16, d_ff=32, h=2: a few thousand parameters, a step in well
  * under a millisecond. Dropout 0.1 so the dropout RNG matters for resume. */
 static Config tiny_config(float dropout) {
-    Config c = config_base();
-    c.N = 1;
-    c.d_model = 16;
-    c.d_ff = 32;
-    c.h = 2;
-    c.d_k = c.d_v = 8;
-    c.vocab = COPY_VOCAB;
-    c.max_len = 16;
-    c.dropout = dropout;
-    c.pre_ln = 0;
+    Config c = test_config(1, 16, 32, 2, 8, 8, COPY_VOCAB, 16, dropout);
     c.pad_id = COPY_PAD;
     return c;
 }
@@ -54,23 +47,18 @@ static void init_trainer(Trainer *t, Model *m, float eps_ls, int B, uint64_t dat
     ck_assert_msg(rc == 0, "trainer_init: %s", err);
 }
 
+/* one step on the next copy batch from t's data stream, as chapter 08 takes it */
+static TrainStatus copy_step(Trainer *t, StepStats *st) {
+    CopyBatch cb;
+    ck_assert(copy_batch_alloc(&cb, t->B, t->T) == 0);
+    TrainStatus s = copy_train_step(t, &cb, st);
+    copy_batch_free(&cb);
+    return s;
+}
+
 static void temp_path(char *buf, size_t len, const char *tag) {
     const char *dir = getenv("BUILD_DIR");
     snprintf(buf, len, "%s/check_train_%s_%d.ckpt", dir && *dir ? dir : "/tmp", tag, (int)getpid());
-}
-
-/* whole file into a malloc'd buffer; *len its size */
-static unsigned char *read_all(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(*len > 0 ? (size_t)*len : 1);
-    ck_assert(buf != NULL);
-    ck_assert_int_eq(fread(buf, 1, (size_t)*len, f), (size_t)*len);
-    fclose(f);
-    return buf;
 }
 
 /* ---- Core: the data ------------------------------------------------------- */
@@ -139,7 +127,7 @@ START_TEST(test_loss_decreases) {
     double first = 0, last = 0;
     StepStats st;
     for (int s = 0; s < 60; s++) {
-        ck_assert_int_eq(train_step(&t, &st), TRAIN_OK);
+        ck_assert_int_eq(copy_step(&t, &st), TRAIN_OK);
         ck_assert(isfinite(st.loss) && st.lr > 0 && st.grad_norm > 0);
         ck_assert_int_eq(st.n_tokens, 16 * (COPY_LEN - 1));
         if (s < 5) first += st.loss / 5;
@@ -151,6 +139,33 @@ START_TEST(test_loss_decreases) {
     ck_assert_msg(last < first - 0.3, "loss went from %.3f to %.3f", first, last);
     trainer_free(&t);
     model_free(&m);
+}
+END_TEST
+
+/* copy_train_step draws its batch with copy_batch from the trainer's data
+ * stream, then trains on it: the same losses and weights as drawing the
+ * batch by hand and calling train_step_global, and the stream ends where it
+ * would (what keeps chapter 08's losses, and a resumed run, the same). */
+START_TEST(test_copy_step_is_batch_then_step) {
+    enum { B = 8, T = COPY_LEN };
+    Model a, b;
+    Trainer ta, tb;
+    build_tiny(&a, 0.1f, B, 51);
+    build_tiny(&b, 0.1f, B, 51);
+    init_trainer(&ta, &a, 0.1f, B, 52);
+    init_trainer(&tb, &b, 0.1f, B, 52);
+    int src[B * T], tin[B * (T - 1)], tout[B * (T - 1)];
+    for (int s = 0; s < 3; s++) {
+        StepStats sa, sb;
+        ck_assert_int_eq(copy_step(&ta, &sa), TRAIN_OK);
+        copy_batch(src, tin, tout, B, T, COPY_VOCAB, &tb.data_rng);
+        ck_assert_int_eq(train_step_global(&tb, src, tin, tout, B, T, T - 1, &sb), TRAIN_OK);
+        ck_assert(sa.loss == sb.loss);
+        ck_assert_uint_eq(ta.data_rng.state, tb.data_rng.state);
+    }
+    ck_assert(memcmp(a.params.mem, b.params.mem, a.params.n * sizeof(float)) == 0);
+    trainer_free(&ta), trainer_free(&tb);
+    model_free(&a), model_free(&b);
 }
 END_TEST
 
@@ -183,9 +198,8 @@ START_TEST(test_overfit_one_batch) {
     }
     ck_assert_msg(st.loss < floor + 0.02, "eps %.1f: loss %.4f, floor %.4f", eps, st.loss, floor);
     ck_assert_msg(lowest > floor - 1e-4, "eps %.1f: loss %.6f went below the floor %.6f", eps, lowest, floor);
-    int ys[B * T], prefix[B * (T - 1)];
-    int calls = greedy_decode(&m, ys, prefix, src, B, T, T, COPY_START, -1, COPY_PAD);
-    ck_assert_int_eq(calls, T - 1);
+    int ys[B * T];
+    ck_assert_msg(copy_greedy(&m, ys, src, B, T, err, sizeof err) == 0, "%s", err);
     for (int i = 0; i < B * T; i++)
         ck_assert_msg(ys[i] == src[i], "decoded %d at %d, want %d", ys[i], i, src[i]);
     trainer_free(&t);
@@ -204,7 +218,7 @@ START_TEST(test_same_seed_same_curve) {
         init_trainer(&t, &m2[run], 0.1f, 8, 22);
         StepStats st;
         for (int s = 0; s < S; s++) {
-            ck_assert_int_eq(train_step(&t, &st), TRAIN_OK);
+            ck_assert_int_eq(copy_step(&t, &st), TRAIN_OK);
             loss[run][s] = st.loss;
         }
         trainer_free(&t);
@@ -219,7 +233,7 @@ START_TEST(test_same_seed_same_curve) {
     StepStats st;
     int differ = 0;
     for (int s = 0; s < S; s++) {
-        train_step(&t, &st);
+        copy_step(&t, &st);
         differ += st.loss != loss[0][s];
     }
     ck_assert_int_gt(differ, 0);
@@ -240,11 +254,11 @@ START_TEST(test_resume_is_exact) {
     Trainer ta, tb;
     build_tiny(&a, 0.1f, B, 31);
     init_trainer(&ta, &a, 0.1f, B, 32);
-    for (int s = 0; s < 2 * K; s++) ck_assert_int_eq(train_step(&ta, NULL), TRAIN_OK);
+    for (int s = 0; s < 2 * K; s++) ck_assert_int_eq(copy_step(&ta, NULL), TRAIN_OK);
 
     build_tiny(&b, 0.1f, B, 31);
     init_trainer(&tb, &b, 0.1f, B, 32);
-    for (int s = 0; s < K; s++) ck_assert_int_eq(train_step(&tb, NULL), TRAIN_OK);
+    for (int s = 0; s < K; s++) ck_assert_int_eq(copy_step(&tb, NULL), TRAIN_OK);
     ck_assert_msg(trainer_save(&tb, path, err, sizeof err) == 0, "save: %s", err);
     trainer_free(&tb);
     model_free(&b);
@@ -252,7 +266,7 @@ START_TEST(test_resume_is_exact) {
     TrainHyper hp = tiny_hyper(0.1f);
     ck_assert_msg(trainer_resume(&tb, &b, path, &hp, B, COPY_LEN, B, err, sizeof err) == 0, "resume: %s", err);
     ck_assert_uint_eq(tb.step, K);
-    for (int s = 0; s < K; s++) ck_assert_int_eq(train_step(&tb, NULL), TRAIN_OK);
+    for (int s = 0; s < K; s++) ck_assert_int_eq(copy_step(&tb, NULL), TRAIN_OK);
 
     ck_assert_uint_eq(tb.step, ta.step);
     ck_assert_uint_eq(a.params.n, b.params.n);
@@ -282,10 +296,10 @@ START_TEST(test_nan_stops_and_keeps_checkpoint) {
     Trainer t;
     build_tiny(&m, 0.1f, B, 41);
     init_trainer(&t, &m, 0.1f, B, 42);
-    for (int s = 0; s < 3; s++) ck_assert_int_eq(train_step(&t, NULL), TRAIN_OK);
+    for (int s = 0; s < 3; s++) ck_assert_int_eq(copy_step(&t, NULL), TRAIN_OK);
     ck_assert_msg(trainer_save(&t, path, err, sizeof err) == 0, "save: %s", err);
-    long len0;
-    unsigned char *before = read_all(path, &len0);
+    size_t len0;
+    unsigned char *before = read_file_or_fail(path, &len0);
 
     size_t n = m.params.n;
     float *w = malloc(n * sizeof(float)), *am = malloc(n * sizeof(float));
@@ -293,7 +307,7 @@ START_TEST(test_nan_stops_and_keeps_checkpoint) {
     memcpy(w, m.params.mem, n * sizeof(float));
     memcpy(am, t.adam_m, n * sizeof(float));
     StepStats st;
-    ck_assert_int_eq(train_step(&t, &st), TRAIN_NONFINITE_LOSS);
+    ck_assert_int_eq(copy_step(&t, &st), TRAIN_NONFINITE_LOSS);
     ck_assert(!isfinite(st.loss));
     ck_assert_uint_eq(t.step, 3);
     ck_assert(memcmp(w, m.params.mem, n * sizeof(float)) == 0);
@@ -302,10 +316,10 @@ START_TEST(test_nan_stops_and_keeps_checkpoint) {
 
     /* the caller (chapter 08) does not save after a failed step; the file
      * on disk is the last good one and still loads */
-    long len1;
-    unsigned char *after = read_all(path, &len1);
-    ck_assert_int_eq(len0, len1);
-    ck_assert(memcmp(before, after, (size_t)len0) == 0);
+    size_t len1;
+    unsigned char *after = read_file_or_fail(path, &len1);
+    ck_assert_uint_eq(len0, len1);
+    ck_assert(memcmp(before, after, len0) == 0);
     Model back;
     Trainer tb;
     TrainHyper hp = tiny_hyper(0.1f);
@@ -377,8 +391,8 @@ END_TEST
 /* The whole program: a NaN at step 25 stops it with exit code 1, and the
  * checkpoint from step 20 is still there and resumes. */
 START_TEST(test_chapter_nan_keeps_checkpoint) {
-    char dir[256], args[768], path[512], err[256];
-    snprintf(dir, sizeof dir, "/tmp/check_train_nan_%d", (int)getpid());
+    char dir[64], args[768], path[512], err[256];
+    fresh_dir(dir, sizeof dir, "check_train_nan");
     snprintf(args, sizeof args, "--layers 1 --d-model 16 --d-ff 32 --heads 2 --batch 8 --steps 30 "
              "--checkpoint-every 10 --nan-at 25 --eval 0 --examples 0 --out %s", dir);
     ck_assert_int_eq(run_chapter(args), 1);
@@ -391,44 +405,47 @@ START_TEST(test_chapter_nan_keeps_checkpoint) {
     ck_assert(all_finite(m.params.mem, m.params.n));
     trainer_free(&t);
     model_free(&m);
-    snprintf(args, sizeof args, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(args), 0);
+    remove_dir(dir);
 }
 END_TEST
 
-/* Greedy decoding's shape and stopping rule (untrained model). */
+/* Greedy decoding's shape and stopping rule (untrained model): copy_greedy,
+ * then decode_greedy (decode.h) itself with an end symbol. */
 START_TEST(test_greedy_shape_and_end) {
     enum { B = 3, T = COPY_LEN };
     Model m;
     build_tiny(&m, 0.0f, B, 51);
-    int src[B * T], tin[B * (T - 1)], tout[B * (T - 1)], ys[B * T], prefix[B * (T - 1)];
+    int src[B * T], tin[B * (T - 1)], tout[B * (T - 1)], ys[B * T];
     Rng r;
     rng_seed(&r, 52);
     copy_batch(src, tin, tout, B, T, COPY_VOCAB, &r);
-    int calls = greedy_decode(&m, ys, prefix, src, B, T, T, COPY_START, -1, COPY_PAD);
-    ck_assert_int_eq(calls, T - 1);
+    char err[256];
+    ck_assert_msg(copy_greedy(&m, ys, src, B, T, err, sizeof err) == 0, "%s", err);
     for (int b = 0; b < B; b++) {
         ck_assert_int_eq(ys[b * T], COPY_START);
-        for (int j = 0; j < T; j++) ck_assert(ys[b * T + j] >= 0 && ys[b * T + j] < COPY_VOCAB);
+        for (int j = 1; j < T; j++)   /* never the padding token */
+            ck_assert(ys[b * T + j] > COPY_PAD && ys[b * T + j] < COPY_VOCAB);
     }
-    /* Declare row 0's first output the end symbol: row 0 becomes
-     * [start, end, pad, pad, ...] and the others are unchanged up to
-     * where they emit it themselves. */
-    int end = ys[1], ys2[B * T];
-    greedy_decode(&m, ys2, prefix, src, B, T, T, COPY_START, end, COPY_PAD);
-    ck_assert_int_eq(ys2[0], COPY_START);
-    ck_assert_int_eq(ys2[1], end);
-    for (int j = 2; j < T; j++) ck_assert_int_eq(ys2[j], COPY_PAD);
-    for (int b = 1; b < B; b++) {
+    /* Declare row 0's first output the end symbol: row 0 ends after it, the
+     * others are unchanged up to where they emit it themselves, then pad. */
+    int end = ys[1];
+    Decoder d;
+    ck_assert_msg(decoder_new(&d, &m, B, 1, T, T - 1, err, sizeof err) == 0, "%s", err);
+    DecodeOpts o = decode_opts_paper(COPY_START, end);
+    o.beam = 1, o.offset = -1;
+    ck_assert_msg(decode_greedy(&d, &o, src, B, T, err, sizeof err) == 0, "%s", err);
+    for (int b = 0; b < B; b++) {
+        const int *y = d.out + (size_t)b * d.max_T;
         int j = 0;
-        for (; j < T; j++) {
-            ck_assert_int_eq(ys2[b * T + j], ys[b * T + j]);
-            if (j > 0 && ys[b * T + j] == end) break;
+        for (; j < T - 1; j++) {
+            ck_assert_int_eq(y[j], ys[b * T + 1 + j]);
+            if (y[j] == end) break;
         }
-        for (j++; j < T; j++) ck_assert_int_eq(ys2[b * T + j], COPY_PAD);
+        ck_assert_int_eq(d.out_len[b], j < T - 1 ? j + 1 : T - 1);
+        for (j++; j < T - 1; j++) ck_assert_int_eq(y[j], COPY_PAD);
     }
-    /* T_out = 1: only the start symbol, no decoder call */
-    ck_assert_int_eq(greedy_decode(&m, ys, prefix, src, B, T, 1, COPY_START, -1, COPY_PAD), 0);
+    ck_assert_int_eq(d.out_len[0], 1);
+    decoder_free(&d);
     /* the accuracy of an untrained model is about chance (1/9 per token) */
     double tok;
     double exact = copy_exact_match(&m, 50, T, 7, &tok);
@@ -512,24 +529,15 @@ END_TEST
 
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
-    TCase *core = tcase_create("Core");
+    TCase *core = suite_case(s, "Core", test_copy_batch_layout, test_smoothed_targets_and_floor,
+                             test_loss_decreases, test_copy_step_is_batch_then_step,
+                             test_same_seed_same_curve, test_resume_is_exact,
+                             test_greedy_shape_and_end, test_row_capacity_same_weights);
     tcase_set_timeout(core, 60);
-    tcase_add_test(core, test_copy_batch_layout);
-    tcase_add_test(core, test_smoothed_targets_and_floor);
-    tcase_add_test(core, test_loss_decreases);
     tcase_add_loop_test(core, test_overfit_one_batch, 0, 2);
-    tcase_add_test(core, test_same_seed_same_curve);
-    tcase_add_test(core, test_resume_is_exact);
-    tcase_add_test(core, test_greedy_shape_and_end);
-    tcase_add_test(core, test_row_capacity_same_weights);
-    suite_add_tcase(s, core);
-    TCase *lim = tcase_create("Limits");
+    TCase *lim = suite_case(s, "Limits", test_nan_stops_and_keeps_checkpoint, test_all_finite,
+                            test_out_of_vocab_rejected, test_chapter_rejects_bad_input,
+                            test_chapter_nan_keeps_checkpoint);
     tcase_set_timeout(lim, 60);
-    tcase_add_test(lim, test_nan_stops_and_keeps_checkpoint);
-    tcase_add_test(lim, test_all_finite);
-    tcase_add_test(lim, test_out_of_vocab_rejected);
-    tcase_add_test(lim, test_chapter_rejects_bad_input);
-    tcase_add_test(lim, test_chapter_nan_keeps_checkpoint);
-    suite_add_tcase(s, lim);
     return s;
 }

@@ -1,5 +1,5 @@
-/* fileio.c - safe reads, atomic writes, checked stdout, escaped text
- * (what each promises is in fileio.h). */
+/* fileio.c - safe reads, atomic writes, checked stdout, escaped text,
+ * CRC-32 (what each promises is in fileio.h). */
 #include "core/fileio.h"
 
 #include <errno.h>
@@ -240,4 +240,27 @@ char *fio_escape(char *dst, size_t cap, const char *src, size_t n) {
     }
     dst[o] = '\0';
     return dst;
+}
+
+/* ---- CRC-32 ----------------------------------------------------------------
+ * Bit-reflected CRC with polynomial 0xEDB88320, one table lookup per byte.
+ * The table is 256 entries computed once; the check value is in the header. */
+static uint32_t crc_table[256];
+static int crc_ready;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+    crc_ready = 1;
+}
+
+uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
+    if (!crc_ready) crc_init();
+    const uint8_t *p = data;
+    uint32_t c = ~crc;
+    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return ~c;
 }

@@ -1,7 +1,7 @@
 /* fileio.h - reading files from strangers, writing files that are never
  * half there, and printing text we did not write.
  *
- * Four small tools, used by every loader and writer in common/:
+ * Five small tools, used by every loader and writer in common/:
  *
  *   fio_open_read    opens a file for reading only if it is a regular file.
  *                    A FIFO, a device or a folder is refused at once; the
@@ -23,6 +23,8 @@
  *                    C1 controls and invalid UTF-8 become \xHH, so a token or
  *                    tensor name from a file cannot move the cursor, retitle
  *                    the window or forge a line of output.
+ *   crc32_update     the CRC-32 that checkpoints and BPE files end with, to
+ *                    tell a damaged file from a good one.
  *
  * Exit codes follow the project's rule: 2 for bad input (a FIFO where a
  * file should be), 1 for a failure of the world (I/O).
@@ -32,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Opens path for reading ("rb") if it is a regular file; *size (may be
@@ -70,6 +73,11 @@ int fio_failures(void);
  * ASCII or valid, printable UTF-8 written as \xHH, and '\' as "\\". Cut
  * with "..." when it does not fit. Returns dst. */
 char *fio_escape(char *dst, size_t cap, const char *src, size_t n);
+
+/* CRC-32 (IEEE 802.3, the polynomial zlib, PNG and gzip use). Chains:
+ * crc32_update(crc32_update(0, a, na), b, nb) is the CRC of a then b.
+ * crc32_update(0, "123456789", 9) == 0xCBF43926 (the standard check value). */
+uint32_t crc32_update(uint32_t crc, const void *data, size_t n);
 
 /* "prog: error: ..." on stderr, exit 1: for I/O failures (cli_fail is for
  * bad input and exits 2). */

@@ -1,4 +1,5 @@
-/* checkpoint.c - saving and loading a Model (format in checkpoint.h).
+/* checkpoint.c - saving and loading a Model, and a training run (format
+ * in checkpoint.h).
  *
  * Two promises:
  *   - A save never destroys the previous file and never writes a bad one:
@@ -29,11 +30,15 @@
  */
 #include "io/checkpoint.h"
 #include "core/fileio.h"
+#include "model/backend_cpu.h"
 #include "model/model.h"
+#include "model/train.h"
 #include "core/tensor.h"
 #include "core/fail.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,29 +46,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- CRC-32 ----------------------------------------------------------------
- * Bit-reflected CRC with polynomial 0xEDB88320, one table lookup per byte.
- * The table is 256 entries computed once; the check value is in the header. */
-static uint32_t crc_table[256];
-static int crc_ready;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-    crc_ready = 1;
-}
-
-uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
-    if (!crc_ready) crc_init();
-    const uint8_t *p = data;
-    uint32_t c = ~crc;
-    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return ~c;
-}
 
 /* ---- little-endian encoding ---------------------------------------------- */
 static void put_u32(uint8_t *b, uint32_t v) {
@@ -556,5 +538,64 @@ int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_
         return fail(err, errlen, "%s holds weights only, no training state (step, RNGs, Adam): "
                     "it cannot be resumed", path);
     }
+    return 0;
+}
+
+/* ============================================================================
+ * Training runs: a model plus where its training stands
+ * ========================================================================== */
+
+int trainer_save(Trainer *t, const char *path, char *err, size_t errlen) {
+    /* Everything the next step depends on: the weights (in the model), the
+     * step (for the learning rate and Adam's bias correction), Adam's m and
+     * v, and where both random streams are; first brought to the host. */
+    trainer_pull(t);
+    TrainState ts = {
+        .step = t->step,
+        .rng_state = {t->data_rng.state, t->model->dropout_rng.state},
+        .adam_m = t->adam_m,
+        .adam_v = t->adam_v,
+    };
+    return model_save(t->model, path, &ts, err, errlen);
+}
+
+int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
+                   int B, int T, int max_B, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    if (max_B < B) max_B = B;
+    /* One read: model_load_train validates the whole file and hands back
+     * the model and Adam's moments, both sized by the file's checked config.
+     * (Reading it twice - once for the sizes, once for the data - would trust
+     * that nobody replaced the file in between.) */
+    TrainState ts = {0};
+    if (model_load_train(m, path, max_B, T, T - 1, &ts, err, errlen)) return 2;
+    int rc = 0;
+    if (m->cfg.max_len < T) {
+        snprintf(err, errlen, "%s: the model's max_len (%d) is shorter than the copy sequences (%d)",
+                 path, m->cfg.max_len, T);
+        rc = 2;
+    } else if (m->cfg.vocab < 3) {
+        snprintf(err, errlen, "%s: vocabulary %d is too small for the copy task (needs padding, "
+                 "start and at least one word)", path, m->cfg.vocab);
+        rc = 2;
+    } else {
+        /* the loaded moments (m->params.n floats each, the n the trainer
+         * uses) become the trainer's: no second copy (on the CPU backend,
+         * where a loaded model starts, the step's buffers share them) */
+        long rows = (long)B * (T - 1);
+        rc = trainer_init_adopt(t, m, hp, B, T, rows > 0 && rows <= INT_MAX ? (int)rows : INT_MAX, ts.adam_m,
+                                ts.adam_v, err, errlen);
+        ts.adam_m = ts.adam_v = NULL;
+    }
+    if (rc) {
+        free(ts.adam_m);
+        free(ts.adam_v);
+        model_free(m);
+        return rc;
+    }
+    assert(t->n == m->params.n && t->be->host_memory);
+    t->step = ts.step;
+    t->data_rng.state = ts.rng_state[0];
+    m->dropout_rng.state = ts.rng_state[1];
     return 0;
 }

@@ -1,4 +1,5 @@
-/* checkpoint.h - the byte layer under model_save / model_load (model.h).
+/* checkpoint.h - a Model, or a whole training run, saved to one file and
+ * loaded back (model_save / model_load, trainer_save / trainer_resume).
  *
  * File format, version 1 (every number little-endian; documented with an
  * example in chapters/07_transformer/README.md):
@@ -17,7 +18,7 @@
  *   68      4      u32 number of tensors
  *   72             [TrainState] u64 step, u64 rng_state[0], u64 rng_state[1],
  *                  u64 n (parameters), f32 adam_m[n], f32 adam_v[n]
- *   ...            each tensor, in Params order (model.c):
+ *   ...            each tensor, in Params order (params.c):
  *                  u32 name length L (<= 47), L bytes of name (no NUL),
  *                  u32 ndim (1 or 2), u32 shape[ndim], f32 data[product]
  *   size-4  4      u32 CRC-32 of every byte before it
@@ -27,6 +28,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "model/model.h"
+#include "model/train.h"
 
 #define CKPT_MAGIC         "AIYNCKPT"
 #define CKPT_VERSION       1u
@@ -55,9 +58,49 @@
  * in the middle of a load. */
 extern void (*checkpoint_test_hook)(const char *path);
 
-/* CRC-32 (IEEE 802.3, the polynomial zlib, PNG and gzip use). Chains:
- * crc32_update(crc32_update(0, a, na), b, nb) is the CRC of a then b.
- * crc32_update(0, "123456789", 9) == 0xCBF43926 (the standard check value). */
-uint32_t crc32_update(uint32_t crc, const void *data, size_t n);
+/* ---- models ----------------------------------------------------------------
+ * Saving writes a uniquely named temporary in path's folder and renames it
+ * over path, so an interrupted or failed save never destroys the previous
+ * file; it refuses (2) weights or Adam moments that are not all finite. The
+ * load order and its messages: checkpoint.c and chapters/07_transformer/README.md. */
+typedef struct {
+    uint64_t step;          /* optimizer steps taken                         */
+    uint64_t rng_state[2];  /* data RNG and dropout RNG                       */
+    float *adam_m, *adam_v; /* (n params) each, owned by the caller           */
+} TrainState;
+
+/* ts may be NULL (weights only). Returns 0; 2 (state not finite) or 1 (I/O)
+ * with err set. */
+int model_save(const Model *m, const char *path, const TrainState *ts, char *err, size_t errlen);
+/* Builds *m from the file's config and weights (capacity as in model_build).
+ * If ts is non-NULL and the file has a TrainState, fills ts (ts->adam_m/v
+ * must point at n-params floats each) and sets *has_train_state.
+ * Not a regular file (a FIFO), truncated, corrupted (checksum), wrong-magic,
+ * wrong-version, inconsistent or non-finite files return 2 with a message;
+ * *m is left freed. */
+int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
+               TrainState *ts, int *has_train_state, char *err, size_t errlen);
+/* For resuming, in one read: the file must hold a TrainState; ts->adam_m and
+ * ts->adam_v are allocated here with m->params.n floats each (sized by the
+ * validated config, never by a number read later) and belong to the caller
+ * (free). Returns 0, or 2 with a message; *m and ts's arrays are then freed. */
+int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_Tt, TrainState *ts,
+                     char *err, size_t errlen);
+
+/* ---- training runs --------------------------------------------------------- */
+
+/* Saves the model with the TrainState (step, data and dropout RNG, Adam
+ * m/v), first brought to the host (trainer_pull). Atomic: model_save writes
+ * a unique temporary and renames it; it refuses a state with NaN or inf in
+ * it. Returns 0, 2 (state not finite) or 1 (I/O) with err set. */
+int trainer_save(Trainer *t, const char *path, char *err, size_t errlen);
+/* Resumes a run: builds *m from the checkpoint (capacity max_B sequences,
+ * at least B; lengths T, T-1) and sets up *t as trainer_init does, then
+ * restores step, both RNGs and the Adam moments from the file. The file's
+ * Config wins over any size the caller has in mind. Returns 0, or 2 with a
+ * message (bad file, no training state, vocabulary or length that does not
+ * fit the copy task); m and t are then freed. */
+int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
+                   int B, int T, int max_B, char *err, size_t errlen);
 
 #endif

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fast/nn_fast.h"   /* smoothed_xent_backward */
 #include "ref/nn.h"
 #include "ref/optim.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io/show.h"
 

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include "io/batch_file.h"
+#include "io/checkpoint.h"
 #include "model/model.h"
 
 /* Zeroes m->grads, runs model_forward(training = 0: no dropout) on b,

@@ -15,11 +15,11 @@
  *   and adds a final LayerNorm after each stack (what many later
  *   implementations do; not the paper).
  *
- * Memory: parameters live in one allocation (Params.mem) with named tensors
- * pointing into it; gradients in a second with the same layout; activations
- * in a third sized at build time for the largest batch the caller will run
- * (model_acts_floats; model_build: B, Ts, Tt at their maxima). Nothing is
- * allocated inside a forward or backward pass.
+ * Memory: parameters live in one allocation (Params.mem, params.h) with
+ * named tensors pointing into it; gradients in a second with the same
+ * layout; activations in a third sized at build time for the largest batch
+ * the caller will run (model_acts_floats; model_build: B, Ts, Tt at their
+ * maxima). Nothing is allocated inside a forward or backward pass.
  *
  * Backends: every op runs through m->be (backend.h), the CPU's table after
  * model_build; model_to(m, be) moves the model to another backend (the
@@ -36,83 +36,10 @@
 #include <stdint.h>
 #include "ref/attention.h"
 #include "model/backend.h"
+#include "model/params.h"
 #include "core/rng.h"
 
-typedef struct {
-    int N;          /* layers in the encoder and in the decoder           */
-    int d_model;    /* width of every sub-layer output                    */
-    int d_ff;       /* FFN inner width (Eq. 2)                            */
-    int h;          /* attention heads                                    */
-    int d_k, d_v;   /* per-head query/key and value widths                */
-    int vocab;      /* shared source/target vocabulary (Sec. 3.4)         */
-    int max_len;    /* longest sequence: rows of the PE table             */
-    float dropout;  /* P_drop (Sec. 5.4); used only when training         */
-    int pre_ln;     /* 0: post-LN (paper), 1: pre-LN (for comparison)     */
-    int pad_id;     /* padding token id, or -1 when there is none         */
-    int pos;        /* POS_SINUSOID (Sec. 3.5, the paper's base) or       */
-                    /* POS_LEARNED: a trained (max_len, d_model) table,   */
-                    /* "pos_embed" (Sec. 3.5's alternative, Table 3 (E))  */
-} Config;
-
-enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
-
-/* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
- * is a plain error instead of an attempt to allocate terabytes. */
-#define MODEL_MAX_N        256
-#define MODEL_MAX_WIDTH    65536        /* d_model, d_ff, d_k, d_v            */
-#define MODEL_MAX_HEADS    1024
-#define MODEL_MAX_VOCAB    (1 << 24)
-#define MODEL_MAX_LEN      (1 << 20)
-#define MODEL_MAX_PARAMS   ((size_t)1 << 31)   /* 8 GiB of float32 weights  */
-
-/* Table 3 "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1,
- * vocab 37000, max_len 512, post-LN, pad_id 0. */
-Config config_base(void);
-/* 0 if c is usable; otherwise 2 with a plain message in err, e.g.
- * "d_k is 0; it must be between 1 and 65536". Every size must be positive
- * and below the MODEL_MAX_* limits, dropout in [0, 1), pad_id -1 or a token
- * id, and the parameter count at most MODEL_MAX_PARAMS. d_model == h*d_k is
- * NOT required (Table 3 row B varies d_k alone); a program that derives
- * d_k = d_model / h checks the divisibility itself. */
-int config_validate(const Config *c, char *err, size_t errlen);
-
-/* A named parameter tensor inside Params.mem (for checkpoints, summaries). */
-typedef struct {
-    char name[48];      /* "encoder.0.self_attn.w_q"        */
-    float *data;
-    int ndim;
-    int shape[2];
-} NamedTensor;
-
-typedef struct {
-    MhaParams self_attn;
-    float *ln1_g, *ln1_b;                    /* (d_model)                          */
-    float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;/* (d_model,d_ff) (d_ff) (d_ff,d_model) (d_model) */
-    float *ln2_g, *ln2_b;
-} EncoderLayer;
-
-typedef struct {
-    MhaParams self_attn;                     /* masked (causal)                    */
-    float *ln1_g, *ln1_b;
-    MhaParams cross_attn;                    /* queries from decoder, K/V = memory */
-    float *ln2_g, *ln2_b;
-    float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;
-    float *ln3_g, *ln3_b;
-} DecoderLayer;
-
-typedef struct {
-    float *embed;           /* (vocab, d_model), shared three ways (Sec. 3.4)   */
-    float *pos_embed;       /* (max_len, d_model) learned PE; NULL for sinusoids */
-    EncoderLayer *enc;      /* [N]                                             */
-    DecoderLayer *dec;      /* [N]                                             */
-    float *enc_ln_g, *enc_ln_b, *dec_ln_g, *dec_ln_b; /* final LNs, pre-LN only (NULL in post-LN) */
-    float *mem;             /* the one allocation every pointer above is in    */
-    size_t n;               /* floats in mem == model_param_count(cfg)         */
-    NamedTensor *tensors;   /* every parameter tensor, in a fixed order        */
-    int n_tensors;
-} Params;
-
-typedef struct ModelActs ModelActs;   /* laid out in model.c */
+typedef struct ModelActs ModelActs;   /* laid out in activations.h */
 
 typedef struct {
     Config cfg;
@@ -134,12 +61,9 @@ typedef struct {
     int drop_row0;
 } Model;
 
-/* Closed-form parameter count for c (what --summary and Table 3 print). */
-size_t model_param_count(const Config *c);
-
 /* Builds a model with weights initialised from seed (the embedding
  * N(0, 1/d_model); W_Q, W_K, W_V Xavier-uniform times 1/sqrt(2); the other
- * matrices Xavier-uniform; LayerNorm gamma=1 beta=0, biases 0: model.c's
+ * matrices Xavier-uniform; LayerNorm gamma=1 beta=0, biases 0: params.c's
  * params_init says why), gradients zeroed, and
  * activations for up to max_B sequences of max_Ts source and max_Tt target
  * tokens. Returns 0, or non-zero with a message in err (invalid config, out
@@ -148,7 +72,7 @@ int model_build(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt,
                 uint64_t seed, char *err, size_t errlen);
 /* Floats of activations one batch of B sequences of Ts source and Tt target
  * tokens takes, training backward included: encoder, decoder and backward
- * regions as model.c lays them out (exactly what model_build(c, B, Ts, Tt)
+ * regions as activations.c lays them out (exactly what model_build(c, B, Ts, Tt)
  * allocates). 0 for an invalid c or a size below 1; SIZE_MAX where the
  * count would not fit a size_t. Grows with each of B, Ts, Tt. */
 size_t model_acts_floats(const Config *c, int B, int Ts, int Tt);
@@ -214,10 +138,6 @@ void model_zero_grad(Model *m);
 /* ---- added: sizes, lookup and inspection -----------------------------------
  * (for chapters that print every stage of Figure 1, and for tests) */
 
-/* Elements of one named tensor (shape[0] * shape[1] for ndim 2). */
-size_t named_tensor_numel(const NamedTensor *t);
-/* The tensor called name in p, or NULL. */
-const NamedTensor *params_find(const Params *p, const char *name);
 /* 0 if a forward pass of B x Ts source and B x Tt target tokens, and its
  * backward, fit the model (the per-dimension limits and the activation
  * block from model_build / model_build_cap, and the PE table's max_len);
@@ -251,41 +171,5 @@ const uint8_t *model_mask(const Model *m, AttnKind kind);
  * embedding-plus-PE sums (before dropout) of the source (decoder = 0) or
  * target (decoder = 1) tokens. Padding positions must get exactly zero.   */
 const float *model_input_grad(const Model *m, int decoder);
-/* After a model_decode: (B, vocab) host copy of the last position's
- * log-probabilities (what greedy decoding picks from), valid until the next
- * call. */
-const float *model_next_logp(const Model *m);
-
-/* ---- checkpoints ----------------------------------------------------------
- * File format (little-endian), documented in chapters/07_transformer/README.md:
- *   magic "AIYNCKPT", u32 version, the Config, optional TrainState, then each
- *   named tensor (name, ndim, shape, float32 data), then a CRC-32 of all of it.
- * Saving writes a uniquely named temporary in path's folder and renames it
- * over path, so an interrupted or failed save never destroys the previous
- * file; it refuses (2) weights or Adam moments that are not all finite. The
- * load order and its messages: checkpoint.c and chapters/07_transformer/README.md. */
-typedef struct {
-    uint64_t step;          /* optimizer steps taken                         */
-    uint64_t rng_state[2];  /* data RNG and dropout RNG                       */
-    float *adam_m, *adam_v; /* (n params) each, owned by the caller           */
-} TrainState;
-
-/* ts may be NULL (weights only). Returns 0; 2 (state not finite) or 1 (I/O)
- * with err set. */
-int model_save(const Model *m, const char *path, const TrainState *ts, char *err, size_t errlen);
-/* Builds *m from the file's config and weights (capacity as in model_build).
- * If ts is non-NULL and the file has a TrainState, fills ts (ts->adam_m/v
- * must point at n-params floats each) and sets *has_train_state.
- * Not a regular file (a FIFO), truncated, corrupted (checksum), wrong-magic,
- * wrong-version, inconsistent or non-finite files return 2 with a message;
- * *m is left freed. */
-int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
-               TrainState *ts, int *has_train_state, char *err, size_t errlen);
-/* For resuming, in one read: the file must hold a TrainState; ts->adam_m and
- * ts->adam_v are allocated here with m->params.n floats each (sized by the
- * validated config, never by a number read later) and belong to the caller
- * (free). Returns 0, or 2 with a message; *m and ts's arrays are then freed. */
-int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_Tt, TrainState *ts,
-                     char *err, size_t errlen);
 
 #endif

@@ -1,5 +1,6 @@
-/* train.c - the copy task, one training step, checkpoints that resume
- * exactly, greedy decoding and exact-match accuracy (Section 5).
+/* train.c - one training step on a given batch (Section 5), the trainer
+ * that holds what a run carries from step to step. (Greedy decoding is
+ * decode.h's decode_greedy.)
  *
  * The step runs wherever the model runs: every op goes through the model's
  * backend table (backend.h), and the Trainer's buffers live in the same
@@ -13,30 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/backend.h"
+#include "model/backend_cpu.h"
 #include "core/fail.h"
 #include "ref/optim.h"
 #include "core/tensor.h"
 
 /* ======================================================================== */
-/* the copy task                                                            */
+/* the loss floor                                                           */
 /* ======================================================================== */
-
-void copy_batch(int *src, int *tgt_in, int *tgt_out, int B, int T, int vocab, Rng *rng) {
-    assert(B >= 1 && T >= 2 && vocab >= 3);
-    for (int b = 0; b < B; b++) {
-        int *s = src + (size_t)b * T;
-        s[0] = COPY_START;
-        /* ids 0 (padding) and 1 (start) never appear inside a sequence */
-        for (int t = 1; t < T; t++) s[t] = 2 + rng_int(rng, vocab - 2);
-        /* The decoder sees the target shifted right by one (Sec. 3.1: "the
-         * output embeddings are offset by one position"), so position i is
-         * fed tokens < i+1 and must predict token i+1. */
-        for (int t = 0; t < T - 1; t++) {
-            tgt_in[(size_t)b * (T - 1) + t] = s[t];
-            tgt_out[(size_t)b * (T - 1) + t] = s[t + 1];
-        }
-    }
-}
 
 double smoothed_loss_floor(int V, float eps_ls, int pad_id) {
     /* The loss is the cross-entropy H(q, p) = H(q) + KL(q || p) >= H(q):
@@ -87,24 +72,20 @@ static void buffers_free(Trainer *t) {
     be->free(t->dlogits);
     for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
     be->free(t->leaf);
-    be->free(t->one);
-    t->leaf = t->one = NULL;
+    t->leaf = NULL;
     t->dm = t->dv = t->row_loss = t->dlogits = NULL;
     t->d_tgt_out = NULL;
     t->be = NULL;
 }
 
-/* the micro-batch tree's buffers: levels 0..log2(G), a leaf and a 1.0f
+/* the micro-batch tree's buffers: levels 0..log2(G) and a leaf
  * (with G = 1 under data parallelism, level 0 holds the one scaled slice) */
 static int tree_make(Trainer *t) {
     const Backend *be = t->be;
     for (int b = 0; b < TRAIN_TREE_LEVELS && (1 << b) <= t->micro; b++)
         if (!(t->tree[b] = be->alloc(t->n * sizeof(float)))) return -1;
     t->leaf = be->alloc(t->n * sizeof(float));
-    t->one = be->alloc(sizeof(float));
-    if (!t->leaf || !t->one) return -1;
-    be->upload(t->one, &(float){1.0f}, sizeof(float));
-    return 0;
+    return t->leaf ? 0 : -1;
 }
 
 static int buffers_make(Trainer *t, const Backend *be) {
@@ -119,10 +100,8 @@ static int buffers_make(Trainer *t, const Backend *be) {
     return t->micro > 1 || t->dp ? tree_make(t) : 0;
 }
 
-/* trainer_init, with Adam's moments m0, v0 (t->n floats each, as the
- * checkpoint loader hands them back) adopted instead of new zeros when
- * given: the trainer owns them from here on, on failure too (so a resumed
- * run never holds two copies of them) */
+/* trainer_init_cap, with Adam's moments m0, v0 adopted instead of new zeros
+ * when given (trainer_init_adopt) */
 static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
                         uint64_t data_seed, float *m0, float *v0, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
@@ -152,10 +131,7 @@ static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T
     t->micro = 1;
     t->adam_m = m0 ? m0 : calloc_big(t->n, sizeof(float), 1);   /* first written by Adam's threads */
     t->adam_v = v0 ? v0 : calloc_big(t->n, sizeof(float), 1);
-    t->src = calloc((size_t)B * T, sizeof(int));
-    t->tgt_in = calloc((size_t)B * (T - 1), sizeof(int));
-    t->tgt_out = calloc((size_t)B * (T - 1), sizeof(int));
-    if (!t->adam_m || !t->adam_v || !t->src || !t->tgt_in || !t->tgt_out || buffers_make(t, m->be)) {
+    if (!t->adam_m || !t->adam_v || buffers_make(t, m->be)) {
         trainer_free(t);
         return fail(err, errlen, "out of memory for the trainer (%zu parameters, batch %d x %d)", m->params.n, B, T);
     }
@@ -174,19 +150,24 @@ int trainer_init_cap(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, i
     return trainer_make(t, m, hp, B, T, max_rows, data_seed, NULL, NULL, err, errlen);
 }
 
+int trainer_init_adopt(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                       float *adam_m, float *adam_v, char *err, size_t errlen) {
+    return trainer_make(t, m, hp, B, T, max_rows, 0, adam_m, adam_v, err, errlen);
+}
+
 int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen) {
     if (G < 1 || G > TRAIN_MAX_MICRO || (G & (G - 1)))
         return fail(err, errlen, "micro-batches must be a power of two from 1 to %d, got %d", TRAIN_MAX_MICRO, G);
     if (G > t->B) return fail(err, errlen, "%d micro-batches need a batch of at least %d sequences, not %d", G, G, t->B);
     const Backend *be = t->be;
     for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
-    be->free(t->leaf), be->free(t->one);
-    t->leaf = t->one = NULL;
+    be->free(t->leaf);
+    t->leaf = NULL;
     t->micro = G;
     if ((G > 1 || t->dp) && tree_make(t)) {
         for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
-        be->free(t->leaf), be->free(t->one);
-        t->leaf = t->one = NULL;
+        be->free(t->leaf);
+        t->leaf = NULL;
         t->micro = 1;
         return fail(err, errlen, "out of %s memory for the gradient tree of %d micro-batches", be->name, G);
     }
@@ -214,9 +195,6 @@ void trainer_free(Trainer *t) {
     buffers_free(t);
     free(t->adam_m);
     free(t->adam_v);
-    free(t->src);
-    free(t->tgt_in);
-    free(t->tgt_out);
     memset(t, 0, sizeof *t);
 }
 
@@ -234,7 +212,7 @@ static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int 
     if (N > t->max_rows) {
         /* a programming error: the caller sized the trainer for smaller
          * batches (trainer_init_cap); dlogits would be written past its end */
-        fprintf(stderr, "train_step: a batch of B=%d rows x Tt=%d target tokens has %d positions; the trainer "
+        fprintf(stderr, "training step: a batch of B=%d rows x Tt=%d target tokens has %d positions; the trainer "
                 "was built for at most %d (B*Tt of its largest batch)\n", B, Tt, N, t->max_rows);
         assert(0 && "batch beyond the trainer's row capacity");
         abort();
@@ -330,13 +308,6 @@ int train_leaves(int G, int B, int P) {
     return L % P == 0 && (P & (P - 1)) == 0 ? L : P;
 }
 
-/* dst = s * x, n floats in be's memory, as the BLAS trick of a (1x1) by
- * (1xn) product with alpha = s: one multiply per float on every backend,
- * and the same bits for the same inputs */
-static void scale_into(const Trainer *t, float *dst, const float *x, float s) {
-    t->be->gemm(0, 0, 1, (int)t->n, 1, s, t->one, 1, x, (int)t->n, 0.0f, dst, (int)t->n);
-}
-
 /* Leaf i (counting from this rank's first, which starts a subtree) joins
  * the tree: its gradient m->dw scaled by its share, then added to its left
  * neighbour's subtree of the same size while there is one (i's low bits:
@@ -347,7 +318,7 @@ static int tree_push(Trainer *t, int i, float share) {
     const Backend *be = t->be;
     int b = 0;
     float *cur = i & 1 ? t->leaf : t->tree[0];
-    scale_into(t, cur, t->model->dw.mem, share);
+    be->scale_forward(cur, t->model->dw.mem, share, t->n);   /* one multiply per float */
     while (i >> b & 1) {                  /* left + right, in that order */
         be->residual_forward(t->tree[b], t->tree[b], cur, t->n);
         cur = t->tree[b++];
@@ -400,170 +371,8 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
     return s;
 }
 
-TrainStatus train_step(Trainer *t, StepStats *st) {
-    /* the whole global batch on every rank, from the one data stream: the
-     * data do not depend on how many ranks share them */
-    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->model->cfg.vocab, &t->data_rng);
-    return train_step_global(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
-}
-
 void trainer_pull(Trainer *t) {
     model_pull(t->model);
     t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
     t->be->download(t->adam_v, t->dv, t->n * sizeof(float));
-}
-
-/* ---- checkpoints ---------------------------------------------------------- */
-
-int trainer_save(Trainer *t, const char *path, char *err, size_t errlen) {
-    /* Everything the next step depends on: the weights (in the model), the
-     * step (for the learning rate and Adam's bias correction), Adam's m and
-     * v, and where both random streams are; first brought to the host. */
-    trainer_pull(t);
-    TrainState ts = {
-        .step = t->step,
-        .rng_state = {t->data_rng.state, t->model->dropout_rng.state},
-        .adam_m = t->adam_m,
-        .adam_v = t->adam_v,
-    };
-    return model_save(t->model, path, &ts, err, errlen);
-}
-
-int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
-                   int B, int T, int max_B, char *err, size_t errlen) {
-    memset(t, 0, sizeof *t);
-    if (max_B < B) max_B = B;
-    /* One read: model_load_train validates the whole file and hands back
-     * the model and Adam's moments, both sized by the file's checked config.
-     * (Reading it twice - once for the sizes, once for the data - would trust
-     * that nobody replaced the file in between.) */
-    TrainState ts = {0};
-    if (model_load_train(m, path, max_B, T, T - 1, &ts, err, errlen)) return 2;
-    int rc = 0;
-    if (m->cfg.max_len < T) {
-        snprintf(err, errlen, "%s: the model's max_len (%d) is shorter than the copy sequences (%d)",
-                 path, m->cfg.max_len, T);
-        rc = 2;
-    } else if (m->cfg.vocab < 3) {
-        snprintf(err, errlen, "%s: vocabulary %d is too small for the copy task (needs padding, "
-                 "start and at least one word)", path, m->cfg.vocab);
-        rc = 2;
-    } else {
-        /* the loaded moments (m->params.n floats each, the n the trainer
-         * uses) become the trainer's: no second copy (on the CPU backend,
-         * where a loaded model starts, the step's buffers share them) */
-        long rows = (long)B * (T - 1);
-        rc = trainer_make(t, m, hp, B, T, rows > 0 && rows <= INT_MAX ? (int)rows : INT_MAX, 0, ts.adam_m, ts.adam_v,
-                          err, errlen);
-        ts.adam_m = ts.adam_v = NULL;
-    }
-    if (rc) {
-        free(ts.adam_m);
-        free(ts.adam_v);
-        model_free(m);
-        return rc;
-    }
-    assert(t->n == m->params.n && t->be == backend_cpu());
-    t->step = ts.step;
-    t->data_rng.state = ts.rng_state[0];
-    m->dropout_rng.state = ts.rng_state[1];
-    return 0;
-}
-
-/* ======================================================================== */
-/* greedy decoding and accuracy                                             */
-/* ======================================================================== */
-
-/* 1 if row y (its first t tokens) already holds end_id after the start */
-static int row_finished(const int *y, int t, int end_id) {
-    if (end_id < 0) return 0;
-    for (int j = 1; j < t; j++)
-        if (y[j] == end_id) return 1;
-    return 0;
-}
-
-int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts, int T_out,
-                  int start_id, int end_id, int pad_id) {
-    int V = m->cfg.vocab;
-    assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
-    assert(T_out >= 1 && T_out - 1 <= m->max_Tt);
-    assert(start_id >= 0 && start_id < V);
-
-    /* The encoder runs once: its output (the "memory") does not depend on
-     * what the decoder has produced so far. */
-    model_encode(m, src, B, Ts, 0);
-    for (int b = 0; b < B; b++) ys[(size_t)b * T_out] = start_id;
-
-    int calls = 0;
-    for (int t = 1; t < T_out; t++) {
-        /* the decoder's input is the prefix so far, (B,t), contiguous. It is
-         * recomputed in full each time (no cache of earlier positions): the
-         * causal mask makes earlier positions' outputs unchanged anyway. */
-        for (int b = 0; b < B; b++)
-            memcpy(prefix + (size_t)b * t, ys + (size_t)b * T_out, (size_t)t * sizeof(int));
-        model_decode(m, prefix, t, 0);
-        const float *next = model_next_logp(m);   /* (B, V) the last position's rows, on the host */
-        calls++;
-        int all_done = 1;
-        for (int b = 0; b < B; b++) {
-            int *y = ys + (size_t)b * T_out;
-            if (row_finished(y, t, end_id)) {
-                y[t] = pad_id;
-                continue;
-            }
-            /* the last position's distribution predicts the next token; the
-             * padding token is never chosen (it only fills rows that ended:
-             * writing it would end no row and mean nothing; decode.h's rule) */
-            const float *row = next + (size_t)b * V;
-            int best = -1;
-            for (int v = 0; v < V; v++)
-                if (v != pad_id && (best < 0 || row[v] > row[best])) best = v;
-            assert(best >= 0);   /* a vocabulary of more than the padding token */
-            y[t] = best;
-            if (end_id < 0 || best != end_id) all_done = 0;
-        }
-        if (all_done) {
-            for (int b = 0; b < B; b++)
-                for (int j = t + 1; j < T_out; j++) ys[(size_t)b * T_out + j] = pad_id;
-            break;
-        }
-    }
-    return calls;
-}
-
-double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc) {
-    assert(n >= 1 && T >= 2);
-    int mb = m->max_B;
-    int *src = calloc((size_t)mb * T, sizeof(int));
-    int *tgt_in = calloc((size_t)mb * (T - 1), sizeof(int));
-    int *tgt_out = calloc((size_t)mb * (T - 1), sizeof(int));
-    int *ys = calloc((size_t)mb * T, sizeof(int));
-    int *prefix = calloc((size_t)mb * (T - 1), sizeof(int));
-    if (!src || !tgt_in || !tgt_out || !ys || !prefix) {
-        free(src), free(tgt_in), free(tgt_out), free(ys), free(prefix);
-        return -1.0;
-    }
-    Rng rng;
-    rng_seed(&rng, eval_seed);
-    long exact = 0, tokens = 0;
-    /* copy_batch draws row after row, so the n problems are the same
-     * whatever the chunk size */
-    for (int done = 0; done < n; done += mb) {
-        int nb = n - done < mb ? n - done : mb;
-        copy_batch(src, tgt_in, tgt_out, nb, T, m->cfg.vocab, &rng);
-        greedy_decode(m, ys, prefix, src, nb, T, T, COPY_START, -1, m->cfg.pad_id);
-        for (int b = 0; b < nb; b++) {
-            int right = 0;
-            for (int j = 1; j < T; j++) right += ys[(size_t)b * T + j] == src[(size_t)b * T + j];
-            tokens += right;
-            exact += right == T - 1;
-        }
-    }
-    free(src);
-    free(tgt_in);
-    free(tgt_out);
-    free(ys);
-    free(prefix);
-    if (token_acc) *token_acc = (double)tokens / ((double)n * (T - 1));
-    return (double)exact / n;
 }

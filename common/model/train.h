@@ -1,13 +1,9 @@
-/* train.h - training the Transformer on the copy task (Section 5).
+/* train.h - training the Transformer (Section 5), one batch at a time.
  *
- * The paper trains on WMT translation; a classroom cannot. The Annotated
- * Transformer's stand-in keeps every piece of Section 5 and needs no data:
- * learn to copy a random sequence.
- *
- *   vocabulary 11:  0 = padding, 1 = start symbol, 2..10 = "words"
- *   src     = [1, x1, x2, ..., x9]            (B,T)    T = 10
- *   tgt_in  = [1, x1, ..., x8]                (B,T-1)  the target shifted right
- *   tgt_out = [x1, x2, ..., x9]               (B,T-1)  what each position predicts
+ * A step takes a batch of token ids - src (B,Ts), tgt_in (B,Tt) = the target
+ * shifted right, tgt_out (B,Tt) = what each position predicts - from
+ * whoever has data: the copy task (text/copy_data.h, task/copy_task.h:
+ * chapters 08, 09, 13) or a corpus (task/translate.h: chapters 11, 12).
  *
  * One training step (Sections 5.3 and 5.4):
  *   zero grads -> forward with dropout -> label-smoothed cross-entropy over
@@ -15,9 +11,10 @@
  *   Adam with the warmup/decay learning rate, over the one flat parameter
  *   array (Params.mem / grads.mem, so one call updates every tensor).
  *
- * Everything random is seeded: the data RNG lives in the Trainer, the
- * dropout RNG in the Model, and both go into the checkpoint's TrainState, so
- * a resumed run lands on the same weights, bit for bit, as one that never
+ * Everything random is seeded: the data RNG lives in the Trainer (the
+ * caller draws its batches from it), the dropout RNG in the Model, and both
+ * go into a checkpoint's TrainState (trainer_save, io/checkpoint.h), so a
+ * resumed run lands on the same weights, bit for bit, as one that never
  * stopped.
  */
 #ifndef TRAIN_H
@@ -28,17 +25,7 @@
 #include "model/model.h"
 #include "core/rng.h"
 
-/* ---- the copy task -------------------------------------------------------- */
-#define COPY_VOCAB 11
-#define COPY_LEN   10    /* T: the start symbol plus 9 random tokens */
-#define COPY_PAD   0
-#define COPY_START 1
-
-/* A batch of B random copy problems from rng: every row of src is
- * [COPY_START, x_1..x_{T-1}] with x uniform in [2, vocab); the target is
- * the same sequence. src (B,T), tgt_in (B,T-1) = src[:, :T-1] (shifted
- * right: it starts with the start symbol), tgt_out (B,T-1) = src[:, 1:]. */
-void copy_batch(int *src, int *tgt_in, int *tgt_out, int B, int T, int vocab, Rng *rng);
+/* ---- the loss floor -------------------------------------------------------- */
 
 /* The lowest loss label smoothing allows: the entropy of the smoothed
  * target distribution, -(1-eps) log(1-eps) - eps log(eps/(V-2)) with a pad
@@ -57,7 +44,7 @@ typedef struct {
 /* The paper's values: eps_ls 0.1, warmup 4000, factor 1, Adam (0.9, 0.98, 1e-9). */
 TrainHyper train_hyper_paper(void);
 
-/* Data parallelism (common/dist.h, chapter 13). A Trainer with dp == NULL
+/* Data parallelism (common/dist/dist.h, chapter 13). A Trainer with dp == NULL
  * is one process. With dp set (dist_attach), every rank holds the same
  * weights and the same GLOBAL batch, and train_step_global trains this rank
  * on its part of it. Function pointers, so that train.c needs no MPI: only
@@ -99,10 +86,11 @@ typedef struct {
     size_t n;              /* parameters == model->params.n                   */
     float *adam_m, *adam_v;/* (n) Adam's first and second moments, owned      */
     uint64_t step;         /* optimizer steps taken so far                    */
-    Rng data_rng;          /* draws the copy batches                          */
-    int B, T;              /* copy batch: B sequences of T tokens             */
-    int *src;              /* (B,T)                                           */
-    int *tgt_in, *tgt_out; /* (B,T-1) each                                    */
+    Rng data_rng;          /* the run's data stream: the caller draws its     */
+                           /* batches from it (copy_train_step); the trainer  */
+                           /* only seeds it and checkpoints keep it           */
+    int B, T;              /* batch limits: B rows, T-1 target tokens (a copy */
+                           /* batch's B sequences of T tokens)                */
     /* in the backend's memory (be, the model's): */
     const Backend *be;
     float *dm, *dv;        /* adam_m, adam_v as be sees them (CPU: the same)  */
@@ -115,7 +103,6 @@ typedef struct {
     int micro;             /* G: leaves of the step's gradient tree (1: none) */
     float *tree[TRAIN_TREE_LEVELS]; /* (n) pending subtree sums, level b holds 2^b leaves */
     float *leaf;           /* (n) a scaled leaf gradient on its way in        */
-    float *one;            /* (1) the constant 1.0f (see scale_into)          */
 } Trainer;
 
 typedef struct {
@@ -133,10 +120,11 @@ typedef enum {
 } TrainStatus;
 const char *train_status_str(TrainStatus s);
 
-/* Sets up training of m on copy batches of B sequences of length T, with
- * Adam moments zeroed, step 0 and the data RNG seeded from data_seed. m must
- * have room for (B, T, T-1). Returns 0, or 2 with a message in err (batch
- * too big for the model, out of memory); t is then safe to trainer_free. */
+/* Sets up training of m on batches of up to B sequences of T source and T-1
+ * target tokens (a copy batch's shape), with Adam moments zeroed, step 0 and
+ * the data RNG seeded from data_seed. m must have room for (B, T, T-1).
+ * Returns 0, or 2 with a message in err (batch too big for the model, out
+ * of memory); t is then safe to trainer_free. */
 int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
                  uint64_t data_seed, char *err, size_t errlen);
 /* trainer_init with the per-position buffers (the loss gradient dlogits
@@ -144,11 +132,19 @@ int trainer_init(Trainer *t, Model *m, const TrainHyper *hp, int B, int T,
  * positions: the largest B*Tt of the batches it will train on, for batches
  * cut under a token budget far less than B*(T-1) (the most rows of any
  * batch times the longest). B and T stay the limits of any one dimension
- * (and train_step's copy batches, which need max_rows >= B*(T-1); more than
- * that is cut to it). A batch of more than max_rows positions stops at an
- * assertion with its shape printed. trainer_init is max_rows = B*(T-1). */
+ * (a copy batch needs max_rows >= B*(T-1); more than that is cut to it).
+ * A batch of more than max_rows positions stops at an assertion with its
+ * shape printed. trainer_init is max_rows = B*(T-1). */
 int trainer_init_cap(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
                      uint64_t data_seed, char *err, size_t errlen);
+/* trainer_init_cap with Adam's moments adam_m, adam_v (m->params.n floats
+ * each, from malloc, as the checkpoint loader hands them back) adopted
+ * instead of new zeros: the trainer owns them from here on, on failure too
+ * (so a resumed run never holds two copies of them). data_rng is seeded
+ * with 0; trainer_resume (io/checkpoint.h) then sets it, the step and the
+ * dropout stream from the file. */
+int trainer_init_adopt(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
+                       float *adam_m, float *adam_v, char *err, size_t errlen);
 void trainer_free(Trainer *t);   /* no-op on a zeroed or freed Trainer */
 /* Moves the trainer and its model to backend be (model_to, and Adam's
  * moments and the step's buffers with them). Returns 0, or 2 with a message
@@ -169,8 +165,6 @@ int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen);
  * on one rank -, else P (one slice per rank, sums equal to rounding). */
 int train_leaves(int G, int B, int P);
 
-/* One step on a fresh copy batch from t->data_rng. */
-TrainStatus train_step(Trainer *t, StepStats *st);
 /* One step on a given batch: src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt),
  * B <= t->B, Tt <= t->T - 1, B*Tt <= t->max_rows, and the batch within the
  * model's activations (model_check_sizes). On anything but TRAIN_OK the weights, Adam
@@ -184,9 +178,10 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
  * train_leaves, each a slice (train_slice) with the dropout bits of the
  * same rows in one pass (Model.drop_row0): this rank's leaves, the tree
  * completed by t->dp->reduce, the loss sum_l n_l loss_l / N in leaf order,
- * then t->dp->after_step. What chapter 08 (through train_step) and a
- * translation trainer call instead of train_step_batch. A batch with fewer
- * rows than ranks: TRAIN_SMALL_BATCH on every rank. */
+ * then t->dp->after_step. What chapter 08 (through copy_train_step,
+ * task/copy_task.h) and a translation trainer call instead of
+ * train_step_batch. A batch with fewer rows than ranks: TRAIN_SMALL_BATCH
+ * on every rank. */
 TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out,
                               int B, int Ts, int Tt, StepStats *st);
 
@@ -198,41 +193,7 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
  * The same on every rank: each computes every rank's slice. */
 void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows);
 
-/* Saves the model with the TrainState (step, data and dropout RNG, Adam
- * m/v). Atomic: model_save writes a unique temporary and renames it; it
- * refuses a state with NaN or inf in it. Returns 0, 2 (state not finite)
- * or 1 (I/O) with err set. */
-int trainer_save(Trainer *t, const char *path, char *err, size_t errlen);
-/* Resumes a run: builds *m from the checkpoint (capacity max_B sequences,
- * at least B; lengths T, T-1) and sets up *t as trainer_init does, then
- * restores step, both RNGs and the Adam moments from the file. The file's
- * Config wins over any size the caller has in mind. Returns 0, or 2 with a
- * message (bad file, no training state, vocabulary or length that does not
- * fit the copy task); m and t are then freed. */
-int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
-                   int B, int T, int max_B, char *err, size_t errlen);
-
 /* 1 if every one of n floats is finite, else 0. */
 int all_finite(const float *x, size_t n);
-
-/* ---- greedy decoding --------------------------------------------------------
- * Encodes src once, then grows the output one token at a time: feed the
- * prefix to the decoder, take the argmax of the last position's
- * distribution, append it (Sec. 6.1 uses beam search; greedy is its beam
- * size 1). ys (B,T_out): ys[:,0] = start_id, then T_out-1 decoded tokens.
- * end_id >= 0: a row that emits end_id is finished and the rest of it is
- * pad_id; decoding stops early when every row is finished. end_id < 0: always
- * T_out-1 tokens. prefix (B,T_out-1) is scratch. src must already be valid
- * (model_check_tokens). B <= m->max_B, Ts <= m->max_Ts, T_out-1 <= m->max_Tt.
- * Returns the number of decoder calls made. */
-int greedy_decode(Model *m, int *ys, int *prefix, const int *src, int B, int Ts, int T_out,
-                  int start_id, int end_id, int pad_id);
-
-/* Exact-match accuracy on n held-out copy problems drawn from eval_seed
- * (a stream of its own, never the training data's): the fraction whose
- * greedy decode equals the source token for token. *token_acc (may be NULL)
- * gets the fraction of the n*(T-1) decoded tokens that are right. Decodes in
- * batches of m->max_B. Returns -1 when out of memory. */
-double copy_exact_match(Model *m, int n, int T, uint64_t eval_seed, double *token_acc);
 
 #endif
