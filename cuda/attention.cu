@@ -2,7 +2,8 @@
 //
 //   Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
 //
-//   CPU reference : sdpa_forward / sdpa_backward in common/attention.c
+//   CPU reference : sdpa_forward / sdpa_backward in common/fast/attention_fast.c
+//                   (plain twins sdpa_*_ref in common/ref/attention.c)
 //   plain         : the equation as written, three steps with the (Tq,Tk)
 //                   weights in memory between them: batched cuBLAS gemm for the
 //                   scores, a masked softmax kernel, batched gemm with V.

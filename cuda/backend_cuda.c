@@ -1,19 +1,22 @@
 /* backend_cuda.c - the CUDA backend: backend.h's table filled with cuda/'s
  * kernels (kernels.h). Built into build/libaiyn_cuda.so with the .cu files;
  * a program opens it with dlopen() only when --device cuda asks
- * (common/backend.c), so the CPU path never loads cudart or cuBLAS.
+ * (common/model/backend.c), so the CPU path never loads cudart or cuBLAS.
  *
- * Each entry does what the CPU function of the same name does; where the
- * CPU has one function and the GPU several kernels (multi-head attention,
- * the FFN) the composition is here, quoting the forward line each backward
- * step undoes. Nothing here knows about the Transformer: the model is
- * common/model.c, for both devices.
+ * Each entry does what the CPU backend's entry of the same name does;
+ * where the CPU has one function and the GPU several kernels (multi-head
+ * attention, the FFN, Adam's step) the composition is here, quoting the
+ * forward line each backward step undoes; where the CPU makes one gemm call
+ * (the tied projection, the learned PE's gradient, a scaled copy) this file
+ * makes the same call to cuBLAS. Nothing here knows about the Transformer: the model is
+ * common/model/model.c, for both devices.
  *
- * Memory: every pointer the table takes or returns is device memory.
- * Multi-head attention needs the heads in (B,h,T,d) order for the batched
- * kernels; that copy lives in a workspace of this file (grown on first
- * use, like the cuBLAS handle; the process's exit frees both), so
- * MhaActs keeps the (B,T,h*d) layout the CPU uses.
+ * Memory: every pointer the table takes or returns is device memory
+ * (host_memory = 0). Multi-head attention needs the heads in (B,h,T,d)
+ * order for the batched kernels; that copy lives in a workspace of this
+ * file (grown on first use, like the cuBLAS handle and the 1.0f of
+ * gpu_scale_forward; the process's exit frees them), so MhaActs keeps the
+ * (B,T,h*d) layout the CPU uses.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -53,7 +56,7 @@ static float *workspace(size_t floats) {
     return ws;
 }
 
-/* ---- multi-head attention (attention.c's mha_forward / mha_backward) -------- */
+/* ---- multi-head attention (layers/multihead.c's mha_forward / mha_backward) - */
 
 static void gpu_mha_forward(float *out, MhaActs *a, const MhaParams *p, const float *x_q,
                             const float *x_kv, const uint8_t *mask, int B, int Tq, int Tk,
@@ -133,17 +136,50 @@ static void gpu_ffn_backward(float *dx, float *dW1, float *db1, float *dW2, floa
     cuda_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, F);
 }
 
-/* ---- decoding one position at a time (common/decode.h) ---------------------- */
+/* ---- ops the CPU does with one gemm call: the same call to cuBLAS ----------- */
 
-/* few rows or many, cuBLAS does the product (decode.c streams W on the CPU) */
+/* dpos (1, T*D) += ones (1,B) . demb (B, T*D): the learned PE's gradient */
+static void gpu_pos_embed_backward(float *dpos, const float *demb, const float *ones, int B, int T,
+                                   int d_model) {
+    int n = T * d_model;
+    cuda_gemm(0, 0, 1, n, B, 1.0f, ones, B, demb, n, 1.0f, dpos, n);
+}
+
+/* out = s * inp as a (1x1) by (1xn) product with alpha = s; the 1.0f lives
+ * in device memory of this file, made on first use like the workspace */
+static float *one_dev;
+
+static void gpu_scale_forward(float *out, const float *inp, float s, size_t n) {
+    if (!one_dev) {
+        one_dev = cuda_alloc(sizeof(float));   /* out of GPU memory: says so, exits 1 */
+        cuda_upload(one_dev, &(float){1.0f}, sizeof(float));
+    }
+    cuda_gemm(0, 0, 1, (int)n, 1, s, one_dev, 1, inp, (int)n, 0.0f, out, (int)n);
+}
+
+/* the tied output projection (Sec. 3.4): logits (N,V) = x (N,D) E^T */
+static void gpu_logits_forward(float *logits, const float *x, const float *E, int N, int D, int V) {
+    cuda_gemm(0, 1, N, V, D, 1.0f, x, D, E, D, 0.0f, logits, V);
+}
+
+/* forward: logits = x E^T;  dx = dlogits E (written),  dE += dlogits^T x */
+static void gpu_logits_backward(float *dx, float *dE, const float *dlogits, const float *x, const float *E,
+                                int N, int D, int V) {
+    cuda_gemm(0, 0, N, D, V, 1.0f, dlogits, V, E, D, 0.0f, dx, D);
+    cuda_gemm(1, 0, V, D, N, 1.0f, dlogits, V, x, D, 1.0f, dE, D);
+}
+
+/* ---- decoding one position at a time (common/model/decode.h) ---------------------- */
+
+/* few rows or many, cuBLAS does the product (fast/rows_fast.c streams W on the CPU) */
 static void gpu_linear_rows_forward(float *out, const float *inp, const float *W, const float *bias,
                                     int R, int IN, int OUT) {
     cuda_linear_forward(out, inp, W, bias, R, IN, OUT);
 }
 
-/* logits (R,V) = x (R,D) E^T */
+/* logits (R,V) = x (R,D) E^T: on the GPU the same product as logits_forward */
 static void gpu_logits_rows_forward(float *out, const float *x, const float *E, int R, int D, int V) {
-    cuda_gemm(0, 1, R, V, D, 1.0f, x, D, E, D, 0.0f, out, V);
+    gpu_logits_forward(out, x, E, R, D, V);
 }
 
 /* the indices are the host's (the beam search chose them there): one
@@ -175,6 +211,7 @@ static double gpu_adam_step(float *param, const float *grad, float *m, float *v,
 static const Backend cuda_table = {
     .abi = BACKEND_ABI,
     .name = "cuda",
+    .host_memory = 0,
     .alloc = gpu_alloc,
     .free = cuda_free,
     .share = gpu_share,
@@ -183,23 +220,27 @@ static const Backend cuda_table = {
     .copy = cuda_copy,
     .upload = cuda_upload,
     .download = cuda_download,
-    .gemm = cuda_gemm,
+    /* the training pass */
+    .embed_forward = cuda_embed_forward,
+    .embed_backward = cuda_embed_backward,
+    .pos_embed_backward = gpu_pos_embed_backward,
+    .dropout_forward = cuda_dropout_forward,
+    .dropout_backward = cuda_dropout_backward,
+    .residual_forward = cuda_residual_forward,
+    .scale_forward = gpu_scale_forward,
     .layernorm_forward = cuda_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
-    .sdpa_forward = cuda_sdpa_forward,
     .mha_forward = gpu_mha_forward,
     .mha_backward = gpu_mha_backward,
     .ffn_forward = gpu_ffn_forward,
     .ffn_backward = gpu_ffn_backward,
-    .dropout_forward = cuda_dropout_forward,
-    .dropout_backward = cuda_dropout_backward,
-    .residual_forward = cuda_residual_forward,
-    .embed_forward = cuda_embed_forward,
-    .embed_backward = cuda_embed_backward,
+    .logits_forward = gpu_logits_forward,
+    .logits_backward = gpu_logits_backward,
     .logsoftmax_forward = cuda_logsoftmax_forward,
     .smoothed_xent_forward = cuda_smoothed_xent_forward,
     .smoothed_xent_backward = cuda_smoothed_xent_backward,
-    .adam_update = cuda_adam_update,
+    /* the optimizer step, a rank's gradient norm */
+    .adam_step = gpu_adam_step,
     .sum_squares = cuda_sum_squares,
     /* decoding (decode.h) */
     .linear_rows_forward = gpu_linear_rows_forward,
@@ -207,10 +248,9 @@ static const Backend cuda_table = {
     .relu_forward = cuda_relu_forward,
     .attend_rows_forward = cuda_attend_rows_forward,
     .gather_rows = gpu_gather_rows,
-    .adam_step = gpu_adam_step,
 };
 
-/* The .so's one entry point (common/backend.c looks it up with dlsym). */
+/* The .so's one entry point (common/model/backend.c looks it up with dlsym). */
 const Backend *aiyn_backend_cuda(char *err, size_t errlen) {
     if (cuda_device_count() < 1) {
         snprintf(err, errlen, "no CUDA GPU is visible");

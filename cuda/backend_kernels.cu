@@ -1,9 +1,9 @@
 // backend_kernels.cu - the few kernels the CUDA backend needs beyond the
 // per-op files (declared at the end of kernels.h).
 //
-//   heads split/merge   CPU: heads_split / heads_merge (attention.c)   a permutation
-//   dropout             CPU: dropout_forward/backward (nn.c)          the same mask
-//   residual            CPU: residual_forward (nn.c)
+//   heads split/merge   CPU: heads_split / heads_merge (ref/multihead_ref.c)   a permutation
+//   dropout             CPU: dropout_forward/backward (fast/nn_fast.c) the same mask
+//   residual            CPU: residual_forward (fast/nn_fast.c)
 //   sum of squares      CPU: the CPU backend's sum_squares            two passes, fixed order
 #include <assert.h>
 
@@ -48,7 +48,7 @@ extern "C" void cuda_heads_merge(float *out, const float *inp, int B, int T, int
 }
 
 // ---- dropout (Sec. 5.4) ----------------------------------------------------------------
-// dropout_keep is common/dropout_mask.h's, compiled for the device: the
+// dropout_keep is common/core/dropout_mask.h's, compiled for the device: the
 // same (key, tensor, index) gives the same keep as the CPU's dropout_forward.
 __global__ void dropout_forward_kernel(float *out, float *keep, const float *inp, float p,
                                        size_t n, uint64_t key, uint32_t tensor) {

@@ -10,9 +10,9 @@
 #      05, 06 and 07 compute on the GPU with --device cuda and print
 #      "GPU vs CPU: max |diff| = ..." (05, 07: "cuda vs CPU: ..."): each
 #      such number must be <= GPU_TOL. Chapter 08 trains on the GPU with
-#      --device cuda (the one model of common/model.c through the CUDA
+#      --device cuda (the one model of common/model/model.c through the CUDA
 #      backend); both devices draw the same dropout masks
-#      (common/dropout_mask.h), so with dropout ON its loss curves
+#      (common/core/dropout_mask.h), so with dropout ON its loss curves
 #      (loss.dat, every step) must agree within LOSS_TOL
 #   4. trains chapter 08 at its defaults (600 steps) on the CPU and on the
 #      GPU: time and exact-match accuracy of each; the GPU run must reach
@@ -275,7 +275,7 @@ brc=$?
     echo "(lines about time, speed or the device are left out; 'same' = relative difference"
     echo "<= 1e-3: printed numbers are rounded, and the GPU adds in another order). Chapters"
     echo "03, 04, 05, 06, 07 compute on the GPU with --device cuda (the library op or, in 07,"
-    echo "the whole model: common/model.c through the CUDA backend) and print '... vs CPU:"
+    echo "the whole model: common/model/model.c through the CUDA backend) and print '... vs CPU:"
     echo "max |diff| = ...' lines, which must all be <= $GPU_TOL. 08 trains on the GPU with the"
     echo "CPU's dropout masks (one counter-based generator), $CHAPTER_ARGS_08, dropout on,"
     echo "and the loss of every step must agree within a relative $LOSS_TOL."

@@ -1,7 +1,7 @@
-// decode_kernels.cu - the decoder's step on the GPU (common/decode.h).
+// decode_kernels.cu - the decoder's step on the GPU (common/model/decode.h).
 //
-//   attend_rows_forward   CPU: attend_rows_forward (decode.c)   one block per (row, head)
-//   gather_rows           CPU: gather_rows (decode.c)           one thread per float moved
+//   attend_rows_forward   CPU: attend_rows_forward (fast/rows_fast.c)   one block per (row, head)
+//   gather_rows           CPU: gather_rows (ref/rows.c)                 one thread per float moved
 //
 // A decoding step has few query rows (one per beam) and keys that sit in
 // the cache with a stride of max_T positions, so the batched sdpa kernels

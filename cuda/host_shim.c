@@ -10,17 +10,24 @@
  *
  * "Device memory" is malloc'ed and filled with 0xff bytes, so a read of
  * anything the code never wrote is a NaN that shows up in the comparison.
+ * The table keeps the GPU's contract (host_memory = 0): shared code reaches
+ * this memory only through upload and download, as it must on a GPU.
+ * cuda_sdpa_forward is here for device.c too, which takes it by name for
+ * its one-op helper (Eq. (1) alone is no op of the table).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/attention.h"
-#include "model/decode.h"
+#include "fast/attention_fast.h"
+#include "ref/multihead_ref.h"
+#include "fast/rows_fast.h"
 #include "decode_kernels.h"
 #include "fast/gemm.h"
+#include "fast/nn_fast.h"
 #include "kernels.h"
+#include "layers/linear.h"
 #include "ref/nn.h"
 #include "ref/ops.h"
 #include "ref/optim.h"

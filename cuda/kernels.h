@@ -100,7 +100,7 @@ void cuda_softmax_forward_version(int version, float *out, const float *inp, int
 void cuda_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);
 
 /* ---- attention (attention.cu) -------------------------------------------------
- * Plain scaled dot-product attention, Eq. (1), as attention.h:
+ * Plain scaled dot-product attention, Eq. (1), as ref/attention.h:
  * scores = Q K^T / sqrt(d_k) (batched cuBLAS), mask -> -inf and softmax
  * (one warp per row), out = weights V (batched cuBLAS).
  * out (B,h,Tq,d_v), weights (B,h,Tq,Tk), Q (B,h,Tq,d_k), K (B,h,Tk,d_k),
@@ -205,11 +205,11 @@ void cuda_adam_update(float *param, const float *grad, float *m, float *v, size_
                       float lr, float beta1, float beta2, float eps, int step);
 
 /* ---- what the backend needs beyond the ops above (backend_kernels.cu) ------ */
-/* attention.h's heads_split / heads_merge: out (B,h,T,d) <-> inp (B,T,h*d) */
+/* ref/multihead_ref.h's heads_split / heads_merge: out (B,h,T,d) <-> inp (B,T,h*d) */
 void cuda_heads_split(float *out, const float *inp, int B, int T, int h, int d);
 void cuda_heads_merge(float *out, const float *inp, int B, int T, int h, int d);
 /* nn.h's dropout_forward: keep[i] = dropout_keep(key, tensor, i, p) of
- * common/dropout_mask.h, the CPU's mask bit for bit. out may equal inp.
+ * common/core/dropout_mask.h, the CPU's mask bit for bit. out may equal inp.
  * backward: dinp += dout * keep. */
 void cuda_dropout_forward(float *out, float *keep, const float *inp, float p, size_t n,
                           uint64_t key, uint32_t tensor);

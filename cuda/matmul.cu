@@ -2,7 +2,7 @@
 // plus cuBLAS (the library uses cuBLAS; the others are here to learn from,
 // and cuda_validate times them against it at the model's shapes).
 //
-//   CPU reference : gemm_ref() in common/ops.c (the triple loop, in double)
+//   CPU reference : gemm_ref() in common/ref/ops.c (the triple loop, in double)
 //   v1 naive      : one thread per C element, every operand from global memory
 //   v2 tiled      : a block computes a 32x32 tile of C; the 32x32 tiles of A and
 //                   B it needs are staged in shared memory, so each element is

@@ -1,4 +1,4 @@
-/* nccl.c - the gradient sum between GPUs over NCCL (chapter 13, common/dist.c).
+/* nccl.c - the gradient sum between GPUs over NCCL (chapter 13, common/dist/dist.c).
  *
  * Data parallel on GPUs, as llm.c does it: the gradients stay in device
  * memory and NCCL moves them GPU to GPU (NVLink or PCIe), instead of two

@@ -158,7 +158,7 @@ extern "C" void cuda_relu_backward(float *dinp, const float *dout, const float *
 
 // ---- residual + dropout (Sec. 5.4: "we apply dropout to the output of each
 // sub-layer, before it is added to the sub-layer input") ------------------------------------
-// The mask comes from common/dropout_mask.h, the counter-based generator the
+// The mask comes from common/core/dropout_mask.h, the counter-based generator the
 // CPU uses too: each element's random number depends only on (seed, site,
 // index), so threads need no shared state and the mask does not depend on
 // how the work is split. This fused kernel uses site 0.

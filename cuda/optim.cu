@@ -1,6 +1,6 @@
 // optim.cu - Adam (Sec. 5.3: beta1 = 0.9, beta2 = 0.98, eps = 1e-9) on the GPU.
 //
-//   CPU reference : adam_update in common/optim.c
+//   CPU reference : adam_update in common/ref/optim.c
 //   kernel        : one thread per parameter (each element is independent);
 //                   the bias corrections are computed once, on the host, in
 //                   double, exactly as the CPU does

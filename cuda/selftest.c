@@ -22,10 +22,15 @@
 #include <string.h>
 
 #include "ref/attention.h"
-#include "model/decode.h"
+#include "fast/attention_fast.h"
+#include "fast/rows_fast.h"
 #include "decode_kernels.h"
+#include "fast/nn_fast.h"
+#include "layers/linear.h"
 #include "ref/nn.h"
 #include "fast/gemm.h"
+#include "fast/nn_fast.h"
+#include "layers/linear.h"
 #include "ref/ops.h"
 #include "ref/optim.h"
 #include "core/rng.h"
@@ -558,7 +563,7 @@ static void check_xent(Sink *sink, int size) {
     free(logits), free(logp), free(dl), free(tmp), free(targets);
 }
 
-/* ---- decoding (common/decode.h): attention of one query per row against a
+/* ---- decoding (common/model/decode.h): attention of one query per row against a
  * strided cache, and the rows gather ------------------------------------------------ */
 
 static void check_decode(Sink *sink, int size) {

@@ -1,6 +1,6 @@
 // softmax.cu - row softmax, the softmax of Eq. (1), on the GPU.
 //
-//   CPU reference : softmax_forward / softmax_backward in common/ops.c
+//   CPU reference : softmax_forward / softmax_backward in common/ref/ops.c
 //   v1 row        : one thread per row, three passes (max, sum of exp, scale)
 //   v2 warp       : one warp per row; each lane keeps an online (max, sum) over
 //                   its share of the row, the 32 partial results are merged

@@ -1,6 +1,6 @@
 /* check_cuda.c - the CUDA backend against the CPU backend.
  *
- * One model (common/model.c), two backend tables (common/backend.h). Each
+ * One model (common/model/model.c), two backend tables (common/model/backend.h). Each
  * "Model" test builds the same model twice, moves one copy to the other
  * backend with model_to / trainer_to, makes the same calls on both, and
  * compares what comes back:
@@ -15,7 +15,9 @@
  * Dropout is ON (P_drop = 0.1) in the training test: both backends draw
  * dropout_mask.h's masks, so they must agree.
  *
- * "Core": device selection on any build, and on a GPU every kernel of
+ * "Core": device selection on any build; both tables complete, with this
+ * build's ABI; the ops that stand for the model's former gemm calls against
+ * plain loops, shim and CPU bit for bit; and on a GPU every kernel of
  * cuda/selftest.c against its CPU function.
  *
  * Check forks a process per test, and a CUDA context does not survive a
@@ -23,12 +25,15 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "model/backend.h"
+#include "ref/attention.h"
+#include "fast/attention_fast.h"
 #include "model/decode.h"
 #include "model/device.h"
 #include "kernels.h"
@@ -36,6 +41,7 @@
 #include "ref/optim.h"
 #include "testutil.h"
 #include "model/train.h"
+#include "task/copy_task.h"
 
 /* device_select resolves "cuda" to what can run, on any build and machine */
 START_TEST(test_device_select) {
@@ -64,8 +70,7 @@ START_TEST(test_cpu_maps_no_cuda) {
         return;
     }
     char err[256];
-    Config c = {.N = 1, .d_model = 8, .d_ff = 8, .h = 2, .d_k = 4, .d_v = 4, .vocab = 13, .max_len = 8,
-                .dropout = 0.1f, .pre_ln = 0, .pad_id = 0};
+    Config c = test_config(1, 8, 8, 2, 4, 4, 13, 8, 0.1f);
     Model m;
     ck_assert_msg(model_build(&m, &c, 1, 4, 3, 1, err, sizeof err) == 0, "%s", err);
     int src[4] = {1, 5, 6, 7}, tgt[3] = {1, 5, 6};
@@ -137,8 +142,8 @@ static const Backend *other_backend(int i, int say) {
 /* N=2, d_model 16, d_ff 24, h 2, d_k 8, d_v 4 (d_v != d_k catches a mixed-up
  * shape), vocab 13, padding id 0. */
 static Config tiny_config(int pre_ln, float dropout) {
-    Config c = {.N = 2, .d_model = 16, .d_ff = 24, .h = 2, .d_k = 8, .d_v = 4, .vocab = 13,
-                .max_len = 12, .dropout = dropout, .pre_ln = pre_ln, .pad_id = 0};
+    Config c = test_config(2, 16, 24, 2, 8, 4, 13, 12, dropout);
+    c.pre_ln = pre_ln;
     return c;
 }
 
@@ -214,7 +219,7 @@ START_TEST(test_model_forward_backward) {
 }
 END_TEST
 
-/* Decoding (common/decode.h) on the other backend: greedy and beam search,
+/* Decoding (common/model/decode.h) on the other backend: greedy and beam search,
  * cached (the step's ops through be: the row products, the cached
  * attention, the cache's append and reorder as gather_rows) and uncached
  * (model_decode on be, read back with model_read). The same tokens, the
@@ -295,10 +300,12 @@ START_TEST(test_model_train_steps) {
     ck_assert_msg(trainer_init(&tg, &g, &hp, 3, 6, 1, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(trainer_to(&tg, be, err, sizeof err) == 0, "%s", err);
     ck_assert_ptr_eq(g.be, be);
+    CopyBatch cb;
+    ck_assert(copy_batch_alloc(&cb, 3, 6) == 0);
     for (int step = 1; step <= 3; step++) {
         StepStats sc, sg;
-        ck_assert_int_eq(train_step(&tc, &sc), TRAIN_OK);
-        ck_assert_int_eq(train_step(&tg, &sg), TRAIN_OK);
+        ck_assert_int_eq(copy_train_step(&tc, &cb, &sc), TRAIN_OK);
+        ck_assert_int_eq(copy_train_step(&tg, &cb, &sg), TRAIN_OK);
         ck_assert_msg(fabsf(sg.loss - sc.loss) <= 1e-5f * sc.loss, "step %d: loss %s %.7g, cpu %.7g",
                       step, be->name, sg.loss, sc.loss);
         ck_assert_msg(fabsf(sg.grad_norm - sc.grad_norm) <= 1e-4f * sc.grad_norm,
@@ -316,6 +323,7 @@ START_TEST(test_model_train_steps) {
     float first = g.params.mem[0];
     ck_assert_msg(trainer_to(&tg, backend_cpu(), err, sizeof err) == 0, "%s", err);
     ck_assert(g.params.mem[0] == first && g.be == backend_cpu());
+    copy_batch_free(&cb);
     trainer_free(&tc), trainer_free(&tg);
     model_free(&m), model_free(&g);
 }
@@ -400,25 +408,133 @@ START_TEST(test_host_helpers_without_gpu) {
 }
 END_TEST
 
+/* ---- the tables ------------------------------------------------------------------ */
+
+/* Every entry from alloc on is a function pointer, and a hole would crash
+ * the first program that calls it: the struct walked as an array of them
+ * (which is what it is on every ABI this project builds for). */
+static void assert_table_complete(const Backend *be) {
+    typedef void (*AnyFn)(void);
+    size_t n = (sizeof(Backend) - offsetof(Backend, alloc)) / sizeof(AnyFn);
+    const char *first = (const char *)be + offsetof(Backend, alloc);
+    for (size_t i = 0; i < n; i++) {
+        AnyFn f;
+        memcpy(&f, first + i * sizeof f, sizeof f);
+        ck_assert_msg(f != NULL, "%s backend: entry %zu of the %zu from alloc on is missing", be->name, i, n);
+    }
+}
+
+/* The CPU's table and the host shim's (the CUDA backend's own table,
+ * backend_cuda.c): this build's ABI, every entry filled, and host_memory,
+ * the fact shared code reads instead of asking which backend it holds. */
+START_TEST(test_tables) {
+    const Backend *cpu = backend_cpu(), *shim = other_backend(0, 0);
+    ck_assert_int_eq(cpu->abi, BACKEND_ABI);
+    ck_assert_int_eq(shim->abi, BACKEND_ABI);
+    ck_assert_str_eq(cpu->name, "cpu");
+    ck_assert_str_eq(shim->name, "cuda");
+    ck_assert_int_eq(cpu->host_memory, 1);
+    ck_assert_int_eq(shim->host_memory, 0);   /* malloc'ed, but it keeps the GPU's contract */
+    assert_table_complete(cpu);
+    assert_table_complete(shim);
+}
+END_TEST
+
+/* The ops that stand for what the model and the trainer once wrote as gemm
+ * calls of their own: the tied output projection forward and backward, the
+ * learned PE's gradient, a scaled copy. On the CPU against plain loops in
+ * double; the shim (the CUDA table's code with cuda_gemm = gemm) must give
+ * the CPU's very bits, as the same calls do. */
+enum { GN = 5, GD = 6, GV = 7, GB = 3, GT = 4 };
+#define GEMM_OPS_OUT (GN * GV + GN * GD + GV * GD + GT * GD + GN * GD)
+
+/* n floats of be's memory holding host */
+static float *put(const Backend *be, const float *host, size_t n) {
+    float *p = be->alloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    be->upload(p, host, n * sizeof(float));
+    return p;
+}
+
+/* out: logits (GN,GV) | dx (GN,GD) | dE (GV,GD) | dpos (GT,GD) | 0.375 x (GN,GD) */
+static void run_gemm_ops(const Backend *be, float *out, const float *x, const float *E, const float *dl,
+                         const float *dE0, const float *demb, const float *dpos0) {
+    const float ones[GB] = {1.0f, 1.0f, 1.0f};
+    float *bx = put(be, x, GN * GD), *bE = put(be, E, GV * GD), *bdl = put(be, dl, GN * GV);
+    float *bdE = put(be, dE0, GV * GD), *bdemb = put(be, demb, GB * GT * GD), *bdpos = put(be, dpos0, GT * GD);
+    float *bones = put(be, ones, GB), *blog = put(be, out, GN * GV), *bdx = put(be, out, GN * GD);
+    float *bsc = put(be, out, GN * GD);
+    be->logits_forward(blog, bx, bE, GN, GD, GV);
+    be->logits_backward(bdx, bdE, bdl, bx, bE, GN, GD, GV);
+    be->pos_embed_backward(bdpos, bdemb, bones, GB, GT, GD);
+    be->scale_forward(bsc, bx, 0.375f, GN * GD);
+    float *o = out;
+    be->download(o, blog, GN * GV * sizeof(float)), o += GN * GV;
+    be->download(o, bdx, GN * GD * sizeof(float)), o += GN * GD;
+    be->download(o, bdE, GV * GD * sizeof(float)), o += GV * GD;
+    be->download(o, bdpos, GT * GD * sizeof(float)), o += GT * GD;
+    be->download(o, bsc, GN * GD * sizeof(float));
+    float *all[] = {bx, bE, bdl, bdE, bdemb, bdpos, bones, blog, bdx, bsc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(all[i]);
+}
+
+START_TEST(test_gemm_ops) {
+    Rng rng;
+    rng_seed(&rng, 21);
+    float *x = randn(&rng, GN * GD, 1), *E = randn(&rng, GV * GD, 1), *dl = randn(&rng, GN * GV, 1);
+    float *dE0 = randn(&rng, GV * GD, 1), *demb = randn(&rng, GB * GT * GD, 1), *dpos0 = randn(&rng, GT * GD, 1);
+    /* what the ops must give: logits = x E^T, dx = dl E, dE = dE0 + dl^T x,
+     * dpos = dpos0 + sum over b of demb[b], scaled = 0.375 x */
+    float want[GEMM_OPS_OUT], got[GEMM_OPS_OUT], shim_got[GEMM_OPS_OUT];
+    float *w = want;
+    for (int i = 0; i < GN; i++)
+        for (int v = 0; v < GV; v++) {
+            double s = 0;
+            for (int d = 0; d < GD; d++) s += (double)x[i * GD + d] * E[v * GD + d];
+            *w++ = (float)s;
+        }
+    for (int i = 0; i < GN; i++)
+        for (int d = 0; d < GD; d++) {
+            double s = 0;
+            for (int v = 0; v < GV; v++) s += (double)dl[i * GV + v] * E[v * GD + d];
+            *w++ = (float)s;
+        }
+    for (int v = 0; v < GV; v++)
+        for (int d = 0; d < GD; d++) {
+            double s = dE0[v * GD + d];
+            for (int i = 0; i < GN; i++) s += (double)dl[i * GV + v] * x[i * GD + d];
+            *w++ = (float)s;
+        }
+    for (int j = 0; j < GT * GD; j++) {
+        double s = dpos0[j];
+        for (int b = 0; b < GB; b++) s += demb[b * GT * GD + j];
+        *w++ = (float)s;
+    }
+    for (int j = 0; j < GN * GD; j++) *w++ = 0.375f * x[j];
+
+    memset(got, 0xff, sizeof got);   /* NaN: a value the op never wrote shows */
+    run_gemm_ops(backend_cpu(), got, x, E, dl, dE0, demb, dpos0);
+    ck_assert_close_arrays(got, want, (size_t)GEMM_OPS_OUT, 1e-5);
+    memset(shim_got, 0xff, sizeof shim_got);
+    run_gemm_ops(other_backend(0, 0), shim_got, x, E, dl, dE0, demb, dpos0);
+    ck_assert_msg(!memcmp(shim_got, got, sizeof got), "the shim's bits differ from the CPU's");
+    free(x), free(E), free(dl), free(dE0), free(demb), free(dpos0);
+}
+END_TEST
+
 Suite *cuda_suite(void) {
     Suite *s = suite_create("cuda");
-    TCase *core = tcase_create("Core");
+    TCase *core = suite_case(s, "Core", test_cpu_maps_no_cuda, test_device_select,
+                             test_missing_library, test_tables, test_gemm_ops);
     tcase_set_timeout(core, 60);   /* the first CUDA call in a process can take seconds */
-    tcase_add_test(core, test_cpu_maps_no_cuda);
-    tcase_add_test(core, test_device_select);
-    tcase_add_test(core, test_missing_library);
     /* selftest checks: the count is known only once the .so is open, which
      * must not happen before the fork; 16 covers its 8 (the extra _i return) */
     tcase_add_loop_test(core, test_kernel_matches_cpu, 0, 16);
-    suite_add_tcase(s, core);
-    TCase *model = tcase_create("Model");
+    TCase *model = suite_case(s, "Model", test_host_helpers, test_host_helpers_without_gpu);
     tcase_set_timeout(model, 60);
     tcase_add_loop_test(model, test_model_forward_backward, 0, 4);   /* {post-LN, pre-LN + learned PE} x {shim,GPU} */
     tcase_add_loop_test(model, test_model_train_steps, 0, 4);
     tcase_add_loop_test(model, test_model_decode, 0, 4);   /* {post,pre}-LN x {shim,GPU} */
     tcase_add_loop_test(model, test_model_train_nan, 0, 4);
-    tcase_add_test(model, test_host_helpers);
-    tcase_add_test(model, test_host_helpers_without_gpu);
-    suite_add_tcase(s, model);
     return s;
 }

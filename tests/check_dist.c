@@ -1,4 +1,4 @@
-/* check_dist.c - data parallelism (common/dist.h, train.h's TrainDP, chapter 13).
+/* check_dist.c - data parallelism (common/dist/dist.h, train.h's TrainDP, chapter 13).
  *
  * Slices   train_slice: contiguous, covering, never empty, token-balanced
  *          when rows hold different numbers of tokens.
@@ -32,6 +32,8 @@
 #include "model/model.h"
 #include "testutil.h"
 #include "model/train.h"
+#include "io/checkpoint.h"
+#include "task/copy_task.h"
 
 /* ---- slices ------------------------------------------------------------------- */
 
@@ -97,9 +99,8 @@ START_TEST(test_dropout_key_shift) {
 END_TEST
 
 static Config small_config(void) {
-    Config c = config_base();
-    c.N = 1, c.d_model = 16, c.d_ff = 32, c.h = 2, c.d_k = c.d_v = 8;
-    c.vocab = COPY_VOCAB, c.max_len = COPY_LEN, c.dropout = 0.3f, c.pad_id = COPY_PAD;
+    Config c = test_config(1, 16, 32, 2, 8, 8, COPY_VOCAB, COPY_LEN, 0.3f);
+    c.pad_id = COPY_PAD;
     return c;
 }
 
@@ -154,13 +155,16 @@ START_TEST(test_one_rank_is_one_process) {
     ck_assert_int_eq(dist_size(), 1);
     ck_assert_int_eq(dist_attach(&dt, &ta, 1, err, sizeof err), 0);
     ck_assert_ptr_null(ta.dp);
+    CopyBatch cb;
+    ck_assert(copy_batch_alloc(&cb, 8, COPY_LEN) == 0);
     for (int i = 0; i < 5; i++) {
         StepStats sa, sb;
-        ck_assert_int_eq(train_step(&ta, &sa), TRAIN_OK);
-        copy_batch(tb.src, tb.tgt_in, tb.tgt_out, 8, COPY_LEN, COPY_VOCAB, &tb.data_rng);
-        ck_assert_int_eq(train_step_batch(&tb, tb.src, tb.tgt_in, tb.tgt_out, 8, COPY_LEN, COPY_LEN - 1, &sb), TRAIN_OK);
+        ck_assert_int_eq(copy_train_step(&ta, &cb, &sa), TRAIN_OK);
+        copy_batch_draw(&cb, COPY_VOCAB, &tb.data_rng);
+        ck_assert_int_eq(train_step_batch(&tb, cb.src, cb.tgt_in, cb.tgt_out, 8, COPY_LEN, COPY_LEN - 1, &sb), TRAIN_OK);
         ck_assert(sa.loss == sb.loss);
     }
+    copy_batch_free(&cb);
     ck_assert(memcmp(a.params.mem, b.params.mem, a.params.n * sizeof(float)) == 0);
     ck_assert(dist_weights_hash(&a) == dist_weights_hash(&b));
     b.params.mem[0] += 1e-6f;
@@ -202,9 +206,11 @@ START_TEST(test_micro_batches_one_process) {
         ck_assert(trainer_init(&t[k], &m[k], &hp, 8, COPY_LEN, 5, err, sizeof err) == 0);
         ck_assert_msg(trainer_set_micro(&t[k], G[k], err, sizeof err) == 0, "%s", err);
     }
+    CopyBatch cb;
+    ck_assert(copy_batch_alloc(&cb, 8, COPY_LEN) == 0);
     for (int i = 0; i < 5; i++) {
         StepStats st[3];
-        for (int k = 0; k < 3; k++) ck_assert_int_eq(train_step(&t[k], &st[k]), TRAIN_OK);
+        for (int k = 0; k < 3; k++) ck_assert_int_eq(copy_train_step(&t[k], &cb, &st[k]), TRAIN_OK);
         ck_assert_msg(fabs(st[1].loss - st[0].loss) <= 1e-5 * st[0].loss, "step %d: %g vs %g", i, st[1].loss, st[0].loss);
         ck_assert(st[1].loss == st[2].loss);
         ck_assert_int_eq(st[1].n_tokens, st[0].n_tokens);
@@ -215,6 +221,7 @@ START_TEST(test_micro_batches_one_process) {
     ck_assert_ptr_nonnull(strstr(err, "power of two"));
     ck_assert_int_eq(trainer_set_micro(&t[0], 16, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "at least 16 sequences"));
+    copy_batch_free(&cb);
     for (int k = 0; k < 3; k++) trainer_free(&t[k]), model_free(&m[k]);
 }
 END_TEST
@@ -266,12 +273,6 @@ static double csv_loss(const char *dir, int step) {
     return v;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* The flags of the comparison: a small model, 50 steps, dropout on, the
  * default seed and chapter 13's default 4 micro-batches: 1, 2 and 4 ranks
  * then add the same numbers in the same order (train.h's tree). Under
@@ -289,8 +290,8 @@ static double now_s(void) {
 
 START_TEST(test_ranks_match_one_process) {
     if (!have_mpi(1)) return;
-    char dir[] = "/tmp/check_dist_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
     ck_assert_int_eq(sh("%s/13_data_parallel " CMP_FLAGS " --out %s/np1 >%s/np1.txt 2>&1", g_build, dir, dir), 0);
     char d1[600];
     snprintf(d1, sizeof d1, "%s/np1", dir);
@@ -325,7 +326,7 @@ START_TEST(test_ranks_match_one_process) {
         ck_assert_int_eq(sh("grep -q 'the same bits at every step' %s/v%d.txt", dir, v), 0);
         ck_assert_int_eq(sh("grep -q 'rank %d: .* same' %s/v%d.txt", np - 1, dir, v), 0);
     }
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -333,8 +334,8 @@ END_TEST
  * ends the job within seconds, not a hang; the checkpoint of step 20 loads. */
 START_TEST(test_dead_rank_ends_job) {
     if (!have_mpi(0)) return;
-    char dir[] = "/tmp/check_dist_XXXXXX", err[512];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], err[512];
+    fresh_dir(dir, sizeof dir, "check_dist");
     double t0 = now_s();
     int rc = sh("timeout 60 " MPIRUN " 2 %s/13_data_parallel --steps 40 --time-steps 0 --checkpoint-every 10 "
                 "--fail-at 25 --out %s >%s/out.txt 2>%s/err.txt", g_build, dir, dir, dir);
@@ -351,20 +352,20 @@ START_TEST(test_dead_rank_ends_job) {
     ck_assert_int_eq((int)ts.step, 20);
     free(ts.adam_m), free(ts.adam_v);
     model_free(&m);
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
 /* one rank's weights nudged after step 12: the check at step 15 stops the run */
 START_TEST(test_desync_stops_run) {
     if (!have_mpi(0)) return;
-    char dir[] = "/tmp/check_dist_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
     int rc = sh("timeout 60 " MPIRUN " 2 %s/13_data_parallel --steps 30 --time-steps 0 --check-every 5 --desync-at 12 "
                 "--out %s >%s/out.txt 2>%s/err.txt", g_build, dir, dir, dir);
     ck_assert_msg(rc != 0 && rc != 124, "desynchronised weights: exit %d", rc);
     ck_assert_int_eq(sh("grep -q 'weights differ across ranks after step 15' %s/err.txt", dir), 0);
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -379,8 +380,8 @@ START_TEST(test_resume_with_fewer_ranks) {
     return;
 #endif
     if (!have_mpi(0)) return;
-    char dir[] = "/tmp/check_dist_XXXXXX", err[512];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], err[512];
+    fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --warmup 50 --eval 0 --examples 0 "
                     "--micro-batches 2 --no-color";
     ck_assert_int_eq(sh(MPIRUN " 2 %s/08_training %s --steps 25 --out %s/a >/dev/null 2>%s/a.err", g_build, f, dir, dir), 0);
@@ -404,7 +405,7 @@ START_TEST(test_resume_with_fewer_ranks) {
                   "resumed run's weights differ from one process's by %g", d);
     free(sb.adam_m), free(sb.adam_v), free(sc.adam_m), free(sc.adam_v);
     model_free(&mb), model_free(&mc);
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -420,13 +421,10 @@ START_TEST(test_order_matters) {
                     "13's section 4b rounds differently from the README's run, its figures not compared\n");
     return;
 #endif
-    const char *b = getenv("BUILD_DIR");
-    if (!b || !*b) {
-        fprintf(stderr, "check_dist: BUILD_DIR not set, chapter 13's section 4b not checked\n");
-        return;
-    }
-    char dir[] = "/tmp/check_dist_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *b = build_dir("check_dist", "chapter 13's section 4b checks");
+    if (!b) return;
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
     ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/13_data_parallel --time-steps 0 --no-color --out %s/g4 >%s/g4.txt 2>&1", b,
                         dir, dir), 0);
     ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/13_data_parallel --time-steps 0 --no-color --micro-batches 2 --out %s/g2 "
@@ -442,7 +440,7 @@ START_TEST(test_order_matters) {
         ck_assert_msg(sh("grep -qF '%s' %s/g4.txt", g4[i], dir) == 0, "--micro-batches 4: no '%s'", g4[i]);
     for (size_t i = 0; i < sizeof g2 / sizeof *g2; i++)
         ck_assert_msg(sh("grep -qF '%s' %s/g2.txt", g2[i], dir) == 0, "--micro-batches 2: no '%s'", g2[i]);
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -466,8 +464,8 @@ static double last_loss(const char *path) {
  * one rank's checkpoint and output only */
 START_TEST(test_translation_two_ranks) {
     if (!have_mpi(1)) return;
-    char dir[] = "/tmp/check_dist_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--train-size 500 --layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 "
                     "--test-size 20 --tokens 400 --steps 20 --checkpoint-every 10 --micro-batches 2 --no-color";
     ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/11_translation %s --out %s/one >%s/one.txt 2>&1", g_build, f, dir, dir), 0);
@@ -485,7 +483,7 @@ START_TEST(test_translation_two_ranks) {
     ck_assert_int_eq(sh("cmp -s %s/one/ckpt_000010.ckpt %s/two/ckpt_000010.ckpt", dir, dir), 0);
     /* rank 0 alone printed: one copy of each section */
     ck_assert_int_eq(sh("test $(grep -c '== 4. Training' %s/two.txt) -eq 1", dir), 0);
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -499,8 +497,8 @@ END_TEST
  *    ranks on 2 GPUs must give one GPU's bits and say NCCL. */
 START_TEST(test_gpu_path) {
     if (!have_mpi(1)) return;
-    char dir[] = "/tmp/check_dist_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --steps 30 --eval 0 --examples 0 "
                     "--micro-batches 2 --no-color";
     ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/08_training %s --out %s/one >/dev/null 2>&1", g_build, f, dir), 0);
@@ -533,30 +531,19 @@ START_TEST(test_gpu_path) {
         }
     }
     if (h) dlclose(h);
-    sh("rm -rf %s", dir);
+    remove_dir(dir);
 }
 END_TEST
 
 Suite *dist_suite(void) {
     Suite *s = suite_create("dist");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_slice_even_rows);
-    tcase_add_test(core, test_slice_token_balanced);
-    tcase_add_test(core, test_dropout_key_shift);
-    tcase_add_test(core, test_slice_forward_same_dropout);
-    tcase_add_test(core, test_one_rank_is_one_process);
-    tcase_add_test(core, test_leaves);
-    tcase_add_test(core, test_micro_batches_one_process);
-    suite_add_tcase(s, core);
-    TCase *mpi = tcase_create("Mpirun");
-    tcase_add_test(mpi, test_ranks_match_one_process);
-    tcase_add_test(mpi, test_dead_rank_ends_job);
-    tcase_add_test(mpi, test_desync_stops_run);
-    tcase_add_test(mpi, test_resume_with_fewer_ranks);
-    tcase_add_test(mpi, test_translation_two_ranks);
-    tcase_add_test(mpi, test_gpu_path);
+    suite_case(s, "Core", test_slice_even_rows, test_slice_token_balanced, test_dropout_key_shift,
+               test_slice_forward_same_dropout, test_one_rank_is_one_process, test_leaves,
+               test_micro_batches_one_process);
+    TCase *mpi = suite_case(s, "Mpirun", test_ranks_match_one_process, test_dead_rank_ends_job,
+                            test_desync_stops_run, test_resume_with_fewer_ranks,
+                            test_translation_two_ranks, test_gpu_path);
     tcase_add_test(mpi, test_order_matters);   /* runs chapter 13 without mpirun: slow under ASan */
     tcase_set_timeout(mpi, 240);
-    suite_add_tcase(s, mpi);
     return s;
 }

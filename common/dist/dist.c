@@ -350,12 +350,13 @@ static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, con
         memcpy(all, mine, (size_t)k * sizeof *mine);
     double tot = 0;
     for (int i = 1; i < k * g_size; i += 2) tot += all[i];
-    /* On the CPU the gradients are host memory; on a GPU they go GPU to GPU
-     * through NCCL, or else through the host buffer (MPI over host memory:
-     * two copies per step). */
-    float *g = be == backend_cpu() || d->nccl ? grad : d->host;
+    /* Gradients in host memory (the CPU) go to MPI as they are; on a GPU
+     * they go GPU to GPU through NCCL, or else through the host buffer (MPI
+     * over host memory: two copies per step). Their norm is taken where
+     * they live, before the sum. */
+    double sq = be->sum_squares(grad, n);
+    float *g = be->host_memory || d->nccl ? grad : d->host;
     if (g != grad) be->download(g, grad, n * sizeof(float));
-    double sq = be == backend_cpu() || d->nccl ? be->sum_squares(g, n) : backend_cpu()->sum_squares(g, n);
     /* this rank's part, for the chapter: its own mean gradient is its part / (n_r / N) */
     d->local_sq = nt > 0 ? sq * (tot / nt) * (tot / nt) : 0;
     if (d->nccl) nccl_sum_tree(be, g, d->d_recv, n);
@@ -423,7 +424,7 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
     if (dist_max_int(bad))
         return fail(err, errlen, "a batch of %d sequences cannot be split over %d ranks (each needs at least one)",
                     t->B, g_size);
-    if (t->be != backend_cpu() && !(d->host = malloc(t->n * sizeof(float)))) bad = 1;
+    if (!t->be->host_memory && !(d->host = malloc(t->n * sizeof(float)))) bad = 1;
     if (!(d->recv = malloc(t->n * sizeof(float)))) bad = 1;
     if (dist_max_int(bad)) {
         free(d->host), free(d->recv);
@@ -442,7 +443,7 @@ int dist_attach(DistTrainer *d, Trainer *t, int check_every, char *err, size_t e
         return fail(err, errlen, "%s", e2);
     }
     snprintf(d->path, sizeof d->path, "MPI, host memory");
-    if (t->be != backend_cpu()) nccl_start(d, t->be, t->n);   /* or the host path, saying why */
+    if (!t->be->host_memory) nccl_start(d, t->be, t->n);   /* or the host path, saying why */
     /* the same start on every rank, or the run is not one run */
     d->hash = dist_check_weights(t->model, t->step);
     d->checked_step = t->step;

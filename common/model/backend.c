@@ -1,7 +1,7 @@
-/* backend.c - finding a backend: the CPU's is linked in; the CUDA one is a
- * shared object opened with dlopen() the first time a program asks for it,
- * so a program that never asks never maps cudart or cuBLAS (and starts on
- * a machine that has neither). */
+/* backend.c - finding the CUDA backend: a shared object opened with dlopen()
+ * the first time a program asks for it, so a program that never asks never
+ * maps cudart or cuBLAS (and starts on a machine that has neither). The
+ * CPU's table is linked in (backend_cpu.c); device.c chooses between them. */
 #include "model/backend.h"
 
 #include <dlfcn.h>
@@ -94,18 +94,4 @@ const Backend *backend_cuda(char *err, size_t errlen) {
 
 void *backend_cuda_symbol(const char *name) {
     return cuda_handle ? dlsym(cuda_handle, name) : NULL;
-}
-
-const Backend *backend_select(const char *name) {
-    static int told = 0;
-    if (!strcmp(name, "cpu")) return backend_cpu();
-    if (strcmp(name, "cuda")) return NULL;
-    char err[512];
-    const Backend *be = backend_cuda(err, sizeof err);
-    if (be) return be;
-    if (!told) {
-        told = 1;
-        printf("note: --device cuda asked for, but %s; running on the CPU.\n", err);
-    }
-    return backend_cpu();
 }

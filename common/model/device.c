@@ -1,10 +1,8 @@
 /* device.c - choosing where the math runs (see device.h). */
 #include "model/device.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 #include "core/fail.h"
 
 int device_cuda_built(void) {
@@ -19,9 +17,18 @@ int device_cuda_available(void) {
 }
 
 int device_select(const char *name, Device *out) {
-    const Backend *be = backend_select(name);
-    if (!be) return -1;
-    *out = be == backend_cpu() ? DEVICE_CPU : DEVICE_CUDA;
+    static int told = 0;
+    if (!strcmp(name, "cpu")) {
+        *out = DEVICE_CPU;
+        return 0;
+    }
+    if (strcmp(name, "cuda")) return -1;
+    char err[512];
+    *out = backend_cuda(err, sizeof err) ? DEVICE_CUDA : DEVICE_CPU;
+    if (*out == DEVICE_CPU && !told) {
+        told = 1;
+        printf("note: --device cuda asked for, but %s; running on the CPU.\n", err);
+    }
     return 0;
 }
 
@@ -35,7 +42,16 @@ const Backend *device_backend(Device d) {
     return be ? be : backend_cpu();
 }
 
+const Backend *backend_select(const char *name) {
+    Device d;
+    return device_select(name, &d) ? NULL : device_backend(d);
+}
+
 /* ---- one-op helpers -------------------------------------------------------- */
+
+/* cuda_sdpa_forward's type (cuda/kernels.h): sdpa_forward's arguments */
+typedef void (*SdpaForward)(float *out, float *weights, const float *Q, const float *K, const float *V,
+                            const uint8_t *mask, int B, int h, int Tq, int Tk, int d_k, int d_v);
 
 /* n bytes of device memory holding a copy of host (NULL for NULL); *oom set when out of memory */
 static void *upload_new(const Backend *be, const void *host, size_t bytes, int *oom) {
@@ -60,6 +76,10 @@ int gpu_sdpa_forward_host(float *out, float *weights, const float *Q, const floa
                           char *err, size_t errlen) {
     const Backend *be = backend_cuda(err, errlen);
     if (!be) return 2;
+    /* Eq. (1) by itself is no op of the table (the model calls whole
+     * layers): the kernel, cuda/attention.cu, by its name in the .so */
+    SdpaForward sdpa = (SdpaForward)backend_cuda_symbol("cuda_sdpa_forward");
+    if (!sdpa) return fail(err, errlen, "the CUDA backend has no cuda_sdpa_forward");
     size_t nq = (size_t)B * h * Tq * d_k, nk = (size_t)B * h * Tk * d_k;
     size_t nv = (size_t)B * h * Tk * d_v, no = (size_t)B * h * Tq * d_v, nw = (size_t)B * h * Tq * Tk;
     int oom = 0;
@@ -68,7 +88,7 @@ int gpu_sdpa_forward_host(float *out, float *weights, const float *Q, const floa
     uint8_t *dmask = upload_new(be, mask, (size_t)B * Tq * Tk, &oom);
     float *dout = alloc_or(be, no * sizeof(float), &oom), *dw = alloc_or(be, nw * sizeof(float), &oom);
     if (!oom) {
-        be->sdpa_forward(dout, dw, dQ, dK, dV, dmask, B, h, Tq, Tk, d_k, d_v);
+        sdpa(dout, dw, dQ, dK, dV, dmask, B, h, Tq, Tk, d_k, d_v);
         be->download(out, dout, no * sizeof(float));
         be->download(weights, dw, nw * sizeof(float));
     }

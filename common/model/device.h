@@ -4,14 +4,17 @@
  * a shared object (build/libaiyn_cuda.so, see backend.h), opened only when
  * `--device cuda` asks for it. Without it, or without a GPU, asking for
  * cuda prints one clear line and runs on the CPU.
+ *
+ * This is the one place that chooses a backend by name; what it hands out
+ * is a table (backend.h), and the code that runs on it never asks which.
  */
 #ifndef DEVICE_H
 #define DEVICE_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ref/attention.h"
 #include "model/backend.h"
+#include "model/backend_cpu.h"
 
 typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } Device;
 
@@ -26,6 +29,9 @@ int device_select(const char *name, Device *out);
 const char *device_name(Device d);
 /* the backend table of a device (the CPU's for DEVICE_CPU) */
 const Backend *device_backend(Device d);
+/* "cpu" or "cuda" -> a backend, as device_select resolves it (cuda that
+ * cannot be had says so once and gives the CPU). NULL for any other name. */
+const Backend *backend_select(const char *name);
 
 /* ---- one op on the GPU from host arrays, for the chapters -------------------
  * Upload the inputs, run the CUDA backend's op, download the outputs, free:

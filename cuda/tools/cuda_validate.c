@@ -35,6 +35,7 @@
 #include "kernels.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 
 /* ---- output: the terminal and the report file at once ---------------------------- */
 

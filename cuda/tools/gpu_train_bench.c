@@ -5,7 +5,7 @@
  * batches of 80 sequences of 10 tokens, vocabulary 11; P_drop 0.1): two
  * copies of the same Model and Trainer, one on the CPU backend and one
  * moved to the CUDA backend (trainer_to), trained with the same call,
- * train_step (common/train.c), on the same copy batches. Prints the
+ * copy_train_step (common/task/copy_task.c), on the same copy batches. Prints the
  * milliseconds per step on each, the speed-up and the losses (with the
  * shared dropout masks the first steps agree to float rounding), and
  * says whether the issue's target (GPU step >= 20x faster) is met.
@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "ref/optim.h"
 #include "model/train.h"
+#include "task/copy_task.h"
 
 #define PROG "gpu_train_bench"
 
@@ -76,12 +77,14 @@ int main(int argc, char **argv) {
     int steps[2] = {cpu_steps, gpu_steps}, fails = 0;
     float first[2], last[2];
     double ms[2];
+    CopyBatch cb;
+    if (copy_batch_alloc(&cb, B, T)) cli_fail(PROG, "out of memory");
     for (int d = 0; d < 2; d++) {
         StepStats st;
-        fails += train_step(&t[d], &st) != TRAIN_OK;
+        fails += copy_train_step(&t[d], &cb, &st) != TRAIN_OK;
         first[d] = st.loss;
         double t0 = now_s();
-        for (int i = 0; i < steps[d]; i++) fails += train_step(&t[d], &st) != TRAIN_OK;
+        for (int i = 0; i < steps[d]; i++) fails += copy_train_step(&t[d], &cb, &st) != TRAIN_OK;
         ms[d] = 1e3 * (now_s() - t0) / steps[d];   /* the loss read back waited for the GPU */
         last[d] = st.loss;
     }
@@ -97,6 +100,7 @@ int main(int argc, char **argv) {
     printf("speed-up: %.1fx (target >= %.0fx): %s%s\n", speedup, target, met ? "MET" : "NOT MET",
            fails ? "; a step reported NaN/inf" : "");
     printf("step 1 loss, GPU vs CPU (same weights, batch and dropout masks): %.7g vs %.7g\n", gpu_first, cpu_first);
+    copy_batch_free(&cb);
     for (int d = 0; d < 2; d++) trainer_free(&t[d]), model_free(&m[d]);
     return met ? 0 : 1;
 }
