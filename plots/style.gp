@@ -13,6 +13,6 @@ if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
 }
 # noenhanced: labels such as d_k or x^2 print as written, not as sub/superscripts.
 # viridis: ordered light-to-dark, readable in grey scale and for colour-blind
-# readers; the terminal heatmaps (common/show.c) use the same ramp.
+# readers; the terminal heatmaps (common/io/show.c) use the same ramp.
 set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')
 set grid

@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "text/bleu.h"
 #include "text/corpus.h"
 #include "core/rng.h"
+#include "testutil.h"
 
 START_TEST(test_hand_values) {
     BleuStats s = {0};
@@ -212,16 +212,12 @@ static void damage(char *out, size_t len, const char *s, Rng *r) {
  * when the script failed otherwise (that is a test failure, not a skip). */
 static int bleu_ref(const char *args, char *out, size_t len) {
     const char *py = access("build/venv/bin/python3", X_OK) == 0 ? "build/venv/bin/python3" : "python3";
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s tests/bleu_ref.py %s 2>/dev/null", py, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return 0;
-    size_t n = 0, got;
-    while (n + 1 < len && (got = fread(out + n, 1, len - 1 - n, p)) > 0) n += got;
-    out[n] = 0;
-    int st = pclose(p);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 1;
-    if (WIFEXITED(st) && (WEXITSTATUS(st) == 3 || WEXITSTATUS(st) == 127)) return 0;
+    char *said;
+    int st = sh_captured(&said, NULL, "%s tests/bleu_ref.py %s 2>/dev/null", py, args);
+    snprintf(out, len, "%s", said);
+    free(said);
+    if (st == 0) return 1;
+    if (st == 3 || st == 127) return 0;
     return -1;
 }
 
@@ -243,9 +239,9 @@ static void skip_sacrebleu(const char *what) {
 
 START_TEST(test_against_sacrebleu) {
     Corpus tr, dv, te;
-    char err[256], dir[] = "/tmp/check_bleu_XXXXXX", hp[128], rp[128], cmd[160];
+    char err[256], dir[64], hp[128], rp[128];
     ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 10, 10, 300, 11, err, sizeof err), 0);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    fresh_dir(dir, sizeof dir, "check_bleu");
     snprintf(hp, sizeof hp, "%s/hyp.txt", dir);
     snprintf(rp, sizeof rp, "%s/ref.txt", dir);
     /* three systems: mostly right, half-damaged, and all short */
@@ -279,8 +275,7 @@ START_TEST(test_against_sacrebleu) {
         }
         ck_assert_msg(fabs(ours - ref) < 0.01, "system %d: bleu.c %.6f, sacrebleu %.6f", sys, ours, ref);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_dir(dir);
     corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
 }
 END_TEST
@@ -406,8 +401,8 @@ static int agree_with_sacrebleu(const char *dir, const char *name, const char *c
 }
 
 START_TEST(test_13a_against_sacrebleu) {
-    char dir[] = "/tmp/check_bleu_XXXXXX", cmd[160], err[256];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], err[256];
+    fresh_dir(dir, sizeof dir, "check_bleu");
     /* hand check first, sacrebleu or not: 13a scores the tokenised system
      * 100 against the raw references, 'none' far below */
     BleuStats s13 = {0}, sno = {0};
@@ -452,8 +447,7 @@ START_TEST(test_13a_against_sacrebleu) {
         skip_sacrebleu("the 13a corpus comparison");
     free(hb), free(rb), free(hyp), free(ref);
     corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -538,21 +532,11 @@ END_TEST
 
 Suite *bleu_suite(void) {
     Suite *s = suite_create("bleu");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_hand_values);
-    tcase_add_test(core, test_tokenize_13a_hand);
-    tcase_add_test(core, test_13a_hand_values);
-    tcase_add_test(core, test_signature_hand);
-    suite_add_tcase(s, core);
-    TCase *lim = tcase_create("Limits");
-    tcase_add_test(lim, test_tokenize_13a_limits);
-    suite_add_tcase(s, lim);
-    TCase *ref = tcase_create("Reference");
-    tcase_add_test(ref, test_against_sacrebleu);
-    tcase_add_test(ref, test_13a_against_sacrebleu);
-    tcase_add_test(ref, test_tokenize_13a_against_sacrebleu);
-    tcase_add_test(ref, test_signature_against_sacrebleu);
+    suite_case(s, "Core", test_hand_values, test_tokenize_13a_hand, test_13a_hand_values,
+               test_signature_hand);
+    suite_case(s, "Limits", test_tokenize_13a_limits);
+    TCase *ref = suite_case(s, "Reference", test_against_sacrebleu, test_13a_against_sacrebleu,
+                            test_tokenize_13a_against_sacrebleu, test_signature_against_sacrebleu);
     tcase_set_timeout(ref, 120);
-    suite_add_tcase(s, ref);
     return s;
 }

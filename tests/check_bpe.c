@@ -1,6 +1,7 @@
 /* check_bpe.c - byte-pair encoding: merges on a hand-checked toy corpus,
  * exact round trips (UTF-8 included), unknown characters, save/load, and
- * the errors (vocabulary 0 or too small, damaged files). */
+ * the errors (vocabulary 0 or too small, damaged files). Also the growing
+ * printf string bpe_save builds its file in (core/strbuf.h). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,10 @@
 #include <unistd.h>
 
 #include "text/bpe.h"
-#include "io/checkpoint.h"   /* crc32_update, to write a version 1 file by hand */
+#include "core/fileio.h"   /* crc32_update, to write a version 1 file by hand */
+#include "core/strbuf.h"
 #include "text/corpus.h"
+#include "testutil.h"
 
 static void sym(const Bpe *b, int id, char *buf) { bpe_symbol_str(b, id, buf, 64); }
 
@@ -161,6 +164,35 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
+/* StrBuf: appends in order past the first allocation (15,000 bytes in
+ * 3,000 appends, then one of 10,000), NUL-terminated; after oom nothing
+ * more is written; strbuf_free zeroes, and freeing twice or NULL is safe. */
+START_TEST(test_strbuf) {
+    StrBuf b = {0};
+    char *want = malloc(15000 + 1);
+    size_t k = 0;
+    for (int i = 0; i < 3000; i++) {
+        strbuf_printf(&b, "%04d,", i);
+        k += (size_t)sprintf(want + k, "%04d,", i);
+    }
+    ck_assert_uint_eq(b.len, k);
+    ck_assert_int_eq(memcmp(b.s, want, k + 1), 0);   /* the NUL too */
+    memset(want, 'x', 10000);
+    want[10000] = 0;
+    strbuf_printf(&b, "<%s>", want);
+    ck_assert_uint_eq(b.len, k + 10002);
+    ck_assert(b.s[k] == '<' && b.s[k + 10001] == '>' && b.s[k + 10002] == 0 && !b.oom);
+    free(want);
+    b.oom = 1;   /* as if memory had run out: the text stays as it was */
+    strbuf_printf(&b, "more");
+    ck_assert_uint_eq(b.len, k + 10002);
+    strbuf_free(&b);
+    ck_assert(b.s == NULL && b.len == 0 && b.cap == 0 && b.oom == 0);
+    strbuf_free(&b);
+    strbuf_free(NULL);
+}
+END_TEST
+
 START_TEST(test_errors) {
     char *a[] = {"der Hund"};
     Bpe b;
@@ -179,8 +211,8 @@ END_TEST
 START_TEST(test_save_load) {
     char *a[] = {"Der große Hund sieht die Bäume", "The big dog sees the trees"};
     Bpe b, c;
-    char err[256], dir[] = "/tmp/check_bpe_XXXXXX", path[128], cmd[160];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char err[256], dir[64], path[128];
+    fresh_dir(dir, sizeof dir, "check_bpe");
     snprintf(path, sizeof path, "%s/v.bpe", dir);
     ck_assert_int_eq(bpe_learn(&b, a, 2, NULL, 0, 60, err, sizeof err), 0);
     bpe_set_words(&b, a + 1, 1);
@@ -211,11 +243,8 @@ START_TEST(test_save_load) {
     /* ... and a version 1 file (no "text" line) reads as tokenised: what
      * the programs that wrote version 1 did with --translate input */
     {
-        FILE *f = fopen(path, "rb");
-        char v2[8192], v1[8192];
-        size_t n = fread(v2, 1, sizeof v2 - 1, f);
-        fclose(f);
-        v2[n] = 0;
+        size_t n;
+        char *v2 = read_file_or_fail(path, &n), *v1 = malloc(n + 32);
         char *text = strstr(v2, "text tokenised\n"), *end = strstr(v2, "end ");
         ck_assert_ptr_nonnull(text);
         size_t k = (size_t)(text - v2);
@@ -225,62 +254,44 @@ START_TEST(test_save_load) {
         k += body;
         v1[8] = '1';   /* "AIYNBPE 1" */
         k += (size_t)sprintf(v1 + k, "end %08x\n", crc32_update(0, v1, k));
-        f = fopen(path, "wb");
-        fwrite(v1, 1, k, f);
-        fclose(f);
+        write_file(path, v1, k);
         ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 0);
         ck_assert_int_eq(c.tokenised, 1);
         ck_assert_int_eq(c.vocab, b.vocab);
         bpe_free(&c);
         v1[8] = '3';   /* a version this program does not know */
-        f = fopen(path, "wb");
-        fwrite(v1, 1, k, f);
-        fclose(f);
+        write_file(path, v1, k);
         ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
         ck_assert_ptr_nonnull(strstr(err, "version"));
         ck_assert_int_eq(bpe_save(&b, path, err, sizeof err), 0);
+        free(v1), free(v2);
     }
 
     /* damage: one flipped byte, a truncation, another file */
-    FILE *f = fopen(path, "rb");
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
+    size_t n;
+    char *buf = read_file_or_fail(path, &n);
     buf[20] ^= 1;
-    f = fopen(path, "wb");
-    fwrite(buf, 1, n, f);
-    fclose(f);
+    write_file(path, buf, n);
     ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "checksum"));
     buf[20] ^= 1;
-    f = fopen(path, "wb");
-    fwrite(buf, 1, n / 2, f);
-    fclose(f);
+    write_file(path, buf, n / 2);
     ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "truncated"));
-    f = fopen(path, "wb");
-    fputs("hello\n", f);
-    fclose(f);
+    write_text(path, "hello\n");
     ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
     ck_assert_int_eq(bpe_load(&c, dir, err, sizeof err), 2);          /* a directory: not a regular file */
     ck_assert_int_eq(bpe_load(&c, "/nonexistent/v.bpe", err, sizeof err), 1);
     bpe_free(&b);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    free(buf);
+    remove_dir(dir);
 }
 END_TEST
 
 Suite *bpe_suite(void) {
     Suite *s = suite_create("bpe");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_toy_merges);
-    tcase_add_test(core, test_round_trip);
-    tcase_add_test(core, test_unseen_words);
-    tcase_add_test(core, test_deterministic);
-    suite_add_tcase(s, core);
-    TCase *lim = tcase_create("Limits");
-    tcase_add_test(lim, test_errors);
-    tcase_add_test(lim, test_save_load);
-    suite_add_tcase(s, lim);
+    suite_case(s, "Core", test_toy_merges, test_round_trip, test_unseen_words, test_deterministic,
+               test_strbuf);
+    suite_case(s, "Limits", test_errors, test_save_load);
     return s;
 }

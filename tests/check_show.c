@@ -13,58 +13,8 @@
 #include <unistd.h>
 #include "core/fileio.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "testutil.h"
-
-/* ---- capturing stdout ------------------------------------------------------ */
-
-static char g_path[64];
-static int g_saved = -1;
-
-/* Everything printed between capture_begin() and capture_end() lands in the
- * returned string (caller frees). */
-static void capture_begin(void) {
-    strcpy(g_path, "/tmp/check_show_XXXXXX");
-    int fd = mkstemp(g_path);
-    ck_assert_msg(fd >= 0, "mkstemp failed");
-    fflush(stdout);
-    g_saved = dup(STDOUT_FILENO);
-    dup2(fd, STDOUT_FILENO);
-    close(fd);
-}
-
-static char *capture_end(void) {
-    fflush(stdout);
-    dup2(g_saved, STDOUT_FILENO);
-    close(g_saved);
-    FILE *f = fopen(g_path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    unlink(g_path);
-    return s;
-}
-
-/* Widest line in columns: UTF-8 continuation bytes take none, and ANSI
- * escape sequences (ESC [ ... letter) take none. */
-static int widest_line(const char *s) {
-    int w = 0, best = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\n') { best = w > best ? w : best; w = 0; continue; }
-        if (*p == 0x1b && p[1] == '[') {
-            p += 2;
-            while (*p && !((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z'))) p++;
-            if (!*p) break;
-            continue;
-        }
-        if ((*p & 0xC0) != 0x80) w++;
-    }
-    return w > best ? w : best;
-}
 
 /* ---- terminal output -------------------------------------------------------- */
 
@@ -292,32 +242,19 @@ END_TEST
 
 /* ---- plot files --------------------------------------------------------------- */
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
 static int have_gnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
-static void rm_files(const char *dir, const char *const *names, int n) {
-    char p[1024];
-    for (int i = 0; i < n; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
+/* The file dir/name as a string (malloc'd, the caller frees); NULL when the
+ * plot did not write it. */
+static char *plot_file(const char *dir, const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return read_file(p, NULL);
 }
 
 START_TEST(test_plot_heatmap_files) {
-    char root[] = "/tmp/check_show_plot_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(root));
+    char root[64];
+    fresh_dir(root, sizeof root, "check_show_plot");
     char dir[256];
     snprintf(dir, sizeof dir, "%s/a/b", root);           /* mkdir -p */
     const float x[6] = {1, 2, 3, 4, -INFINITY, 6.5f};
@@ -325,11 +262,7 @@ START_TEST(test_plot_heatmap_files) {
     capture_begin();
     plot_heatmap(dir, "hm", "it's a \"title\"", x, 2, 3, rows, cols, "key", "query");
     char *said = capture_end();
-    char p[512];
-    snprintf(p, sizeof p, "%s/hm.dat", dir);
-    char *dat = slurp(p);
-    snprintf(p, sizeof p, "%s/hm.gp", dir);
-    char *gp = slurp(p);
+    char *dat = plot_file(dir, "hm.dat"), *gp = plot_file(dir, "hm.gp");
     ck_assert_msg(dat && gp, "hm.dat / hm.gp not written in %s", dir);
     /* the data: labels in the header, one line per row, -inf as NaN */
     ck_assert_msg(strstr(dat, "\"big dog\"") && strstr(dat, "\"o'n\""), "labels missing:\n%s", dat);
@@ -340,43 +273,34 @@ START_TEST(test_plot_heatmap_files) {
                   "labels not quoted safely:\n%s", gp);
     ck_assert_msg(strstr(gp, dir) == NULL, "script names the absolute folder; must be relative");
     ck_assert_msg(strstr(said, "hm") != NULL, "no line saying what was written");
+    char p[512];
     snprintf(p, sizeof p, "%s/hm.png", dir);
     if (have_gnuplot()) {
         struct stat st;
         ck_assert_msg(stat(p, &st) == 0 && st.st_size > 0, "gnuplot present but no PNG at %s", p);
     }
-    const char *files[] = {"hm.dat", "hm.gp", "hm.png"};
-    rm_files(dir, files, 3);
-    snprintf(p, sizeof p, "%s/a/b", root); rmdir(p);
-    snprintf(p, sizeof p, "%s/a", root); rmdir(p);
-    rmdir(root);
+    remove_dir(root);
     free(said); free(dat); free(gp);
 }
 END_TEST
 
 START_TEST(test_plot_lines_files) {
-    char dir[] = "/tmp/check_show_plot_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_show_plot");
     const float x[4] = {1, 2, 4, 8}, a[4] = {1, 2, 4, 8}, b[4] = {1, 1, 1, NAN};
     const float *series[2] = {a, b};
     const char *names[2] = {"Var(q.k)", "d_k's 'scaled'"};
     capture_begin();
     plot_lines(dir, "var", "variance", "d_k", "variance", x, 4, series, names, 2, 1, 1);
     char *said = capture_end();
-    char p[512];
-    snprintf(p, sizeof p, "%s/var.dat", dir);
-    char *dat = slurp(p);
-    snprintf(p, sizeof p, "%s/var.gp", dir);
-    char *gp = slurp(p);
+    char *dat = plot_file(dir, "var.dat"), *gp = plot_file(dir, "var.gp");
     ck_assert_msg(dat && gp, "var.dat / var.gp not written");
     ck_assert_msg(strstr(dat, "# d_k | Var(q.k) | d_k's 'scaled'\n") != NULL, "header:\n%s", dat);
     ck_assert_msg(strstr(dat, "\n 1 1 1\n 2 2 1\n 4 4 1\n 8 8 NaN\n") != NULL, "columns:\n%s", dat);
     ck_assert_msg(strstr(gp, "set logscale x") && strstr(gp, "set logscale y"), "log axes missing:\n%s", gp);
     ck_assert_msg(strstr(gp, "'var.dat' using 1:2") && strstr(gp, "'' using 1:3"), "series:\n%s", gp);
     ck_assert_msg(strstr(gp, "title 'd_k''s ''scaled'''") != NULL, "series name not quoted:\n%s", gp);
-    const char *files[] = {"var.dat", "var.gp", "var.png"};
-    rm_files(dir, files, 3);
-    rmdir(dir);
+    remove_dir(dir);
     free(said); free(dat); free(gp);
 
     /* a folder that cannot be made: a plain message, -1, no crash */
@@ -399,8 +323,8 @@ END_TEST
 /* Weights get the fixed colour range 0..1, anything else its own range;
  * the heads grid has one panel per head from one data file. */
 START_TEST(test_plot_scales_and_heads_grid) {
-    char dir[] = "/tmp/check_show_plot_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_show_plot");
     const float w[2 * 2 * 3] = {0.2f, 0.3f, 0.5f, 1, 0, 0, 0.1f, 0.1f, 0.8f, 0, 1, 0};
     const float s[2 * 3] = {-2, 0.5f, 3, 1, 1, 1};
     const char *cols[3] = {"w10", "w11", "w12"};
@@ -409,15 +333,8 @@ START_TEST(test_plot_scales_and_heads_grid) {
     plot_heatmap(dir, "scores", "s", s, 2, 3, NULL, cols, "key", "query");
     plot_heads_grid(dir, "heads_layer1", "all heads", w, 2, 2, 3, NULL, cols, "key", "query");
     char *said = capture_end();
-    char p[512];
-    snprintf(p, sizeof p, "%s/weights.gp", dir);
-    char *gw = slurp(p);
-    snprintf(p, sizeof p, "%s/scores.gp", dir);
-    char *gs = slurp(p);
-    snprintf(p, sizeof p, "%s/heads_layer1.gp", dir);
-    char *gh = slurp(p);
-    snprintf(p, sizeof p, "%s/heads_layer1.dat", dir);
-    char *dh = slurp(p);
+    char *gw = plot_file(dir, "weights.gp"), *gs = plot_file(dir, "scores.gp");
+    char *gh = plot_file(dir, "heads_layer1.gp"), *dh = plot_file(dir, "heads_layer1.dat");
     ck_assert_msg(gw && gs && gh && dh, "scripts not written");
     ck_assert_msg(strstr(gw, "set cbrange [0:1]") && strstr(gw, "fixed scale"), "weights not on 0..1:\n%s", gw);
     ck_assert_msg(!strstr(gs, "set cbrange [0:1]") && strstr(gs, "min..max"), "scores forced to 0..1:\n%s", gs);
@@ -428,13 +345,11 @@ START_TEST(test_plot_scales_and_heads_grid) {
     ck_assert_msg(strstr(dh, "head 2 of 2") && strstr(dh, "\n\n\n# ") , "data blocks:\n%s", dh);
     if (have_gnuplot()) {
         struct stat st;
+        char p[512];
         snprintf(p, sizeof p, "%s/heads_layer1.png", dir);
         ck_assert_msg(stat(p, &st) == 0 && st.st_size > 0, "gnuplot present but no heads_layer1.png");
     }
-    const char *files[] = {"weights.dat", "weights.gp", "weights.png", "scores.dat", "scores.gp",
-                           "scores.png", "heads_layer1.dat", "heads_layer1.gp", "heads_layer1.png"};
-    rm_files(dir, files, 9);
-    rmdir(dir);
+    remove_dir(dir);
     free(said); free(gw); free(gs); free(gh); free(dh);
 }
 END_TEST
@@ -445,8 +360,8 @@ END_TEST
 START_TEST(test_plot_without_gnuplot) {
     const char *fork_env = getenv("CK_FORK");
     if (fork_env && !strcmp(fork_env, "no")) return;
-    char dir[] = "/tmp/check_show_plot_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_show_plot");
     setenv("PATH", "/nonexistent", 1);
     const float x[4] = {1, 2, 3, 4};
     capture_begin();
@@ -462,9 +377,7 @@ START_TEST(test_plot_without_gnuplot) {
     char p[512];
     snprintf(p, sizeof p, "%s/b.gp", dir);
     ck_assert_msg(access(p, R_OK) == 0, "script not written without gnuplot");
-    const char *files[] = {"a.dat", "a.gp", "b.dat", "b.gp"};
-    rm_files(dir, files, 4);
-    rmdir(dir);
+    remove_dir(dir);
     free(s);
 }
 END_TEST
@@ -492,8 +405,8 @@ END_TEST
  * files that do not fit are refused and counted, the earlier ones are left
  * exactly as they were, and no temporary stays behind. */
 START_TEST(test_plot_full_disk) {
-    char dir[] = "/tmp/check_show_full_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_show_full");
     float x[400];
     for (int i = 0; i < 400; i++) x[i] = 0.001f * i;
     capture_begin();
@@ -502,16 +415,14 @@ START_TEST(test_plot_full_disk) {
     free(s0);
     char p[512];
     snprintf(p, sizeof p, "%s/big.dat", dir);
-    char *before = slurp(p);
+    char *before = read_file(p, NULL);
     fflush(stdout), fflush(stderr);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 1), dup2(devnull, 2);
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {512, 512};
-        setrlimit(RLIMIT_FSIZE, &rl);
+        limit_file_size(512);
         free(before);   /* the child's own copy: valgrind counts a leak at its exit too */
         for (int i = 0; i < 400; i++) x[i] = -x[i];   /* different numbers: longer lines */
         int rc = plot_heatmap(dir, "big", "after", x, 20, 20, NULL, NULL, "", "");
@@ -521,37 +432,26 @@ START_TEST(test_plot_full_disk) {
     waitpid(pid, &st, 0);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "plot on a full disk: child exit %d (2: the plot "
                   "was not refused, 3: not counted)", WEXITSTATUS(st));
-    char *after = slurp(p);
+    char *after = read_file(p, NULL);
     ck_assert_msg(before && after && !strcmp(before, after), "the earlier big.dat was changed");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '^\\.' >/dev/null", dir);
     ck_assert_msg(system(cmd) != 0, "a temporary was left in %s", dir);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    remove_dir(dir);
     free(before), free(after);
 }
 END_TEST
 
 Suite *show_suite(void) {
     Suite *s = suite_create("show");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_heatmap_values_and_colour);
-    tcase_add_test(core, test_shape_matrix_vector);
-    tcase_add_test(core, test_heatmap_column_labels);
-    tcase_add_test(core, test_heatmap_empty);
-    tcase_add_test(core, test_heatmap_near_uniform);
-    suite_add_tcase(s, core);
+    suite_case(s, "Core", test_heatmap_values_and_colour, test_shape_matrix_vector,
+               test_heatmap_column_labels, test_heatmap_empty, test_heatmap_near_uniform);
     TCase *limits = tcase_create("Limits");
     tcase_add_loop_test(limits, test_heatmap_plain_fits, 0, (int)(sizeof HEAT / sizeof HEAT[0]));
     suite_add_tcase(s, limits);
-    TCase *plots = tcase_create("Plots");
-    tcase_add_test(plots, test_plot_heatmap_files);
-    tcase_add_test(plots, test_plot_lines_files);
-    tcase_add_test(plots, test_plot_scales_and_heads_grid);
-    tcase_add_test(plots, test_plot_without_gnuplot);
-    tcase_add_test(plots, test_labels_cannot_escape);
-    tcase_add_test(plots, test_plot_full_disk);
+    TCase *plots = suite_case(s, "Plots", test_plot_heatmap_files, test_plot_lines_files,
+                              test_plot_scales_and_heads_grid, test_plot_without_gnuplot,
+                              test_labels_cannot_escape, test_plot_full_disk);
     tcase_set_timeout(plots, 30);
-    suite_add_tcase(s, plots);
     return s;
 }

@@ -70,7 +70,7 @@ DROPOUT_FN uint64_t dropout_unmix64(uint64_t z) {
     return z - 0x9E3779B97F4A7C15ull;
 }
 
-/* Data parallelism (common/dist.h): a rank whose slice of the batch starts
+/* Data parallelism (common/dist/dist.h): a rank whose slice of the batch starts
  * at element off of a dropout site's tensor must draw the bits one process
  * draws there. The ops count index from 0, so the rank gets a key of its
  * own instead: since z = mix64(mix64(key ^ t) + index), the key k' with

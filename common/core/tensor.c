@@ -45,8 +45,7 @@ void *calloc_big(size_t count, size_t size, int touch) {
          * With touch, each page is then written here, once: the kernel
          * clears a huge page on its first write (tens of microseconds),
          * and a first write inside a training step's parallel job held the
-         * other thread up long enough for the pool's straggler guard to
-         * run the next steps on one thread (parallel.c). */
+         * other thread up: it waits for every chunk taken (parallel.c). */
         uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1);
         uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(huge - 1);
         if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0 && touch)

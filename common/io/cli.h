@@ -42,6 +42,11 @@ typedef struct {
 
 #define CLI_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* The two options most chapters share, worded once: where the data, gnuplot
+ * scripts and PNGs go, and which backend runs the library's ops. */
+#define CLI_OPT_OUT(var) {"--out", CLI_STRING, &(var), "output folder for data, scripts and PNGs", 0, 0}
+#define CLI_OPT_DEVICE(var) {"--device", CLI_STRING, &(var), "cpu or cuda", 0, 0}
+
 /* Parses argv into opts. On --help prints usage and exits 0; on any error
  * prints "prog: error: ..." naming the flag plus a hint and exits 2. */
 void cli_parse(int argc, char **argv, const char *prog, const char *about,

@@ -8,9 +8,9 @@
 #include "io/safetensors.h"
 #include "core/fail.h"
 #include "core/fileio.h"
+#include "core/strbuf.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,29 +23,6 @@ static int plain_string(const char *s) {
     for (; *s; s++)
         if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\') return 0;
     return 1;
-}
-
-/* ---- a growing text buffer for the header --------------------------------- */
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} Buf;
-
-static void buf_printf(Buf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->s && b->len + (size_t)k < b->cap) { b->len += (size_t)k; return; }
-        size_t cap = (b->cap ? 2 * b->cap : 4096) + (size_t)k;
-        char *s = realloc(b->s, cap);
-        if (!s) { b->oom = 1; return; }
-        b->s = s, b->cap = cap;
-    }
 }
 
 static void put_u64le(unsigned char *p, uint64_t v) {
@@ -96,40 +73,40 @@ int safetensors_write(const char *path, const SafeTensor *t, int n, const char *
             return fail_rc(2, err, errlen, "safetensors: metadata entry %d is not a plain string", i / 2);
 
     /* ---- the JSON header ---- */
-    Buf h = {0};
-    buf_printf(&h, "{");
+    StrBuf h = {0};   /* the JSON header (core/strbuf.h) */
+    strbuf_printf(&h, "{");
     if (n_meta > 0) {
-        buf_printf(&h, "\"__metadata__\":{");
+        strbuf_printf(&h, "\"__metadata__\":{");
         for (int i = 0; i < n_meta; i++)
-            buf_printf(&h, "%s\"%s\":\"%s\"", i ? "," : "", meta[2 * i], meta[2 * i + 1]);
-        buf_printf(&h, "}%s", n ? "," : "");
+            strbuf_printf(&h, "%s\"%s\":\"%s\"", i ? "," : "", meta[2 * i], meta[2 * i + 1]);
+        strbuf_printf(&h, "}%s", n ? "," : "");
     }
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         uint64_t numel = 1;
-        buf_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t[i].name,
-                   t[i].dtype == SAFETENSORS_I32 ? "I32" : "F32");
+        strbuf_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t[i].name,
+                      t[i].dtype == SAFETENSORS_I32 ? "I32" : "F32");
         for (int d = 0; d < t[i].ndim; d++) {
-            buf_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+            strbuf_printf(&h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
             numel *= (uint64_t)t[i].shape[d];
         }
         /* back to back: this tensor begins where the last one ended */
-        buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                   (unsigned long long)(off + 4 * numel));
+        strbuf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                      (unsigned long long)(off + 4 * numel));
         off += 4 * numel;
     }
-    buf_printf(&h, "}");
+    strbuf_printf(&h, "}");
     /* pad with spaces so the byte buffer starts 8-byte aligned */
-    while (!h.oom && (8 + h.len) % 8 != 0) buf_printf(&h, " ");
+    while (!h.oom && (8 + h.len) % 8 != 0) strbuf_printf(&h, " ");
     if (h.oom) {
-        free(h.s);
+        strbuf_free(&h);
         return fail_rc(1, err, errlen, "safetensors: out of memory building the header");
     }
 
-    /* ---- write a unique temporary, then rename (common/fileio.h) ---- */
+    /* ---- write a unique temporary, then rename (core/fileio.h) ---- */
     FioWriter w;
     if (fio_create(&w, path, err, errlen)) {
-        free(h.s);
+        strbuf_free(&h);
         return 1;
     }
     unsigned char len8[8];
@@ -140,7 +117,7 @@ int safetensors_write(const char *path, const SafeTensor *t, int n, const char *
         for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
         bad = write_words(w.f, t[i].data, numel) != 0;
     }
-    free(h.s);
+    strbuf_free(&h);
     /* fio_commit checks every write above (the stream's error flag), then
      * flushes, fsyncs and renames; on failure path is left as it was */
     if (fio_commit(&w, err, errlen)) return 1;

@@ -17,8 +17,8 @@
  *                  no holes and no overlaps.
  *
  * This writer keeps the tensors in the order given (the checkpoint's order)
- * and writes path.tmp, then renames it over path, so a failed write never
- * leaves a partial file.
+ * and writes a unique temporary beside path (FioWriter, core/fileio.h),
+ * then renames it over path, so a failed write never leaves a partial file.
  */
 #ifndef SAFETENSORS_H
 #define SAFETENSORS_H

@@ -1,15 +1,11 @@
-/* show.h - output that teaches: shapes, matrices, terminal heatmaps, plots.
+/* show.h - output that teaches: shapes, matrices, terminal heatmaps, and
+ * lecture mode (--pause, --section N).
  *
  * Terminal output is in colour when stdout is a terminal, and plain
  * characters when NO_COLOR is set, --no-color was given, or stdout is a
  * pipe/file. Heatmaps fit in 80 columns.
  *
- * Plots: a program writes a data file plus a small gnuplot script into its
- * output folder (plot_heatmap, plot_heads_grid, plot_lines), then tries to render
- * the PNG. Heatmap PNGs follow the terminal's rule: weights on a fixed 0..1
- * colour range, anything else min..max, the colour bar says which.
- * Without gnuplot it prints one hint line once and carries on; `make plots`
- * renders every script later.
+ * The same maps as PNG files, through gnuplot: plot.h.
  */
 #ifndef SHOW_H
 #define SHOW_H
@@ -68,47 +64,15 @@ void show_heatmap_scaled(const char *title, const float *x, int rows, int cols,
 /* SHOW_SCALE_MINMAX: every later map min-max (what --minmax does). */
 void show_set_scale(ShowScale s);
 
-/* ---- plot files ---------------------------------------------------------- */
+/* ---- helpers plot.c shares ------------------------------------------------ */
 
-/* Creates dir (and parents). Returns 0 or prints why and returns -1. */
-int plot_mkdir(const char *dir);
-
-/* Writes dir/name.dat (matrix, with labels) and dir/name.gp, then renders
- * dir/name.png if gnuplot is present. Each file is written atomically
- * (fileio.h): complete or not there. Every plot_* returns 0, or -1 after
- * printing why; a failure is also counted, so the program exits 1 at the end
- * (a full disk or a read-only --out never ends in exit 0). */
-int plot_heatmap(const char *dir, const char *name, const char *title,
-                  const float *x, int rows, int cols,
-                  const char *const *row_labels, const char *const *col_labels,
-                  const char *xlabel, const char *ylabel);
-
-/* Line plot: ncols series sharing x. Writes dir/name.dat (columns: x then
- * each series, header names them), dir/name.gp, and renders dir/name.png.
- * logx/logy: logarithmic axes. */
-int plot_lines(const char *dir, const char *name, const char *title,
-                const char *xlabel, const char *ylabel,
-                const float *x, int n, const float *const *series,
-                const char *const *series_names, int nseries, int logx, int logy);
-
-/* plot_lines plus a dashed vertical line at x = xmark, labelled at the top
- * with mark_label (e.g. the longest position seen in training). */
-int plot_lines_marked(const char *dir, const char *name, const char *title,
-                       const char *xlabel, const char *ylabel,
-                       const float *x, int n, const float *const *series,
-                       const char *const *series_names, int nseries, int logx, int logy,
-                       double xmark, const char *mark_label);
-
-/* Every head of one layer in one PNG, a grid of panels (gnuplot multiplot):
- * w is [heads, rows, cols]; name is e.g. "heads_layer1". Weights get the
- * fixed 0..1 colour range, shared by every panel, so heads compare. */
-int plot_heads_grid(const char *dir, const char *name, const char *title,
-                     const float *w, int heads, int rows, int cols,
-                     const char *const *row_labels, const char *const *col_labels,
-                     const char *xlabel, const char *ylabel);
-
-/* Runs gnuplot on dir/name.gp if gnuplot is on PATH; otherwise prints the
- * install hint once. Returns 1 if a PNG was rendered. */
-int plot_render(const char *dir, const char *name);
+/* Display width of a UTF-8 string: one column per code point. */
+int show_text_width(const char *s);
+/* The label of row/column i: labels[i], or i written into buf (cap bytes)
+ * when labels or labels[i] is NULL. */
+const char *show_label(const char *const *labels, int i, char *buf, size_t cap);
+/* The scale a map of n values is drawn on: --minmax (show_set_scale) wins;
+ * AUTO picks SHOW_SCALE_PROB when every finite entry lies in [0, 1]. */
+ShowScale show_scale_of(ShowScale asked, const float *x, long n);
 
 #endif

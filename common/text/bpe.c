@@ -1,11 +1,11 @@
 /* bpe.c - learn, apply, save and load a byte-pair encoding (see bpe.h). */
 #include "text/bpe.h"
-#include "io/checkpoint.h"   /* crc32_update */
 #include "core/fail.h"
 #include "core/fileio.h"
+#include "core/hash.h"
+#include "core/strbuf.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +27,6 @@ static int utf8_len(unsigned char c) {
     if ((c & 0xF0) == 0xE0) return 3;
     if ((c & 0xF8) == 0xF0) return 4;
     return 1;
-}
-
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
 }
 
 /* ---- a string -> count table (word counts) ------------------------------- */
@@ -59,7 +53,7 @@ static void wt_grow(WordTable *t) {
 
 static void wt_add(WordTable *t, const char *w, size_t n, long c) {
     if (2 * (t->n + 1) > t->cap) wt_grow(t);
-    size_t i = fnv1a(w, n) & (t->cap - 1);
+    size_t i = fnv1a_update(FNV1A_INIT, w, n) & (t->cap - 1);
     while (t->key[i]) {
         if (strlen(t->key[i]) == n && !memcmp(t->key[i], w, n)) {
             t->count[i] += c;
@@ -134,6 +128,34 @@ static void pairs_build(Bpe *b) {
     b->pair_id = xcalloc(b->pair_cap, sizeof(int));
     for (int id = BPE_N_SPECIAL + b->n_chars; id < b->vocab; id++)
         pairs_insert(b, b->sym[id].left, b->sym[id].right, id);
+}
+
+/* ---- merges ------------------------------------------------------------------ */
+
+/* The symbol that merge (l, r) makes: the two texts joined, ending a word
+ * when r does. */
+static BpeSymbol merged_symbol(const Bpe *b, int l, int r) {
+    size_t nl = strlen(b->sym[l].text), nr = strlen(b->sym[r].text);
+    char *t = xmalloc(nl + nr + 1);
+    memcpy(t, b->sym[l].text, nl);
+    memcpy(t + nl, b->sym[r].text, nr + 1);
+    return (BpeSymbol){t, b->sym[r].eow, l, r};
+}
+
+/* Applies merge (l, r) -> id to the k symbols s, in place: every
+ * occurrence, left to right ("a a a" with (a, a) gives "aa a"). Returns
+ * the new count. */
+static int merge_pair(int *s, int k, int l, int r, int id) {
+    int o = 0;
+    for (int j = 0; j < k; j++) {
+        if (j + 1 < k && s[j] == l && s[j + 1] == r) {
+            s[o++] = id;
+            j++;
+        } else {
+            s[o++] = s[j];
+        }
+    }
+    return o;
 }
 
 /* ---- characters ------------------------------------------------------------ */
@@ -325,26 +347,10 @@ int bpe_learn(Bpe *b, char *const *a, int n_a, char *const *bside, int n_b, int 
         }
         if (best < 2) break;   /* a pair seen once is not worth a symbol */
         int id = b->vocab++;
-        size_t nl = strlen(b->sym[bl].text), nr = strlen(b->sym[br].text);
-        char *t = xmalloc(nl + nr + 1);
-        memcpy(t, b->sym[bl].text, nl);
-        memcpy(t + nl, b->sym[br].text, nr + 1);
-        b->sym[id] = (BpeSymbol){t, b->sym[br].eow, bl, br};
+        b->sym[id] = merged_symbol(b, bl, br);
         b->n_merges++;
-        /* replace every occurrence, left to right */
-        for (int i = 0; i < nw; i++) {
-            Word *w = &words[i];
-            int o = 0;
-            for (int j = 0; j < w->n; j++) {
-                if (j + 1 < w->n && w->s[j] == bl && w->s[j + 1] == br) {
-                    w->s[o++] = id;
-                    j++;
-                } else {
-                    w->s[o++] = w->s[j];
-                }
-            }
-            w->n = o;
-        }
+        /* replace every occurrence in every word, left to right */
+        for (int i = 0; i < nw; i++) words[i].n = merge_pair(words[i].s, words[i].n, bl, br, id);
     }
     free(pc.key);
     free(pc.count);
@@ -441,16 +447,7 @@ static int encode_word(const Bpe *b, const char *w, size_t n, int *s) {
             if (id >= 0 && (best < 0 || id < best)) best = id;
         }
         if (best < 0) return k;
-        int l = b->sym[best].left, r = b->sym[best].right, o = 0;
-        for (int j = 0; j < k; j++) {
-            if (j + 1 < k && s[j] == l && s[j + 1] == r) {
-                s[o++] = best;
-                j++;
-            } else {
-                s[o++] = s[j];
-            }
-        }
-        k = o;
+        k = merge_pair(s, k, b->sym[best].left, b->sym[best].right, best);
     }
 }
 
@@ -500,47 +497,31 @@ void bpe_symbol_str(const Bpe *b, int id, char *buf, size_t len) {
 
 /* ---- save / load ------------------------------------------------------------------ */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-} Buf;
-
-static void buf_printf(Buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (b->n + (size_t)need + 1 > b->cap) {
-        b->cap = 2 * (b->n + (size_t)need + 1);
-        b->p = xrealloc(b->p, b->cap);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)need;
-}
-
 int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen) {
-    Buf o = {0};
-    buf_printf(&o, "AIYNBPE 2\nvocab %d chars %d merges %d words %d\ntext %s\n", b->vocab, b->n_chars,
-               b->n_merges, b->n_words, b->tokenised ? "tokenised" : "as-is");
+    StrBuf o = {0};   /* the whole file, so that its checksum can end it */
+    strbuf_printf(&o, "AIYNBPE 2\nvocab %d chars %d merges %d words %d\ntext %s\n", b->vocab, b->n_chars,
+                  b->n_merges, b->n_words, b->tokenised ? "tokenised" : "as-is");
     for (int i = 0; i < b->n_chars; i++) {
         const BpeSymbol *s = &b->sym[BPE_N_SPECIAL + i];
-        buf_printf(&o, "c\t%d\t%s\n", s->eow, s->text);
+        strbuf_printf(&o, "c\t%d\t%s\n", s->eow, s->text);
     }
     for (int i = BPE_N_SPECIAL + b->n_chars; i < b->vocab; i++)
-        buf_printf(&o, "m\t%d\t%d\n", b->sym[i].left, b->sym[i].right);
-    for (int i = 0; i < b->n_words; i++) buf_printf(&o, "w\t%s\n", b->words[i]);
-    buf_printf(&o, "end %08x\n", crc32_update(0, o.p, o.n));
+        strbuf_printf(&o, "m\t%d\t%d\n", b->sym[i].left, b->sym[i].right);
+    for (int i = 0; i < b->n_words; i++) strbuf_printf(&o, "w\t%s\n", b->words[i]);
+    strbuf_printf(&o, "end %08x\n", crc32_update(0, o.s, o.len));
 
+    if (o.oom) {
+        strbuf_free(&o);
+        return fail_rc(1, err, errlen, "%s: out of memory building the vocabulary file", path);
+    }
     /* a unique temporary beside path, renamed over it when complete (fileio.h) */
     FioWriter w;
     if (fio_create(&w, path, err, errlen)) {
-        free(o.p);
+        strbuf_free(&o);
         return 1;
     }
-    fwrite(o.p, 1, o.n, w.f);   /* fio_commit checks the stream's error flag */
-    free(o.p);
+    fwrite(o.s, 1, o.len, w.f);   /* fio_commit checks the stream's error flag */
+    strbuf_free(&o);
     return fio_commit(&w, err, errlen) ? 1 : 0;
 }
 
@@ -638,11 +619,8 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
             why = whybuf;
             goto out;
         }
-        size_t nl = strlen(b->sym[L].text), nr = strlen(b->sym[R].text);
-        char *t = xmalloc(nl + nr + 1);
-        memcpy(t, b->sym[L].text, nl);
-        memcpy(t + nl, b->sym[R].text, nr + 1);
-        b->sym[b->vocab++] = (BpeSymbol){t, b->sym[R].eow, L, R};
+        b->sym[b->vocab] = merged_symbol(b, L, R);
+        b->vocab++;
         b->n_merges++;
     }
     b->words = xcalloc((size_t)W, sizeof(char *));

@@ -1,40 +1,16 @@
-/* corpus.h - a parallel English->German corpus that never rots (chapter 11).
+/* corpus.h - parallel English->German corpora for chapter 11: generated,
+ * read from a TSV file, or read from a real dictionary.
  *
  * The paper trains on WMT 2014 English-German (Sec. 5.1). Offline, in a
  * minute, we need something smaller that still asks a model what real
- * translation asks. This module generates sentence pairs from a small
- * grammar and a lexicon of about 170 words, deterministic by seed:
+ * translation asks. corpus_generate draws sentence pairs from a small
+ * grammar (grammar.h), deterministic by seed:
  *
  *   The man sees the big dog .    ->  Der Mann sieht den großen Hund .
- *   A woman helps the children .  ->  Eine Frau hilft den Kindern .
- *   Today the dogs have run .     ->  Heute sind die Hunde gelaufen .
- *   The man laughs , because the woman sees the dog .
- *                                 ->  Der Mann lacht , weil die Frau den Hund sieht .
  *
- * What a model must learn from it:
- *   - gender and case: der/den/dem, die/der, das/dem; accusative objects,
- *     dative objects (helfen, danken, folgen, antworten) and "mit"/"in" +
- *     dative (in dem -> im);
- *   - adjective endings: weak after the definite article (der große Hund,
- *     den großen Hund), mixed after ein/mein (ein großer Hund, ein großes
- *     Pferd), strong after numbers (zwei große Hunde, mit zwei großen
- *     Hunden);
- *   - plurals and the dative plural -n (die Kinder, mit den Kindern);
- *   - subject-verb agreement (sieht / sehen, hat / haben, ist / sind);
- *   - numbers written as words (two..twelve -> zwei..zwölf);
- *   - verb second: a fronted adverb or subordinate clause puts the finite
- *     verb before the subject (Heute sieht der Mann ..., Weil ..., lacht der Mann);
- *   - verb-final subordinate clauses (..., weil die Frau den Hund sieht);
- *   - the perfect with the participle at the end and haben or sein
- *     (hat ... gesehen, ist ... gegangen; weil ... gesehen hat);
- *   - one English verb, two German ones: "knows the man" -> kennt den Mann,
- *     "knows that ..." -> weiß , dass ...
- *
- * The text is tokenised the way WMT systems see it after the Moses
- * tokenizer: words and punctuation separated by single spaces, a capital
- * letter at the start, " ." at the end. English determines German uniquely
- * (the grammar never gives one English sentence two translations), so a
- * perfect model scores BLEU 100.
+ * The grammar's text is tokenised the way WMT systems see it after the
+ * Moses tokenizer, and English determines German uniquely, so a perfect
+ * model scores BLEU 100 (grammar.h says what a model must learn from it).
  *
  * Splits are disjoint by sentence: every generated English sentence is
  * distinct, and train, dev and test are cut from one shuffled list.
@@ -70,53 +46,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "core/rng.h"
-
-/* ---- the structured sentence the grammar generates ---------------------- */
-typedef enum { DET_THE, DET_A, DET_MY, DET_NUM } Determiner;
-typedef enum { PREP_NONE, PREP_WITH, PREP_IN } Preposition;
-typedef enum { CONJ_NONE, CONJ_BECAUSE, CONJ_WHILE, CONJ_ALTHOUGH, CONJ_THAT } Conjunction;
-
-typedef struct {
-    int det;        /* Determiner                                          */
-    int count;      /* 1: singular; 2..12: plural (DET_NUM: the number)    */
-    int adj;        /* adjective id, or -1                                 */
-    int noun;       /* noun id                                             */
-} NounPhrase;
-
-typedef struct {
-    NounPhrase subj;
-    int verb;       /* verb id                                             */
-    NounPhrase obj; /* used when the verb takes an object                  */
-    int prep;       /* Preposition                                         */
-    NounPhrase pobj;/* used when prep != PREP_NONE                         */
-    int perfect;    /* 0: present, 1: present perfect                      */
-} Clause;
-
-typedef struct {
-    int adverb;     /* adverb id, or -1 (fronted: "Today ...")             */
-    Clause main;
-    int conj;       /* Conjunction; CONJ_THAT needs a verb of saying       */
-    Clause sub;     /* used when conj != CONJ_NONE                         */
-    int sub_first;  /* 1: "Because ..., ..." (not with CONJ_THAT)          */
-} Sentence;
-
-/* Lexicon lookups by English word (verbs: "know" takes an object and is
- * kennen, "know_that" takes a clause and is wissen). -1 if unknown. */
-int corpus_noun(const char *en_singular);
-int corpus_verb(const char *en_base);
-int corpus_adj(const char *en);
-int corpus_adverb(const char *en);
-
-/* Renders s as an English and a German sentence. Returns 0, or 2 with a
- * message in err when s breaks the grammar (a verb without the object it
- * needs, "that" after a verb that is not one of saying, a singular count
- * with DET_NUM, ...) or a buffer is too small. */
-int corpus_render(const Sentence *s, char *en, size_t enlen, char *de, size_t delen,
-                  char *err, size_t errlen);
-
-/* A random sentence the grammar allows, from rng. */
-void corpus_random_sentence(Sentence *s, Rng *rng);
 
 /* ---- a corpus: sentence pairs ---------------------------------------------- */
 typedef struct {
@@ -126,9 +55,10 @@ typedef struct {
 
 void corpus_free(Corpus *c);   /* no-op on a zeroed or freed Corpus */
 
-/* Generates n_train + n_dev + n_test distinct pairs from seed and splits
- * them. Returns 0, or 2 with a message when the grammar cannot give that
- * many distinct sentences in a reasonable number of draws. */
+/* Generates n_train + n_dev + n_test distinct pairs from seed with the
+ * grammar (corpus_random_sentence, grammar.h) and splits them. Returns 0,
+ * or 2 with a message when the grammar cannot give that many distinct
+ * sentences in a reasonable number of draws. */
 int corpus_generate(Corpus *train, Corpus *dev, Corpus *test, int n_train, int n_dev,
                     int n_test, uint64_t seed, char *err, size_t errlen);
 
@@ -205,7 +135,8 @@ void corpus_copy(Corpus *dst, const Corpus *src);
  * Returns -1 if it is, else the byte offset of the first bad byte. */
 long utf8_invalid_at(const char *s, size_t n);
 
-/* Writes c as TSV (atomically: path.tmp, then rename). 0, or 1 with err. */
+/* Writes c as TSV, atomically (FioWriter, core/fileio.h: complete or not
+ * there). 0, or 1 with err. */
 int corpus_save_tsv(const Corpus *c, const char *path, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,54 @@
+/* plot.h - plots as files: gnuplot data + script, rendered to PNG.
+ *
+ * A program writes a data file plus a small gnuplot script into its output
+ * folder (plot_heatmap, plot_heads_grid, plot_lines), then tries to render
+ * the PNG. Heatmap PNGs follow the terminal's rule (show.h): weights on a
+ * fixed 0..1 colour range, anything else min..max, the colour bar says
+ * which. Without gnuplot it prints one hint line once and carries on;
+ * `make plots` renders every script later.
+ */
+#ifndef PLOT_H
+#define PLOT_H
+
+/* Creates dir (and parents). Returns 0 or prints why and returns -1. */
+int plot_mkdir(const char *dir);
+
+/* Writes dir/name.dat (matrix, with labels) and dir/name.gp, then renders
+ * dir/name.png if gnuplot is present. Each file is written atomically
+ * (fileio.h): complete or not there. Every plot_* returns 0, or -1 after
+ * printing why; a failure is also counted, so the program exits 1 at the end
+ * (a full disk or a read-only --out never ends in exit 0). */
+int plot_heatmap(const char *dir, const char *name, const char *title,
+                  const float *x, int rows, int cols,
+                  const char *const *row_labels, const char *const *col_labels,
+                  const char *xlabel, const char *ylabel);
+
+/* Line plot: nseries series sharing x. Writes dir/name.dat (columns: x then
+ * each series, header names them), dir/name.gp, and renders dir/name.png.
+ * logx/logy: logarithmic axes. */
+int plot_lines(const char *dir, const char *name, const char *title,
+                const char *xlabel, const char *ylabel,
+                const float *x, int n, const float *const *series,
+                const char *const *series_names, int nseries, int logx, int logy);
+
+/* plot_lines plus a dashed vertical line at x = xmark, labelled at the top
+ * with mark_label (e.g. the longest position seen in training). */
+int plot_lines_marked(const char *dir, const char *name, const char *title,
+                       const char *xlabel, const char *ylabel,
+                       const float *x, int n, const float *const *series,
+                       const char *const *series_names, int nseries, int logx, int logy,
+                       double xmark, const char *mark_label);
+
+/* Every head of one layer in one PNG, a grid of panels (gnuplot multiplot):
+ * w is [heads, rows, cols]; name is e.g. "heads_layer1". Weights get the
+ * fixed 0..1 colour range, shared by every panel, so heads compare. */
+int plot_heads_grid(const char *dir, const char *name, const char *title,
+                     const float *w, int heads, int rows, int cols,
+                     const char *const *row_labels, const char *const *col_labels,
+                     const char *xlabel, const char *ylabel);
+
+/* Runs gnuplot on dir/name.gp if gnuplot is on PATH; otherwise prints the
+ * install hint once. Returns 1 if a PNG was rendered. */
+int plot_render(const char *dir, const char *name);
+
+#endif
