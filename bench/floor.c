@@ -18,9 +18,11 @@
  * and 370-600 ns at others within one hour, and chapter 08's 2-thread step
  * followed (about 6 against 7.6-9 ms; bench/README.md).
  *
- * The hog: a CPU-bound child process (a busy loop), for the contention
- * run: "with one core busy elsewhere, is the 2-thread step still no slower
- * than the 1-thread step?"
+ * The hog: a CPU-bound child process (a busy loop), for the busy-core
+ * run: "with another program busy on one of two cores, is the 2-thread
+ * step no slower than 1.1x the 1-thread step?" busy_cpus_take confines the
+ * bench (and the children it starts) to two CPUs, so that the question is
+ * the same on a machine of 2 cores or 64, and the hog spins on the second.
  */
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
@@ -138,16 +140,54 @@ double core_trip_ns(void) {
     return t[2];
 }
 
-pid_t hog_start(void) {
+pid_t hog_start(int cpu) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+#ifdef __linux__
+        if (cpu >= 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            sched_setaffinity(0, sizeof one, &one);
+        }
+#endif
         volatile unsigned long x = 0;
         for (;;) x++;   /* CPU-bound until killed */
     }
     if (pid > 0) usleep(300000);   /* let the scheduler place it */
     return pid;
 }
+
+#ifdef __linux__
+static cpu_set_t cpus_before;   /* busy_cpus_take's, for busy_cpus_give_back */
+static int cpus_taken;
+
+int busy_cpus_take(int cpu[2]) {
+    if (sched_getaffinity(0, sizeof cpus_before, &cpus_before) != 0 || CPU_COUNT(&cpus_before) < 2) return 0;
+    cpu[0] = cpu[1] = -1;
+    for (int c = 0; c < CPU_SETSIZE && cpu[1] < 0; c++)   /* the first two it may use */
+        if (CPU_ISSET(c, &cpus_before)) cpu[cpu[0] < 0 ? 0 : 1] = c;
+    cpu_set_t two;
+    CPU_ZERO(&two);
+    CPU_SET(cpu[0], &two);
+    CPU_SET(cpu[1], &two);
+    cpus_taken = sched_setaffinity(0, sizeof two, &two) == 0;
+    return cpus_taken;
+}
+
+void busy_cpus_give_back(void) {
+    if (cpus_taken) sched_setaffinity(0, sizeof cpus_before, &cpus_before);
+    cpus_taken = 0;
+}
+#else
+int busy_cpus_take(int cpu[2]) {   /* no way to choose CPUs here (macOS) */
+    cpu[0] = cpu[1] = -1;
+    return 0;
+}
+
+void busy_cpus_give_back(void) {}
+#endif
 
 void hog_stop(pid_t pid) {
     if (pid <= 0) return;
