@@ -16,7 +16,8 @@
 #   make sacrebleu  build/venv with sacrebleu, the reference the BLEU test compares with
 #
 # Switches (each is `make VAR=1`):
-#   NO_OMP=1     build without OpenMP (single thread)
+#   NO_OMP=1     build without OpenMP (the thread pool is POSIX threads; one thread
+#              unless a program asks for more)
 #   SANITIZE=1   AddressSanitizer + UBSan build, in build/sanitize (implies CUDA=0;
 #              a BUILD=... on the command line wins)
 #   CUDA=0       do not build the CUDA backend even if nvcc is found
@@ -45,6 +46,9 @@ endif
 ifneq ($(NO_OMP),1)
 CFLAGS += -fopenmp
 LDLIBS += -fopenmp
+else
+CFLAGS += -pthread
+LDLIBS += -pthread
 endif
 
 ifeq ($(SANITIZE),1)
@@ -85,7 +89,7 @@ NVCCFLAGS   = -O2 -std=c++17 -Xcompiler -Wall,-Wno-unused-parameter,-fPIC $(GENC
 CUDA_LIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 
-# MPI (common/dist.c, chapter 13) builds when mpicc is found, unless MPI=0.
+# MPI (common/dist/dist.c, chapter 13) builds when mpicc is found, unless MPI=0.
 # Only dist.c is compiled by mpicc; only the programs that include dist.h
 # (and the test runner) link libmpi, so nothing else needs Open MPI.
 MPICC ?= $(shell command -v mpicc 2>/dev/null)
@@ -235,9 +239,9 @@ demo: all
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
 
-$(TEST_BIN): tests/check_main.c $(TEST_SRC) $(CHAPTER_SRC) tests/testutil.h $(BUILD)/suites.h $(LIB)
+$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
-	    tests/check_main.c $(TEST_SRC) $(CHAPTER_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
+	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
 # for the width and height checks); under SANITIZE=1 and valgrind it leaves

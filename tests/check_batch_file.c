@@ -1,5 +1,5 @@
-/* check_batch_file.c - the --batch-file format (common/batch_file.h) and
- * gradients on demand (common/grad_dump.h).
+/* check_batch_file.c - the --batch-file format (common/io/batch_file.h) and
+ * gradients on demand (common/io/grad_dump.h).
  *
  * Core     the README's example parses, pads with the pad id, shifts the
  *          target into what the decoder reads and what it predicts, and
@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "io/batch_file.h"
 #include "io/grad_dump.h"
@@ -34,9 +33,9 @@ static const char *EXAMPLE =
     "\n"
     "3 4 2         | 1 8 2\n";
 
+/* the toy model the example's ids fit: vocabulary 12, padding id pad_id */
 static Config toy_config(int pad_id) {
-    Config c = config_base();
-    c.N = 1, c.d_model = 8, c.d_ff = 16, c.h = 2, c.d_k = 4, c.d_v = 4, c.vocab = 12, c.max_len = 8;
+    Config c = test_config(1, 8, 16, 2, 4, 4, 12, 8, 0.1f);
     c.pad_id = pad_id;
     return c;
 }
@@ -131,8 +130,8 @@ START_TEST(test_bad_batches) {
 END_TEST
 
 START_TEST(test_bad_files) {
-    char dir[] = "/tmp/aiyn_batch_XXXXXX", p[64], err[256];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], p[128], err[256];
+    fresh_dir(dir, sizeof dir, "check_batch_file");
     BatchFile bf;
     snprintf(p, sizeof p, "%s/missing", dir);
     ck_assert_int_eq(batch_file_read(p, &bf, err, sizeof err), 2);
@@ -142,21 +141,18 @@ START_TEST(test_bad_files) {
     ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
     unlink(p);
     snprintf(p, sizeof p, "%s/nul", dir);
-    FILE *f = fopen(p, "wb");
-    fwrite("3 4 | 1\0 2\n", 1, 11, f);
-    fclose(f);
+    write_file(p, "3 4 | 1\0 2\n", 11);
     ck_assert_int_eq(batch_file_read(p, &bf, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "NUL"));
-    unlink(p);
-    rmdir(dir);
+    remove_dir(dir);
 }
 END_TEST
 
 /* The loss is the training step's formula (forward without dropout, then
  * smoothed_xent_forward), and the dump holds exactly m->grads. */
 START_TEST(test_loss_grad_and_dump) {
-    char err[256], dir[] = "/tmp/aiyn_gdump_XXXXXX", path[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char err[256], dir[64], path[128];
+    fresh_dir(dir, sizeof dir, "check_batch_file");
     snprintf(path, sizeof path, "%s/g.safetensors", dir);
     BatchFile bf;
     Batch b;
@@ -188,35 +184,24 @@ START_TEST(test_loss_grad_and_dump) {
     model_free(&m);
     batch_free(&b);
     batch_file_free(&bf);
-    unlink(path);
-    rmdir(dir);
+    remove_dir(dir);
 }
 END_TEST
 
 START_TEST(test_program) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) {
-        fprintf(stderr, "check_batch_file: BUILD_DIR not set, program checks skipped\n");
-        return;
-    }
-    char dir[] = "/tmp/aiyn_bprog_XXXXXX", cmd[1024], p[128];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char bin[1024];
+    if (!chapter_binary(bin, sizeof bin, "check_batch_file", "07_transformer")) return;
+    char dir[64], p[128];
+    fresh_dir(dir, sizeof dir, "check_batch_file");
     snprintf(p, sizeof p, "%s/b.txt", dir);
-    FILE *f = fopen(p, "w");
-    fputs("3 4 5 | 1 8 99\n", f);      /* 99: outside the toy vocabulary of 12 */
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --batch-file %s --grad-dump %s/g.st >/dev/null 2>&1",
-             build, dir, p, dir);
-    ck_assert_int_eq(sh("%s", cmd), 2);
+    write_text(p, "3 4 5 | 1 8 99\n");      /* 99: outside the toy vocabulary of 12 */
+    ck_assert_int_eq(sh("%s --out %s --batch-file %s --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, p, dir), 2);
     snprintf(p, sizeof p, "%s/g.st", dir);
     ck_assert_int_ne(access(p, F_OK), 0);          /* nothing written */
     snprintf(p, sizeof p, "%s/b.txt", dir);
-    f = fopen(p, "w");
-    fputs(EXAMPLE, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --batch-file %s --grad-dump %s/g.st --adam-dump %s/a.st "
-             ">/dev/null 2>&1", build, dir, p, dir, dir);
-    ck_assert_int_eq(sh("%s", cmd), 0);
+    write_text(p, EXAMPLE);
+    ck_assert_int_eq(sh("%s --out %s --batch-file %s --grad-dump %s/g.st --adam-dump %s/a.st >/dev/null 2>&1", bin,
+                        dir, p, dir, dir), 0);
     snprintf(p, sizeof p, "%s/g.st", dir);
     ck_assert_int_eq(access(p, F_OK), 0);
     unlink(p);
@@ -224,27 +209,18 @@ START_TEST(test_program) {
     ck_assert_int_eq(access(p, F_OK), 0);
     unlink(p);
     /* --grad-dump without --batch-file is a usage error */
-    snprintf(cmd, sizeof cmd, "%s/07_transformer --out %s --grad-dump %s/g.st >/dev/null 2>&1", build, dir, dir);
-    ck_assert_int_eq(sh("%s", cmd), 2);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(sh("%s", cmd), 0);
+    ck_assert_int_eq(sh("%s --out %s --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, dir), 2);
+    remove_dir(dir);
 }
 END_TEST
 
 Suite *batch_file_suite(void) {
     Suite *s = suite_create("batch_file");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_example_pads_and_shifts);
-    tcase_add_test(core, test_no_pad_equal_lengths);
-    tcase_add_test(core, test_loss_grad_and_dump);
-    suite_add_tcase(s, core);
-    TCase *limits = tcase_create("Limits");
+    suite_case(s, "Core", test_example_pads_and_shifts, test_no_pad_equal_lengths,
+               test_loss_grad_and_dump);
+    TCase *limits = suite_case(s, "Limits", test_bad_files);
     tcase_add_loop_test(limits, test_bad_batches, 0, (int)(sizeof BAD / sizeof BAD[0]));
-    tcase_add_test(limits, test_bad_files);
-    suite_add_tcase(s, limits);
-    TCase *progs = tcase_create("Programs");
-    tcase_add_test(progs, test_program);
+    TCase *progs = suite_case(s, "Programs", test_program);
     tcase_set_timeout(progs, 30);
-    suite_add_tcase(s, progs);
     return s;
 }

@@ -5,13 +5,11 @@
  * without it they are skipped. */
 #include <check.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "io/cli.h"
 #include "testutil.h"
@@ -120,47 +118,16 @@ START_TEST(test_parse_help) {
     char err[256];
     opts_init(&o);
     /* usage goes to stdout; keep the test log clean */
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO), devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDOUT_FILENO);
+    capture_begin();
     int rc1 = parse(&o, err, sizeof err, "--help", NULL);
     int rc2 = parse(&o, err, sizeof err, "--n", "7", "-h", NULL);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    close(devnull);
+    free(capture_end());
     ck_assert_int_eq(rc1, 1);
     ck_assert_int_eq(rc2, 1);
 }
 END_TEST
 
 /* ---- running code that exits -------------------------------------------- */
-
-/* Runs fn in a child process with stdout/stderr captured into out (cap
- * bytes); returns the exit status, or -1 if it did not exit normally. */
-static int run_child(void (*fn)(void *), void *arg, char *out, size_t cap) {
-    char path[] = "/tmp/check_cli_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_msg(fd >= 0, "mkstemp failed");
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_msg(pid >= 0, "fork failed");
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        fn(arg);
-        fflush(stdout);
-        _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ssize_t got = pread(fd, out, cap - 1, 0);
-    out[got > 0 ? got : 0] = '\0';
-    close(fd);
-    unlink(path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 static void absurd_floats(void *arg) {
     (void)arg;
@@ -176,13 +143,15 @@ static void overflowing_floats(void *arg) {
 START_TEST(test_check_floats) {
     ck_assert_uint_eq(cli_check_floats("prog", "x", 3, (size_t)2, (size_t)3, (size_t)4), 24);
     ck_assert_uint_eq(cli_check_floats("prog", "x", 1, (size_t)1000000), 1000000);
-    char out[1024];
-    int rc = run_child(absurd_floats, NULL, out, sizeof out);
+    char *out;   /* the child's stdout and stderr */
+    int rc = run_captured(&out, NULL, absurd_floats, NULL);
     ck_assert_msg(rc == 2, "absurd size: exit status %d, want 2 (output: %s)", rc, out);
     ck_assert_msg(strstr(out, "--d-model"), "message does not name --d-model: %s", out);
-    rc = run_child(overflowing_floats, NULL, out, sizeof out);
+    free(out);
+    rc = run_captured(&out, NULL, overflowing_floats, NULL);
     ck_assert_msg(rc == 2, "overflowing product: exit status %d, want 2 (output: %s)", rc, out);
     ck_assert_msg(strstr(out, "--seq"), "message does not name --seq: %s", out);
+    free(out);
 }
 END_TEST
 
@@ -207,11 +176,8 @@ static void exec_it(void *arg) {
  * a non-numeric --seed give status 2 and name the flag; --help gives 0 and
  * lists --seed and --out. */
 START_TEST(test_chapters_bad_flags) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) {
-        fprintf(stderr, "check_cli: BUILD_DIR not set, chapter flag checks skipped\n");
-        return;
-    }
+    const char *build = build_dir("check_cli", "chapter flag checks");
+    if (!build) return;
     DIR *d = opendir("chapters");
     if (!d) {
         fprintf(stderr, "check_cli: no chapters/ folder here, chapter flag checks skipped\n");
@@ -225,26 +191,30 @@ START_TEST(test_chapters_bad_flags) {
         char bin[1024];
         snprintf(bin, sizeof bin, "%s/%s", build, nm);
         if (access(bin, X_OK) != 0) continue;
-        char out[8192];
+        char *out;
         Exec bad = {bin, {"--no-such-flag", NULL}};
-        int rc = run_child(exec_it, &bad, out, sizeof out);
+        int rc = run_captured(&out, NULL, exec_it, &bad);
         ck_assert_msg(rc == 2, "%s --no-such-flag: exit status %d, want 2", nm, rc);
         ck_assert_msg(strstr(out, "--no-such-flag"), "%s: message does not name the flag: %s", nm, out);
+        free(out);
 
         Exec seed = {bin, {"--seed", "abc", NULL}};
-        rc = run_child(exec_it, &seed, out, sizeof out);
+        rc = run_captured(&out, NULL, exec_it, &seed);
         ck_assert_msg(rc == 2, "%s --seed abc: exit status %d, want 2", nm, rc);
         ck_assert_msg(strstr(out, "--seed"), "%s: message does not name --seed: %s", nm, out);
+        free(out);
 
         Exec neg = {bin, {"--seed", " -1", NULL}};   /* not 18446744073709551615 */
-        rc = run_child(exec_it, &neg, out, sizeof out);
+        rc = run_captured(&out, NULL, exec_it, &neg);
         ck_assert_msg(rc == 2, "%s --seed ' -1': exit status %d, want 2", nm, rc);
         ck_assert_msg(strstr(out, "--seed"), "%s: message does not name --seed: %s", nm, out);
+        free(out);
 
         Exec help = {bin, {"--help", NULL}};
-        rc = run_child(exec_it, &help, out, sizeof out);
+        rc = run_captured(&out, NULL, exec_it, &help);
         ck_assert_msg(rc == 0, "%s --help: exit status %d, want 0", nm, rc);
         ck_assert_msg(strstr(out, "--seed") && strstr(out, "--out"), "%s --help lacks --seed/--out", nm);
+        free(out);
         checked++;
     }
     closedir(d);
@@ -254,8 +224,8 @@ END_TEST
 
 /* Chapters 01/02 refuse sizes that make no sense, naming the flag. */
 START_TEST(test_chapter_sizes) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) return;
+    const char *build = build_dir("check_cli", "chapter size checks");
+    if (!build) return;
     static const char *const cases[][4] = {
         {"01_dot_product", "--samples", "0", "--samples"},
         {"01_dot_product", "--max-dk", "-4", "--max-dk"},
@@ -264,20 +234,21 @@ START_TEST(test_chapter_sizes) {
         {"02_softmax", "--samples", "many", "--samples"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char bin[1024], out[4096];
+        char bin[1024], *out;
         snprintf(bin, sizeof bin, "%s/%s", build, cases[i][0]);
         if (access(bin, X_OK) != 0) continue;
         Exec e = {bin, {cases[i][1], cases[i][2], NULL}};
-        int rc = run_child(exec_it, &e, out, sizeof out);
+        int rc = run_captured(&out, NULL, exec_it, &e);
         ck_assert_msg(rc == 2, "%s %s %s: exit status %d, want 2", cases[i][0], cases[i][1], cases[i][2], rc);
         ck_assert_msg(strstr(out, cases[i][3]), "%s: message does not name %s: %s", cases[i][0], cases[i][3], out);
+        free(out);
     }
     /* work that would take minutes is refused up front, not started */
-    char bin[1024], out[4096];
+    char bin[1024];
     snprintf(bin, sizeof bin, "%s/01_dot_product", build);
     if (access(bin, X_OK) == 0) {
         Exec e = {bin, {"--samples", "10000000", "--max-dk", "1048576"}};
-        int rc = run_child(exec_it, &e, out, sizeof out);
+        int rc = run_captured(NULL, NULL, exec_it, &e);
         ck_assert_msg(rc == 2, "01_dot_product huge experiment: exit status %d, want 2", rc);
     }
 }
@@ -285,18 +256,10 @@ END_TEST
 
 Suite *cli_suite(void) {
     Suite *s = suite_create("cli");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_parse_good);
-    tcase_add_test(core, test_parse_help);
-    suite_add_tcase(s, core);
-    TCase *limits = tcase_create("Limits");
+    suite_case(s, "Core", test_parse_good, test_parse_help);
+    TCase *limits = suite_case(s, "Limits", test_check_floats);
     tcase_add_loop_test(limits, test_parse_bad, 0, (int)(sizeof BAD / sizeof BAD[0]));
-    tcase_add_test(limits, test_check_floats);
-    suite_add_tcase(s, limits);
-    TCase *progs = tcase_create("Programs");
-    tcase_add_test(progs, test_chapters_bad_flags);
-    tcase_add_test(progs, test_chapter_sizes);
+    TCase *progs = suite_case(s, "Programs", test_chapters_bad_flags, test_chapter_sizes);
     tcase_set_timeout(progs, 30);
-    suite_add_tcase(s, progs);
     return s;
 }

@@ -23,7 +23,7 @@
  * When a quote is stale the test says which README, which line and which
  * command: rerun the command and update the README.
  *
- * Kernels. The AVX-512 and the AVX2 kernels (common/gemm.c, attention.c,
+ * Kernels. The AVX-512 and the AVX2 kernels (common/fast/gemm.c, attention.c,
  * simd.h) sum in different orders, so a few figures differ in their last
  * bits, and after training a few more. A block that holds such figures
  * names the kernels it quotes, and is compared only on a build with them:
@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
+#include "testutil.h"
 
 #define MAX_COLS 100   /* widest line any chapter may print at its defaults */
 
@@ -58,19 +58,6 @@ static int skipped(const char *prog) {
     return 0;
 }
 
-static char *slurp_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = fread(s, 1, (size_t)(n > 0 ? n : 0), f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
 static double mtime_of(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return -1;
@@ -82,7 +69,7 @@ static double mtime_of(const char *path) {
  * *rc gets the exit status. */
 static char *chapter_output(const char *prog, const char *args, int *rc) {
     const char *build = getenv("BUILD_DIR");
-    char bin[1024], cache[2048], cmd[4096], key[256];
+    char bin[1024], cache[2048], key[256];
     snprintf(bin, sizeof bin, "%s/%s", build, prog);
     if (access(bin, X_OK) != 0) return NULL;
     /* the cache file is named for the command line, characters other than
@@ -106,17 +93,15 @@ static char *chapter_output(const char *prog, const char *args, int *rc) {
     char rcpath[2100];
     snprintf(rcpath, sizeof rcpath, "%s.rc", cache);
     if (mtime_of(cache) >= mtime_of(bin) && mtime_of(rcpath) >= mtime_of(bin)) {
-        char *rcs = slurp_file(rcpath);
+        char *rcs = read_file(rcpath, NULL);
         *rc = rcs ? atoi(rcs) : -1;
         free(rcs);
-        return slurp_file(cache);
+        return read_file(cache, NULL);
     }
-    snprintf(cmd, sizeof cmd, "NO_COLOR=1 %s %s --no-color </dev/null >%s 2>/dev/null", bin, args, cache);
-    int st = system(cmd);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    *rc = sh("NO_COLOR=1 %s %s --no-color </dev/null >%s 2>/dev/null", bin, args, cache);
     FILE *f = fopen(rcpath, "w");
     if (f) { fprintf(f, "%d\n", *rc); fclose(f); }
-    return slurp_file(cache);
+    return read_file(cache, NULL);
 }
 
 /* ---- matching quoted lines ----------------------------------------------------- */
@@ -168,7 +153,7 @@ static int output_has_line(const char *output, const char *quote) {
  * out, marked for other kernels. */
 static int check_readme(const char *path, int *blocks, int *other, FILE *report) {
     const char *kernels = DOCS_KERNELS;
-    char *doc = slurp_file(path);
+    char *doc = read_file(path, NULL);
     if (!doc) return 0;
     int bad = 0, lineno = 0;
     char cmdline[1024] = "", q[8192], mark[32] = "";
@@ -237,12 +222,7 @@ static int check_readme(const char *path, int *blocks, int *other, FILE *report)
     return bad;
 }
 
-static int have_build(void) {
-    const char *build = getenv("BUILD_DIR");
-    if (build && *build) return 1;
-    fprintf(stderr, "check_docs: BUILD_DIR not set, docs and width checks skipped\n");
-    return 0;
-}
+static int have_build(void) { return build_dir("check_docs", "docs and width checks") != NULL; }
 
 /* The check itself can fail: a README quoting a line 01_dot_product does
  * not print (one figure changed) is caught, the true line passes; a block
@@ -315,19 +295,6 @@ START_TEST(test_readme_quotes) {
 }
 END_TEST
 
-/* Columns of one line: UTF-8 continuation bytes take none, East Asian wide
- * characters (貓吃魚) two, ANSI escapes none. */
-static int line_cols(const char *s, size_t len) {
-    int w = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == 0x1b) { while (i < len && !((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z'))) i++; continue; }
-        if ((c & 0xC0) == 0x80) continue;
-        w += (c >= 0xE3 && c <= 0xED) || c == 0xEF ? 2 : 1; /* U+3000..U+DFFF, U+F000..: CJK, full width */
-    }
-    return w;
-}
-
 /* The arguments of a chapter's run at its defaults, for the width and
  * height checks: none, except for 12_variations, whose defaults train 18
  * models (minutes). It runs at its defaults with the results file of a
@@ -361,7 +328,7 @@ START_TEST(test_chapter_widths) {
         for (const char *p = out; *p;) {
             size_t len = strcspn(p, "\n");
             lineno++;
-            int w = line_cols(p, len);
+            int w = text_cols(p, len, 1);   /* as a terminal shows it: 貓 two columns */
             if (w > MAX_COLS) {
                 fprintf(stderr, "%s: output line %d is %d columns: %.*s\n", de->d_name, lineno, w, (int)len, p);
                 bad++;
@@ -477,13 +444,8 @@ END_TEST
 
 Suite *docs_suite(void) {
     Suite *s = suite_create("docs");
-    TCase *tc = tcase_create("Programs");
-    tcase_add_test(tc, test_checker_catches_a_changed_figure);
-    tcase_add_test(tc, test_readme_quotes);
-    tcase_add_test(tc, test_chapter_widths);
-    tcase_add_test(tc, test_section_counter);
-    tcase_add_test(tc, test_chapter_section_heights);
+    TCase *tc = suite_case(s, "Programs", test_checker_catches_a_changed_figure, test_readme_quotes,
+                           test_chapter_widths, test_section_counter, test_chapter_section_heights);
     tcase_set_timeout(tc, 900);
-    suite_add_tcase(s, tc);
     return s;
 }

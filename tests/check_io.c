@@ -1,4 +1,4 @@
-/* check_io.c - common/fileio.h, and the chapter programs against hostile
+/* check_io.c - common/core/fileio.h, and the chapter programs against hostile
  * files and failing disks (issue 14's reproducers, one test each).
  *
  * Core      fio_escape, fio_open_read and the atomic FioWriter on their own.
@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "core/fileio.h"
+#include "io/checkpoint.h"
 #include "model/model.h"
 #include "testutil.h"
 
@@ -62,8 +63,8 @@ START_TEST(test_escape) {
 END_TEST
 
 START_TEST(test_open_read_refuses_non_files) {
-    char dir[] = "/tmp/check_io_XXXXXX", fifo[64], err[256];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], fifo[128], err[256];
+    fresh_dir(dir, sizeof dir, "check_io");
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     alarm(5);   /* a blocking open would hang here */
@@ -81,14 +82,13 @@ START_TEST(test_open_read_refuses_non_files) {
     ck_assert_msg(f != NULL, "%s", err);
     ck_assert_int_gt(size, 0);
     fclose(f);
-    unlink(fifo);
-    rmdir(dir);
+    remove_dir(dir);
 }
 END_TEST
 
 START_TEST(test_writer_commit_abort_fail) {
-    char dir[] = "/tmp/check_io_XXXXXX", path[64], err[512];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], path[128], err[512];
+    fresh_dir(dir, sizeof dir, "check_io");
     snprintf(path, sizeof path, "%s/out.txt", dir);
     FioWriter w;
     ck_assert_int_eq(fio_create(&w, path, err, sizeof err), 0);
@@ -105,9 +105,7 @@ START_TEST(test_writer_commit_abort_fail) {
     fflush(stdout), fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {100, 100};
-        setrlimit(RLIMIT_FSIZE, &rl);
+        limit_file_size(100);
         FioWriter w2;
         char e2[512];
         if (fio_create(&w2, path, e2, sizeof e2)) _exit(3);
@@ -124,7 +122,7 @@ START_TEST(test_writer_commit_abort_fail) {
     /* no such folder */
     ck_assert_int_eq(fio_create(&w, "/tmp/no/such/folder/x", err, sizeof err), 1);
     ck_assert_msg(strstr(err, "cannot create '/tmp/no/such/folder/x'"), "%s", err);
-    ck_assert_int_eq(sh("rm -rf %s", dir), 0);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -138,12 +136,32 @@ typedef struct {
     const char *env;         /* "NAME=value" or NULL                             */
 } RunOpts;
 
-static char g_out[1 << 16], g_err[1 << 14];
+static char *g_out, *g_err;   /* the last run's stdout and stderr (run() frees the ones before) */
+
+typedef struct {
+    const RunOpts *o;
+    char **argv;
+} Child;
+
+/* In the child, its stdout and stderr already captured: o's stdout, file
+ * size limit and environment, then the program. */
+static void exec_under(void *arg) {
+    const Child *c = arg;
+    const RunOpts *o = c->o;
+    if (o && o->stdout_to) dup2(open(o->stdout_to, O_WRONLY), STDOUT_FILENO);
+    if (o && o->env) putenv((char *)o->env);
+    setenv("NO_COLOR", "1", 1);
+    if (o && o->fsize > 0) limit_file_size(o->fsize);
+    alarm(60);   /* survives exec: a hang ends as SIGALRM */
+    execv(c->argv[0], c->argv);
+    _exit(127);
+}
 
 /* Runs build/<prog> with args (NULL-terminated) under o; its stdout and
- * stderr land in g_out and g_err (stderr read while it runs, so reading
- * never blocks it). Returns the exit status, 128 + signal if
- * killed (a crash, or the 60 s alarm of a hang). */
+ * stderr land in g_out and g_err (stderr through a pipe: a pipe is not
+ * subject to RLIMIT_FSIZE, so the messages of a "full disk" arrive).
+ * Returns the exit status, 128 + signal if killed (a crash, or the 60 s
+ * alarm of a hang). */
 static int run(const RunOpts *o, const char *prog, ...) {
     char bin[512];
     snprintf(bin, sizeof bin, "%s/%s", getenv("BUILD_DIR"), prog);
@@ -154,60 +172,16 @@ static int run(const RunOpts *o, const char *prog, ...) {
     for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;) argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
-    /* stdout into a file (or o->stdout_to), stderr into a pipe: a pipe is
-     * not subject to RLIMIT_FSIZE, so the messages of a "full disk" arrive */
-    char outp[] = "/tmp/check_io_out_XXXXXX";
-    int fo = mkstemp(outp), pe[2];
-    ck_assert(fo >= 0 && pipe(pe) == 0);
-    fflush(stdout), fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int so = o && o->stdout_to ? open(o->stdout_to, O_WRONLY) : fo;
-        dup2(so, STDOUT_FILENO);
-        dup2(pe[1], STDERR_FILENO);
-        close(pe[0]);
-        if (o && o->env) putenv((char *)o->env);
-        setenv("NO_COLOR", "1", 1);
-        if (o && o->fsize > 0) {
-            signal(SIGXFSZ, SIG_IGN);
-            struct rlimit rl = {(rlim_t)o->fsize, (rlim_t)o->fsize};
-            setrlimit(RLIMIT_FSIZE, &rl);
-        }
-        alarm(60);   /* survives exec: a hang ends as SIGALRM */
-        execv(bin, argv);
-        _exit(127);
-    }
-    close(pe[1]);
-    size_t got = 0;
-    ssize_t n;
-    while ((n = read(pe[0], g_err + got, sizeof g_err - 1 - got)) > 0) got += (size_t)n;
-    g_err[got] = '\0';
-    close(pe[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    n = pread(fo, g_out, sizeof g_out - 1, 0);
-    g_out[n > 0 ? n : 0] = '\0';
-    close(fo);
-    unlink(outp);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    free(g_out), free(g_err);
+    Child c = {o, argv};
+    return run_captured(&g_out, &g_err, exec_under, &c);
 }
 
 /* The programs' tests need them built: make test sets BUILD_DIR. */
-static int have_programs(void) {
-    const char *b = getenv("BUILD_DIR");
-    if (!b || !*b) {
-        fprintf(stderr, "check_io: BUILD_DIR not set, program checks skipped\n");
-        return 0;
-    }
-    return 1;
-}
+static int have_programs(void) { return build_dir("check_io", "program checks") != NULL; }
 
 static char g_dir[64];
-static void setup(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/check_io_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
+static void setup(void) { fresh_dir(g_dir, sizeof g_dir, "check_io"); }
 static void teardown(void) {
     sh("umount %s/ro 2>/dev/null; rm -rf %s", g_dir, g_dir);
 }
@@ -341,13 +315,6 @@ START_TEST(test_thread_count_capped) {
 }
 END_TEST
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Item 8: inputs near 1e20 made chapter 03 exit 1 with nothing on stderr,
  * printing "THEY DISAGREE: a bug". Item 7: its tokens reached the terminal
  * raw. */
@@ -396,22 +363,13 @@ END_TEST
 
 Suite *io_suite(void) {
     Suite *s = suite_create("io");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_escape);
-    tcase_add_test(core, test_open_read_refuses_non_files);
-    tcase_add_test(core, test_writer_commit_abort_fail);
-    suite_add_tcase(s, core);
-    TCase *progs = tcase_create("Programs");
+    suite_case(s, "Core", test_escape, test_open_read_refuses_non_files,
+               test_writer_commit_abort_fail);
+    TCase *progs = suite_case(s, "Programs", test_fifo_given_to_programs, test_stdout_full,
+                              test_out_full_disk, test_out_read_only, test_dump_full_disk,
+                              test_thread_count_capped, test_attention_hostile_input,
+                              test_diverging_run_keeps_finite_checkpoint);
     tcase_add_checked_fixture(progs, setup, teardown);
-    tcase_add_test(progs, test_fifo_given_to_programs);
-    tcase_add_test(progs, test_stdout_full);
-    tcase_add_test(progs, test_out_full_disk);
-    tcase_add_test(progs, test_out_read_only);
-    tcase_add_test(progs, test_dump_full_disk);
-    tcase_add_test(progs, test_thread_count_capped);
-    tcase_add_test(progs, test_attention_hostile_input);
-    tcase_add_test(progs, test_diverging_run_keeps_finite_checkpoint);
     tcase_set_timeout(progs, 120);
-    suite_add_tcase(s, progs);
     return s;
 }

@@ -8,42 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "io/show.h"
+#include "testutil.h"
 
 /* Runs "$BUILD_DIR/03_attention ARGS" through sh with the given stdin
- * (a shell redirection or pipe prefix), stdout into out (malloc'd, caller
- * frees) and stderr into err. Returns the exit status, -1 when skipped. */
+ * (a shell redirection or pipe prefix), stdout into out and stderr into err
+ * (malloc'd, the caller frees). Returns the exit status, -1 when there is
+ * no such program (nothing to free then). */
 static int run03(const char *stdin_from, const char *args, char **out, char **err) {
     const char *build = getenv("BUILD_DIR");
-    char bin[512], cmd[2048], po[] = "/tmp/check_lecture_XXXXXX", pe[] = "/tmp/check_lecture_XXXXXX";
+    char bin[512];
     snprintf(bin, sizeof bin, "%s/03_attention", build && *build ? build : "build");
     if (access(bin, X_OK) != 0) return -1;
-    int fo = mkstemp(po), fe = mkstemp(pe);
-    ck_assert(fo >= 0 && fe >= 0);
-    close(fo);
-    close(fe);
-    snprintf(cmd, sizeof cmd, "%s %s --no-color --out /tmp/check_lecture_out %s >%s 2>%s", stdin_from, bin,
-             args, po, pe);
-    int rc = system(cmd);
-    char *bufs[2] = {NULL, NULL};
-    const char *paths[2] = {po, pe};
-    for (int k = 0; k < 2; k++) {
-        FILE *f = fopen(paths[k], "rb");
-        ck_assert_ptr_nonnull(f);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        bufs[k] = malloc((size_t)n + 1);
-        size_t got = fread(bufs[k], 1, (size_t)n, f);
-        bufs[k][got] = '\0';
-        fclose(f);
-        unlink(paths[k]);
-    }
-    *out = bufs[0];
-    *err = bufs[1];
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -2;
+    return sh_captured(out, err, "%s %s --no-color --out /tmp/check_lecture_out %s", stdin_from, bin, args);
 }
 
 START_TEST(test_pause_from_pipe) {
@@ -101,36 +79,29 @@ END_TEST
 
 /* Every chapter's --help lists the lecture-mode flags (cli.c adds them). */
 START_TEST(test_every_help_lists_them) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) return;
+    const char *build = build_dir("check_lecture", "--help checks");
+    if (!build) return;
     static const char *const progs[] = {"01_dot_product", "02_softmax", "03_attention", "04_multihead",
                                         "05_positional_encoding", "06_masking", "07_transformer",
                                         "08_training"};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
-        char cmd[1024], buf[16384];
-        snprintf(cmd, sizeof cmd, "%s/%s --help 2>&1", build, progs[i]);
-        snprintf(buf, sizeof buf, "%s/%s", build, progs[i]);
-        if (access(buf, X_OK) != 0) continue;
-        FILE *f = popen(cmd, "r");
-        ck_assert_ptr_nonnull(f);
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        buf[n] = '\0';
-        ck_assert_int_eq(pclose(f), 0);
+        char bin[1024], *buf;
+        snprintf(bin, sizeof bin, "%s/%s", build, progs[i]);
+        if (access(bin, X_OK) != 0) continue;
+        ck_assert_int_eq(sh_captured(&buf, NULL, "%s --help", bin), 0);
         ck_assert_msg(strstr(buf, "--pause") && strstr(buf, "--section N") && strstr(buf, "--minmax"),
                       "%s --help lacks the lecture-mode flags:\n%s", progs[i], buf);
         /* integer ranges print as integers: no "1e+07" */
         ck_assert_msg(!strstr(buf, "e+0"), "%s --help prints a range as a float:\n%s", progs[i], buf);
+        free(buf);
     }
 }
 END_TEST
 
 Suite *lecture_suite(void) {
     Suite *s = suite_create("lecture");
-    TCase *tc = tcase_create("Programs");
-    tcase_add_test(tc, test_pause_from_pipe);
-    tcase_add_test(tc, test_section_only);
-    tcase_add_test(tc, test_every_help_lists_them);
+    TCase *tc = suite_case(s, "Programs", test_pause_from_pipe, test_section_only,
+                           test_every_help_lists_them);
     tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ref/attention.h"
+#include "fast/attention_fast.h"
+#include "layers/multihead.h"
 #include "ref/nn.h"
 #include "core/rng.h"
 #include "testutil.h"
@@ -208,16 +209,9 @@ END_TEST
 
 Suite *posenc_suite(void) {
     Suite *s = suite_create("posenc");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_pe_hand_values);
-    tcase_add_test(core, test_pe_formula_large_pos);
-    tcase_add_test(core, test_pe_odd_d_model);
+    TCase *core = suite_case(s, "Core", test_pe_hand_values, test_pe_formula_large_pos,
+                             test_pe_odd_d_model, test_pe_dot_depends_on_k_only);
     tcase_add_loop_test(core, test_pe_rotation, 0, (int)(sizeof rot_d / sizeof rot_d[0]));
-    tcase_add_test(core, test_pe_dot_depends_on_k_only);
-    suite_add_tcase(s, core);
-    TCase *perm = tcase_create("Permutation");
-    tcase_add_test(perm, test_permutation_mha);
-    tcase_add_test(perm, test_permutation_sdpa);
-    suite_add_tcase(s, perm);
+    suite_case(s, "Permutation", test_permutation_mha, test_permutation_sdpa);
     return s;
 }

@@ -194,8 +194,8 @@ START_TEST(test_control_bytes_escaped) {
 END_TEST
 
 START_TEST(test_fifo_refused) {
-    char dir[] = "/tmp/check_qkv_XXXXXX", path[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], path[128];
+    fresh_dir(dir, sizeof dir, "check_qkv");
     snprintf(path, sizeof path, "%s/f.qkv", dir);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     QkvFile f;
@@ -206,25 +206,15 @@ START_TEST(test_fifo_refused) {
     ck_assert_msg(strstr(err, "not a regular file (it is a FIFO)"), "message: %s", err);
     ck_assert_int_eq(qkv_load(&f, dir, err, sizeof err), 2);
     ck_assert_msg(strstr(err, "it is a folder"), "message: %s", err);
-    unlink(path);
-    rmdir(dir);
+    remove_dir(dir);
 }
 END_TEST
 
 Suite *qkv_file_suite(void) {
     Suite *s = suite_create("qkv_file");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_good_file);
-    tcase_add_test(core, test_good_cross_file);
-    tcase_add_test(core, test_example_file);
-    suite_add_tcase(s, core);
-    TCase *bad_files = tcase_create("Malformed");
+    suite_case(s, "Core", test_good_file, test_good_cross_file, test_example_file);
+    TCase *bad_files = suite_case(s, "Malformed", test_absurd_sizes);
     tcase_add_loop_test(bad_files, test_malformed, 0, N_BAD);
-    tcase_add_test(bad_files, test_absurd_sizes);
-    suite_add_tcase(s, bad_files);
-    TCase *hostile = tcase_create("Hostile");
-    tcase_add_test(hostile, test_control_bytes_escaped);
-    tcase_add_test(hostile, test_fifo_refused);
-    suite_add_tcase(s, hostile);
+    suite_case(s, "Hostile", test_control_bytes_escaped, test_fifo_refused);
     return s;
 }

@@ -28,28 +28,11 @@
 static char dir[64], path[128];
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/aiyn_st_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    fresh_dir(dir, sizeof dir, "check_safetensors");
     snprintf(path, sizeof path, "%s/t.safetensors", dir);
 }
 
-static void teardown(void) {
-    unlink(path);
-    rmdir(dir);
-}
-
-static unsigned char *slurp(const char *p, size_t *n) {
-    FILE *f = fopen(p, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
+static void teardown(void) { remove_dir(dir); }
 
 /* One entry of the header: "name":{"dtype":"..","shape":[..],"data_offsets":[b,e]} */
 typedef struct {
@@ -80,14 +63,18 @@ static int find_entry(const char *json, const char *name, Entry *e) {
     return p && sscanf(p, "\"data_offsets\":[%llu,%llu]", &e->begin, &e->end) == 2;
 }
 
-/* Checks the file-level rules; returns the JSON (inside buf) and the buffer. */
-static const char *check_layout(unsigned char *buf, size_t size, const unsigned char **data, size_t *data_len) {
+/* Reads the file at p and checks the file-level rules. Returns its bytes
+ * (malloc'd, the caller frees), the JSON header as a string in *json
+ * (malloc'd, the caller frees) and the byte buffer in *data, *data_len. */
+static unsigned char *read_layout(const char *p, char **json_out, const unsigned char **data, size_t *data_len) {
+    size_t size;
+    unsigned char *buf = read_file_or_fail(p, &size);
     ck_assert_uint_ge(size, 8);
     uint64_t n = 0;
     for (int i = 0; i < 8; i++) n |= (uint64_t)buf[i] << (8 * i);   /* little-endian u64 */
     ck_assert_msg(8 + n <= size, "header length %llu runs past the end (%zu bytes)", (unsigned long long)n, size);
     ck_assert_msg((8 + n) % 8 == 0, "the byte buffer starts at %llu, not 8-byte aligned", (unsigned long long)(8 + n));
-    char *json = (char *)buf + 8;
+    const char *json = (const char *)buf + 8;
     ck_assert_int_eq(json[0], '{');
     size_t last = n;
     while (last > 0 && json[last - 1] == ' ') last--;        /* trailing padding: spaces only */
@@ -95,8 +82,9 @@ static const char *check_layout(unsigned char *buf, size_t size, const unsigned 
     for (size_t i = 0; i < n; i++) ck_assert_msg(json[i] >= 0x20 && json[i] < 0x7f, "byte %zu of the header", i);
     *data = buf + 8 + n;
     *data_len = size - 8 - n;
-    json[n] = 0;   /* the first data byte: ends the string for strstr (checked data is compared before) */
-    return json;
+    *json_out = strndup(json, n);   /* a string for strstr */
+    ck_assert_ptr_nonnull(*json_out);
+    return buf;
 }
 
 START_TEST(test_rules_and_bytes) {
@@ -113,15 +101,10 @@ START_TEST(test_rules_and_bytes) {
     const char *meta[] = {"format", "test", "empty", ""};
     char err[256];
     ck_assert_int_eq(safetensors_write(path, t, 4, meta, 2, err, sizeof err), 0);
-    size_t size;
-    unsigned char *buf = slurp(path, &size);
+    char *json;
     const unsigned char *data;
     size_t data_len;
-    /* copy the data first: check_layout puts a NUL at its first byte */
-    unsigned char *copy = malloc(size);
-    memcpy(copy, buf, size);
-    const char *json = check_layout(buf, size, &data, &data_len);
-    data = copy + (data - buf);
+    unsigned char *buf = read_layout(path, &json, &data, &data_len);
     ck_assert_ptr_nonnull(strstr(json, "\"__metadata__\":{\"format\":\"test\",\"empty\":\"\"}"));
 
     /* every tensor: dtype, shape, size; sorted by offset they tile the buffer */
@@ -157,27 +140,22 @@ START_TEST(test_rules_and_bytes) {
         pos = end[found];
     }
     ck_assert_uint_eq(pos, data_len);
-    free(buf), free(copy);
+    free(buf), free(json);
 }
 END_TEST
 
 /* The model export: every parameter, named as in the checkpoint, the Config in the metadata */
 START_TEST(test_model_export) {
-    Config c = config_base();
-    c.N = 1, c.d_model = 8, c.d_ff = 16, c.h = 2, c.d_k = 3, c.d_v = 5, c.vocab = 10, c.max_len = 8;
+    Config c = test_config(1, 8, 16, 2, 3, 5, 10, 8, 0.1f);
     c.pre_ln = 1;
     Model m;
     char err[256];
     ck_assert_int_eq(model_build(&m, &c, 1, 2, 2, 3, err, sizeof err), 0);
     ck_assert_int_eq(model_export_safetensors(&m, path, err, sizeof err), 0);
-    size_t size;
-    unsigned char *buf = slurp(path, &size);
+    char *json;
     const unsigned char *data;
     size_t data_len;
-    unsigned char *copy = malloc(size);
-    memcpy(copy, buf, size);
-    const char *json = check_layout(buf, size, &data, &data_len);
-    data = copy + (data - buf);
+    unsigned char *buf = read_layout(path, &json, &data, &data_len);
     ck_assert_uint_eq(data_len, 4 * m.params.n);
     ck_assert_ptr_nonnull(strstr(json, "\"d_k\":\"3\""));
     ck_assert_ptr_nonnull(strstr(json, "\"pre_ln\":\"1\""));
@@ -190,7 +168,7 @@ START_TEST(test_model_export) {
         if (nt->ndim == 2) ck_assert_int_eq(e.shape[1], nt->shape[1]);
         ck_assert_mem_eq(data + e.begin, nt->data, 4 * named_tensor_numel(nt));   /* x86: little-endian */
     }
-    free(buf), free(copy);
+    free(buf), free(json);
     model_free(&m);
 }
 END_TEST
@@ -223,14 +201,9 @@ END_TEST
 
 Suite *safetensors_suite(void) {
     Suite *s = suite_create("safetensors");
-    TCase *core = tcase_create("Core");
+    TCase *core = suite_case(s, "Core", test_rules_and_bytes, test_model_export);
     tcase_add_checked_fixture(core, setup, teardown);
-    tcase_add_test(core, test_rules_and_bytes);
-    tcase_add_test(core, test_model_export);
-    suite_add_tcase(s, core);
-    TCase *limits = tcase_create("Limits");
+    TCase *limits = suite_case(s, "Limits", test_refusals);
     tcase_add_checked_fixture(limits, setup, teardown);
-    tcase_add_test(limits, test_refusals);
-    suite_add_tcase(s, limits);
     return s;
 }

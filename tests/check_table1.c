@@ -1,4 +1,4 @@
-/* check_table1.c - Table 1's four layer types (common/table1.c), chapter 10.
+/* check_table1.c - Table 1's four layer types (chapters/10_why_self_attention/table1.c), chapter 10.
  *
  * Test cases:
  *   Core      each forward pass against a plain double-precision reference;
@@ -19,17 +19,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ref/attention.h"
+#include "layers/multihead.h"
 #include "core/rng.h"
 #include "10_why_self_attention/table1.h"
 #include "testutil.h"
-
-static float *randn(Rng *r, size_t n) {
-    float *x = malloc(sizeof(float) * n);
-    ck_assert_ptr_nonnull(x);
-    rng_fill_normal(r, x, n, 0.0f, 1.0f);
-    return x;
-}
 
 static void build(T1Layer *L, T1Kind kind, int n, int d, int h, int k, int r, int dil, uint64_t seed) {
     Rng rng;
@@ -42,7 +35,7 @@ static Flops run(T1Kind kind, int n, int d, int h, int k, int r, int dil) {
     build(&L, kind, n, d, h, k, r, dil, 7);
     Rng rng;
     rng_seed(&rng, 8);
-    float *x = randn(&rng, (size_t)n * d), *y = malloc(sizeof(float) * n * d);
+    float *x = randn(&rng, (size_t)n * d, 1.0f), *y = malloc(sizeof(float) * n * d);
     Flops f = {0, 0};
     t1_forward(&L, y, x, n, &f);
     free(x); free(y);
@@ -58,7 +51,7 @@ START_TEST(test_self_attention_is_the_library) {
     build(&L, T1_SELF_ATTENTION, 20, d, h, 3, 4, 1, 1);
     Rng rng;
     rng_seed(&rng, 2);
-    float *x = randn(&rng, (size_t)n * d), *y = malloc(sizeof(float) * n * d), *ref = malloc(sizeof(float) * n * d);
+    float *x = randn(&rng, (size_t)n * d, 1.0f), *y = malloc(sizeof(float) * n * d), *ref = malloc(sizeof(float) * n * d);
     float *buf = malloc(sizeof(float) * mha_acts_size(1, n, n, h, d / h, d / h));
     MhaActs a;
     mha_acts_layout(&a, buf, 1, n, n, h, d / h, d / h);
@@ -78,7 +71,7 @@ START_TEST(test_restricted_is_band_masked_attention) {
         build(&L, T1_RESTRICTED, n, d, h, 3, r, 1, 3);
         Rng rng;
         rng_seed(&rng, 4);
-        float *x = randn(&rng, (size_t)n * d), *y = malloc(sizeof(float) * n * d), *ref = malloc(sizeof(float) * n * d);
+        float *x = randn(&rng, (size_t)n * d, 1.0f), *y = malloc(sizeof(float) * n * d), *ref = malloc(sizeof(float) * n * d);
         float *buf = malloc(sizeof(float) * mha_acts_size(1, n, n, h, d / h, d / h));
         uint8_t *band = malloc((size_t)n * n);
         for (int i = 0; i < n; i++)
@@ -99,7 +92,7 @@ START_TEST(test_plain_layers_against_double) {
     int n = 9, d = 6, k = 5, dil = 2;
     Rng rng;
     rng_seed(&rng, 5);
-    float *x = randn(&rng, (size_t)n * d), *y = malloc(sizeof(float) * n * d), *ref = malloc(sizeof(float) * n * d);
+    float *x = randn(&rng, (size_t)n * d, 1.0f), *y = malloc(sizeof(float) * n * d), *ref = malloc(sizeof(float) * n * d);
     T1Layer L;
     /* h_t = tanh(x_t W + h_{t-1} U + b) */
     build(&L, T1_RECURRENT, n, d, 1, 1, 0, 1, 6);
@@ -380,7 +373,7 @@ START_TEST(test_probe_matches_taps) {
     int n = 16, d = 8, taps[16];
     Rng rng;
     rng_seed(&rng, 11);
-    float *x = randn(&rng, (size_t)n * d), *xp = malloc(sizeof(float) * n * d);
+    float *x = randn(&rng, (size_t)n * d, 1.0f), *xp = malloc(sizeof(float) * n * d);
     float *y0 = malloc(sizeof(float) * n * d), *y1 = malloc(sizeof(float) * n * d);
     uint8_t dep[16 * 16];
     for (int kd = 0; kd < T1_KINDS; kd++)
@@ -450,35 +443,14 @@ END_TEST
 
 Suite *table1_suite(void) {
     Suite *s = suite_create("table1");
-    TCase *tc = tcase_create("Core");
-    tcase_add_test(tc, test_self_attention_is_the_library);
-    tcase_add_test(tc, test_restricted_is_band_masked_attention);
-    tcase_add_test(tc, test_plain_layers_against_double);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("Flops");
-    tcase_add_test(tc, test_flops_self_attention);
-    tcase_add_test(tc, test_flops_recurrent);
-    tcase_add_test(tc, test_flops_convolution);
-    tcase_add_test(tc, test_flops_separable);
-    tcase_add_test(tc, test_flops_restricted);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("Exponents");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_exponents_within_table1);
-    tcase_add_test(tc, test_flop_crossover);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("Paths");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_paths_n16_by_hand);
-    tcase_add_test(tc, test_paths_large_n);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("Connect");
-    tcase_add_test(tc, test_probe_matches_taps);
-    tcase_add_test(tc, test_sequential_ops);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("Limits");
-    tcase_add_test(tc, test_length_one);
-    tcase_add_test(tc, test_fit_helpers);
-    suite_add_tcase(s, tc);
+    suite_case(s, "Core", test_self_attention_is_the_library,
+               test_restricted_is_band_masked_attention, test_plain_layers_against_double);
+    suite_case(s, "Flops", test_flops_self_attention, test_flops_recurrent, test_flops_convolution,
+               test_flops_separable, test_flops_restricted);
+    tcase_set_timeout(suite_case(s, "Exponents", test_exponents_within_table1, test_flop_crossover),
+                      120);
+    tcase_set_timeout(suite_case(s, "Paths", test_paths_n16_by_hand, test_paths_large_n), 60);
+    suite_case(s, "Connect", test_probe_matches_taps, test_sequential_ops);
+    suite_case(s, "Limits", test_length_one, test_fit_helpers);
     return s;
 }

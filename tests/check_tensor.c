@@ -99,15 +99,8 @@ END_TEST
 
 Suite *tensor_suite(void) {
     Suite *s = suite_create("tensor");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_shape_string);
-    tcase_add_test(core, test_reshape_transpose_heads);
-    tcase_add_test(core, test_diff);
-    tcase_add_test(core, test_calloc_big_zeroed);
-    suite_add_tcase(s, core);
-    TCase *rng = tcase_create("Rng");
-    tcase_add_test(rng, test_rng_deterministic);
-    tcase_add_test(rng, test_rng_moments);
-    suite_add_tcase(s, rng);
+    suite_case(s, "Core", test_shape_string, test_reshape_transpose_heads, test_diff,
+               test_calloc_big_zeroed);
+    suite_case(s, "Rng", test_rng_deterministic, test_rng_moments);
     return s;
 }

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -102,9 +101,8 @@ START_TEST(test_batch_independent) {
     ck_assert_int_eq(one.n, 1);
     ck_assert_int_eq(alone.n, 6);
     ck_assert_int_ne(e.slen[0], e.slen[1]);   /* different lengths: different caps */
-    Config c = config_base();
-    c.N = 1, c.d_model = 16, c.d_ff = 32, c.h = 2, c.d_k = c.d_v = 8;
-    c.vocab = b.vocab, c.max_len = e.max_s + 51, c.dropout = 0, c.pad_id = BPE_PAD;
+    Config c = test_config(1, 16, 32, 2, 8, 8, b.vocab, e.max_s + 51, 0.0f);
+    c.pad_id = BPE_PAD;
     Model m;
     ck_assert_int_eq(model_build(&m, &c, 6, e.max_s, e.max_s, 3, err, sizeof err), 0);
     DecodeOpts o = decode_opts_paper(BPE_BOS, BPE_EOS);
@@ -139,19 +137,13 @@ END_TEST
 
 static char bin[1024];
 
-/* Runs the chapter with args (a shell word list), output to dir/log;
- * returns the exit status, the output in out. */
-static int run(const char *args, char *out, size_t len) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s --no-color > %s/log 2>&1", bin, args, dir);
-    int st = system(cmd);
-    char lp[128];
-    snprintf(lp, sizeof lp, "%s/log", dir);
-    FILE *f = fopen(lp, "rb");
-    size_t n = f ? fread(out, 1, len - 1, f) : 0;
-    if (f) fclose(f);
-    out[n] = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+static char *out;   /* the last run's stdout and stderr (run() frees the one before) */
+
+/* Runs the chapter with args (a shell word list), its output into out;
+ * returns the exit status. */
+static int run(const char *args) {
+    free(out);
+    return sh_captured(&out, NULL, "OMP_NUM_THREADS=1 %s %s --no-color", bin, args);
 }
 
 static int setup_dir(void) {
@@ -164,26 +156,6 @@ static void cleanup_dir(void) { remove_dir(dir); }
 
 #define TINY "--layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 --test-size 20 --tokens 400"
 
-static char out[1 << 16];
-
-
-/* every line of s at most 100 columns (code points), except lines that
- * name a file under the output folder (their width is the user's path's) */
-static void assert_narrow(const char *s) {
-    int col = 0, line = 1;
-    const char *start = s;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\n') {
-            col = 0, line++;
-            start = (const char *)p + 1;
-            continue;
-        }
-        if ((*p & 0xC0) != 0x80) col++;
-        const char *nl = strchr(start, '\n');
-        int has_path = strstr(start, dir) && (!nl || strstr(start, dir) < nl);
-        ck_assert_msg(col <= 100 || has_path, "output line %d is wider than 100 columns: %.120s", line, start);
-    }
-}
 
 START_TEST(test_tsv_end_to_end) {
     if (!setup_dir()) return;
@@ -195,7 +167,7 @@ START_TEST(test_tsv_end_to_end) {
     corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
 
     snprintf(args, sizeof args, "--corpus %s " TINY " --steps 30 --checkpoint-every 10 --out %s/a", tsv, dir);
-    int rc = run(args, out, sizeof out);
+    int rc = run(args);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "read 600 pairs"));
     ck_assert_ptr_nonnull(strstr(out, "last checkpoint, greedy"));
@@ -203,45 +175,43 @@ START_TEST(test_tsv_end_to_end) {
     ck_assert_ptr_nonnull(strstr(out, "dev ppl"));
     ck_assert_ptr_nonnull(strstr(out, "last checkpoint, beam 4, alpha 0.6"));
     ck_assert_ptr_nonnull(strstr(out, "average of last 3, beam 4, alpha 0.6"));
-    assert_narrow(out);
+    assert_lines_fit(out, 100, dir);
 
     /* section 5's four systems, each with its hypotheses (a line per test sentence) */
     static const char *const hyps[4] = {"test_hyp.txt", "test_hyp_beam.txt", "test_hyp_avg.txt",
                                         "test_hyp_avg_beam.txt"};
     for (int k = 0; k < 4; k++) {
-        char cmd[512];
         ck_assert_ptr_nonnull(strstr(out, hyps[k]));
-        snprintf(cmd, sizeof cmd, "test $(wc -l < %s/a/%s) -eq 20", dir, hyps[k]);
-        ck_assert_msg(system(cmd) == 0, "%s/a/%s: not 20 lines", dir, hyps[k]);
+        ck_assert_msg(sh("test $(wc -l < %s/a/%s) -eq 20", dir, hyps[k]) == 0, "%s/a/%s: not 20 lines", dir, hyps[k]);
     }
 
     /* --translate with the checkpoint just written. A TSV corpus's text is
      * taken as typed: no capital letter or " ." is added */
     snprintf(args, sizeof args, "--out %s/a --translate \"the man sees the dog\"", dir);
-    rc = run(args, out, sizeof out);
+    rc = run(args);
     ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "en: the man sees the dog\n"));
     ck_assert_ptr_nonnull(strstr(out, "de: "));
-    assert_narrow(out);
+    assert_lines_fit(out, 100, dir);
     /* a word the corpus never had is spelled from subwords, not refused */
     snprintf(args, sizeof args, "--out %s/a --translate \"The elephant sees the dog .\"", dir);
-    rc = run(args, out, sizeof out);
+    rc = run(args);
     ck_assert_msg(rc == 0, "translate elephant: exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "\"elephant\": spelled from the subwords"));
     ck_assert_ptr_nonnull(strstr(out, "en: The elephant sees the dog .\n"));
     /* the averaged checkpoint has its vocabulary beside it too */
     snprintf(args, sizeof args, "--model %s/a/model_avg.ckpt --out %s/a --translate \"the dog sees\"", dir, dir);
-    rc = run(args, out, sizeof out);
+    rc = run(args);
     ck_assert_msg(rc == 0, "translate with model_avg.ckpt: exit %d:\n%s", rc, out);
     char longs[3000] = "--out ";
     snprintf(longs + strlen(longs), 200, "%s/a --translate \"the man", dir);
     for (int i = 0; i < 200; i++) strcat(longs, " the man");
     strcat(longs, "\"");
-    rc = run(longs, out, sizeof out);
+    rc = run(longs);
     ck_assert_int_eq(rc, 2);
     ck_assert_ptr_nonnull(strstr(out, "subword tokens; this model takes at most"));
     snprintf(args, sizeof args, "--out %s/none --translate \"the man\"", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 1);   /* no model there: cannot read */
+    ck_assert_int_eq(run(args), 1);   /* no model there: cannot read */
     cleanup_dir();
 }
 END_TEST
@@ -253,10 +223,10 @@ START_TEST(test_translate_generated_form) {
     if (!setup_dir()) return;
     char args[1024];
     snprintf(args, sizeof args, "--train-size 300 " TINY " --steps 2 --checkpoint-every 0 --out %s/g", dir);
-    int rc = run(args, out, sizeof out);
+    int rc = run(args);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
     snprintf(args, sizeof args, "--out %s/g --translate \"the man sees the dog, the woman laughs\"", dir);
-    rc = run(args, out, sizeof out);
+    rc = run(args);
     ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "en: The man sees the dog , the woman laughs .\n"));
     char path[256], head[256] = "";
@@ -288,7 +258,7 @@ START_TEST(test_dev_test_files) {
     corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
     snprintf(args, sizeof args, "--corpus %s --dev %s --test %s " TINY " --steps 2 --checkpoint-every 0 --out %s/o",
              tsv, dev, test, dir);
-    int rc = run(args, out, sizeof out);
+    int rc = run(args);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "every pair of it trains"));
     ck_assert_ptr_nonnull(strstr(out, "pairs: train 300, dev 10, test 12"));
@@ -296,14 +266,14 @@ START_TEST(test_dev_test_files) {
     /* --test alone: dev is cut off the corpus (TINY: 20), the split's test trains */
     snprintf(args, sizeof args, "--corpus %s --test %s " TINY " --steps 2 --checkpoint-every 0 --out %s/o",
              tsv, test, dir);
-    rc = run(args, out, sizeof out);
+    rc = run(args);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "pairs: train 280, dev 20, test 12"));
     snprintf(args, sizeof args, "--corpus %s --dev %s/missing.tsv --out %s/o", tsv, dir, dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 1);   /* cannot read it */
+    ck_assert_int_eq(run(args), 1);   /* cannot read it */
     ck_assert_ptr_nonnull(strstr(out, "--dev"));
     snprintf(args, sizeof args, "--ding-phrases --out %s/o", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(out, "--ding-phrases needs --corpus ding"));
     cleanup_dir();
 }
@@ -322,7 +292,7 @@ START_TEST(test_ding_corpus) {
     char args[1024];
     snprintf(args, sizeof args, "--corpus ding --dev-size 20 --test-size 20 --vocab 2000 --layers 1 --d-model 16 "
              "--heads 2 --d-ff 32 --tokens 400 --steps 2 --checkpoint-every 1 --out %s/d", dir);
-    int rc = run(args, out, sizeof out);
+    int rc = run(args);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "the Ding dictionary (trans-de-en, GPL-2+), read from " DING_PATH
                                       " at run time; fixed split"));
@@ -336,9 +306,9 @@ START_TEST(test_ding_corpus) {
     ck_assert_ptr_nonnull(strstr(out, "6. What the heads learned: one dev sentence"));
     ck_assert_ptr_nonnull(strstr(out, "encoder layer 1: head 1"));
     ck_assert_ptr_null(strstr(out, "verb-final"));   /* the generated sentence's tracing is not run */
-    assert_narrow(out);
+    assert_lines_fit(out, 100, dir);
     snprintf(args, sizeof args, "--out %s/d --translate \"don't lose heart\"", dir);
-    rc = run(args, out, sizeof out);
+    rc = run(args);
     ck_assert_msg(rc == 0, "translate: exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "en: don't lose heart\n"));
     cleanup_dir();
@@ -350,21 +320,19 @@ START_TEST(test_resume_exact) {
     if (!setup_dir()) return;
     char args[1024];
     snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 30 --checkpoint-every 0 --out %s/full", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 20 --checkpoint-every 0 --out %s/half", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    ck_assert_int_eq(run(args), 0);
     snprintf(args, sizeof args, "--train-size 500 " TINY " --steps 30 --resume %s/half/model.ckpt --out %s/half",
              dir, dir);
-    int rc = run(args, out, sizeof out);
+    int rc = run(args);
     ck_assert_msg(rc == 0, "resume: exit %d:\n%s", rc, out);
     ck_assert_ptr_nonnull(strstr(out, "resumed"));
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cmp -s %s/full/model.ckpt %s/half/model.ckpt", dir, dir);
-    ck_assert_msg(system(cmd) == 0, "the resumed run's weights differ from the straight run's");
+    ck_assert_msg(sh("cmp -s %s/full/model.ckpt %s/half/model.ckpt", dir, dir) == 0, "the resumed run's weights differ from the straight run's");
     /* a different corpus does not fit the checkpoint's vocabulary */
     snprintf(args, sizeof args, "--train-size 500 " TINY " --vocab 280 --steps 40 --resume %s/half/model.ckpt "
              "--out %s/half", dir, dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(out, "vocabulary"));
     cleanup_dir();
 }
@@ -373,23 +341,19 @@ END_TEST
 START_TEST(test_bad_input) {
     if (!setup_dir()) return;
     char args[1024], p[128];
-    FILE *f;
     snprintf(p, sizeof p, "%s/bad.tsv", dir);
-    f = fopen(p, "w");
-    fputs("The dog .\tDer Hund .\nThe cat . Die Katze .\n", f);
-    fclose(f);
+    write_text(p, "The dog .\tDer Hund .\nThe cat . Die Katze .\n");
     snprintf(args, sizeof args, "--corpus %s --out %s/o", p, dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(out, "line 2: no tab"));
-    f = fopen(p, "w");
-    fclose(f);
-    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    write_text(p, "");
+    ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(out, "the corpus is empty"));
     snprintf(args, sizeof args, "--vocab 0 --out %s/o", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(out, "--vocab"));
     snprintf(args, sizeof args, "--train-size 100 --vocab 20 --out %s/o", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 2);
+    ck_assert_int_eq(run(args), 2);
     ck_assert_ptr_nonnull(strstr(out, "too small"));
     cleanup_dir();
 }
@@ -407,7 +371,7 @@ START_TEST(test_default_run) {
     if (!setup_dir()) return;
     char args[256];
     snprintf(args, sizeof args, "--out %s/default", dir);
-    ck_assert_int_eq(run(args, out, sizeof out), 0);
+    ck_assert_int_eq(run(args), 0);
     double last = 0, avg = 0, whole = 1e9;
     const char *p = strstr(out, "last checkpoint, greedy");
     ck_assert_ptr_nonnull(p);
@@ -436,20 +400,10 @@ END_TEST
 
 Suite *translation_suite(void) {
     Suite *s = suite_create("translation");
-    TCase *core = tcase_create("Core");
-    tcase_add_test(core, test_batches);
-    tcase_add_test(core, test_default_padding);
-    tcase_add_test(core, test_batch_independent);
-    suite_add_tcase(s, core);
-    TCase *progs = tcase_create("Programs");
-    tcase_add_test(progs, test_tsv_end_to_end);
-    tcase_add_test(progs, test_translate_generated_form);
-    tcase_add_test(progs, test_dev_test_files);
-    tcase_add_test(progs, test_ding_corpus);
-    tcase_add_test(progs, test_resume_exact);
-    tcase_add_test(progs, test_bad_input);
-    tcase_add_test(progs, test_default_run);
+    suite_case(s, "Core", test_batches, test_default_padding, test_batch_independent);
+    TCase *progs = suite_case(s, "Programs", test_tsv_end_to_end, test_translate_generated_form,
+                              test_dev_test_files, test_ding_corpus, test_resume_exact,
+                              test_bad_input, test_default_run);
     tcase_set_timeout(progs, 240);
-    suite_add_tcase(s, progs);
     return s;
 }

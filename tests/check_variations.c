@@ -20,7 +20,7 @@
 #include "testutil.h"
 
 static char dir[64], bin[512], tsv[160];
-static char out[1 << 16];
+static char *out;   /* the last run's output (run() frees the one before) */
 
 #define TINY "--train-size 300 --dev-size 20 --steps 6 --layers 2 --d-model 16 --heads 2 --d-ff 32 " \
              "--vocab 200 --tokens 300 --seeds 2"
@@ -36,14 +36,8 @@ static void cleanup_dir(void) { remove_dir(dir); }
 
 /* Runs the chapter with args, stdout+stderr into out; returns the exit status. */
 static int run(const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s --no-color --out %s %s 2>&1", bin, dir, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    free(out);
+    return sh_captured(&out, NULL, "%s --no-color --out %s %s", bin, dir, args);
 }
 
 /* data lines of results.tsv (the header not counted); first gets line 1 */
@@ -58,20 +52,6 @@ static int tsv_rows(char *first, size_t cap) {
     }
     fclose(f);
     return n < 0 ? 0 : n;
-}
-
-static void assert_narrow(const char *s) {
-    int line = 1;
-    for (const char *p = s; *p;) {
-        size_t len = strcspn(p, "\n");
-        int col = 0;
-        for (size_t i = 0; i < len; i++) col += ((unsigned char)p[i] & 0xC0) != 0x80;
-        const char *d = strstr(p, dir);
-        int has_path = d && d < p + len;   /* a path: its width is the user's folder's */
-        ck_assert_msg(col <= 100 || has_path, "output line %d is %d columns: %.*s", line, col, (int)len, p);
-        p += len + (p[len] == '\n');
-        line++;
-    }
 }
 
 /* Section 2 of a run at the defaults trains 18 models, too slow for a test
@@ -131,7 +111,7 @@ START_TEST(test_interrupt_and_resume) {
     ck_assert_str_eq(again, first);   /* the very line: timings and all */
     ck_assert_ptr_nonnull(strstr(out, "3. Ours beside the paper's Table 3"));
     ck_assert_ptr_nonnull(strstr(out, "A h=16"));
-    assert_narrow(out);
+    assert_lines_fit(out, 100, dir);
     assert_trained_rows_fit(kept, 5 - kept);
 
     /* a third run trains nothing */
@@ -158,7 +138,7 @@ START_TEST(test_rows_subset_and_settings) {
     ck_assert_int_eq(run("--rows base,E " TINY " --seeds 1"), 0);
     ck_assert_ptr_nonnull(strstr(out, "one base seed: no range"));
     ck_assert_ptr_nonnull(strstr(out, "E learned PE"));
-    assert_narrow(out);
+    assert_lines_fit(out, 100, dir);
     cleanup_dir();
 }
 END_TEST
@@ -169,30 +149,15 @@ START_TEST(test_bad_input) {
     ck_assert_ptr_nonnull(strstr(out, "'F' is not a group"));
     ck_assert_int_eq(run(TINY " --heads 3"), 2);   /* 16 is not divisible by 3 */
     ck_assert_ptr_nonnull(strstr(out, "not divisible"));
-    FILE *f = fopen(tsv, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\nbase#1\tgarbage\n", f);
-    fclose(f);
+    write_text(tsv, "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\nbase#1\tgarbage\n");
     ck_assert_int_eq(run("--rows E " TINY), 2);
     ck_assert_ptr_nonnull(strstr(out, "line 2 is damaged"));
-    f = fopen(tsv, "w");
-    fputs("something else\n", f);
-    fclose(f);
+    write_text(tsv, "something else\n");
     ck_assert_int_eq(run("--rows E " TINY), 2);
     ck_assert_ptr_nonnull(strstr(out, "not a results file"));
     cleanup_dir();
 }
 END_TEST
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return strdup(buf);
-}
 
 /* The README's recorded tables are what the program prints from the
  * recorded results file: each block after <!-- recorded-table: ARGS --> is
@@ -201,7 +166,7 @@ static char *slurp(const char *path) {
 START_TEST(test_recorded_table_matches_readme) {
     if (!setup_dir()) return;
     const char *rec = "chapters/12_variations/recorded.tsv";
-    char *before = slurp(rec), *readme = slurp("chapters/12_variations/README.md");
+    char *before = read_file(rec, NULL), *readme = read_file("chapters/12_variations/README.md", NULL);
     ck_assert_msg(before && readme, "run from the repository root: %s or the README missing", rec);
     int blocks = 0;
     for (const char *m = strstr(readme, "<!-- recorded-table:"); m; m = strstr(m + 1, "<!-- recorded-table:")) {
@@ -227,7 +192,7 @@ START_TEST(test_recorded_table_matches_readme) {
         blocks++;
     }
     ck_assert_int_eq(blocks, 2);
-    char *after = slurp(rec);
+    char *after = read_file_or_fail(rec, NULL);
     ck_assert_str_eq(after, before);
     free(before);
     free(after);
@@ -238,12 +203,8 @@ END_TEST
 
 Suite *variations_suite(void) {
     Suite *s = suite_create("variations");
-    TCase *tc = tcase_create("Chapter12");
+    TCase *tc = suite_case(s, "Chapter12", test_interrupt_and_resume, test_rows_subset_and_settings,
+                           test_bad_input, test_recorded_table_matches_readme);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_interrupt_and_resume);
-    tcase_add_test(tc, test_rows_subset_and_settings);
-    tcase_add_test(tc, test_bad_input);
-    tcase_add_test(tc, test_recorded_table_matches_readme);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -1,8 +1,25 @@
-/* testutil.h - shared helpers for the Check suites.
+/* testutil.h - the helpers every Check suite shares, one of each
+ * (tests/testutil.c holds their bodies).
  *
- * ck_assert_close_arrays(a, b, n, tol): fails with the first mismatches and
- * the max difference, so a failing test says where and by how much.
- * chapter_binary / fresh_dir / remove_dir / sh: for suites that run a chapter.
+ *   comparing     ck_assert_close_arrays: the first mismatches and the max
+ *                 difference, so a failing test says where and by how much
+ *   inputs        randn (random normal arrays); test_config and
+ *                 test_config_tiny (a small model's Config)
+ *   files         read_file / read_file_or_fail / write_file / write_text;
+ *                 fresh_dir / remove_dir (a folder of one's own in /tmp)
+ *   programs      sh (a shell command's exit status); build_dir and
+ *                 chapter_binary (is $BUILD_DIR/prog there?); run_captured
+ *                 and sh_captured (a child's or a command's stdout and
+ *                 stderr, as strings); limit_file_size (a full disk)
+ *   output        capture_begin / capture_end (what this process prints);
+ *                 text_cols / widest_line / assert_lines_fit: how wide
+ *                 printed text is on a terminal
+ *   time          now_s
+ *   suites        suite_case: a test case and its tests, in one line
+ *
+ * Failures of the test's world (a temporary folder that cannot be made, a
+ * fork that fails) fail the test where they happen, with a message; the
+ * helpers that may meet a missing file on purpose say so and return NULL.
  */
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
@@ -10,67 +27,125 @@
 #include <check.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
+#include <sys/wait.h>   /* waitpid, WIFEXITED: the suites fork children of their own too */
 #include <unistd.h>
+#include "core/rng.h"
 #include "core/tensor.h"
+#include "model/model.h"
 
-static inline void assert_close_arrays_at(const float *a, const float *b, size_t n, double tol,
-                                          const char *what, const char *file, int line) {
-    Diff d = diff_arrays(a, b, n);
-    if (!(d.max_abs <= tol)) {
-        int shown = 0;
-        for (size_t i = 0; i < n && shown < 5; i++) {
-            if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
-                fprintf(stderr, "  %s[%zu]: got %.9g, want %.9g\n", what, i, a[i], b[i]);
-                shown++;
-            }
-        }
-        ck_assert_msg(0, "%s:%d: %s differs: max |diff| %.3g at %zu (tolerance %.3g)",
-                      file, line, what, d.max_abs, d.where, tol);
-    }
-}
+/* ---- comparing ----------------------------------------------------------- */
+
+/* Fails the test when some |a[i] - b[i]| > tol (or is NaN), printing the
+ * first 5 such elements and the largest difference with where it is. */
+void assert_close_arrays_at(const float *a, const float *b, size_t n, double tol, const char *what,
+                            const char *file, int line);
 #define ck_assert_close_arrays(a, b, n, tol) \
     assert_close_arrays_at((a), (b), (n), (tol), #a, __FILE__, __LINE__)
 
+/* ---- inputs -------------------------------------------------------------- */
+
+/* n draws of N(0, std^2) from r (rng_fill_normal, so the stream is r's and
+ * a test's numbers depend only on its seed): malloc'd, the caller frees. */
+float *randn(Rng *r, size_t n, float std);
+
+/* A small model's Config, Config's fields in Config's order; the rest as
+ * config_base() has them (post-LN, sinusoidal positions, padding id 0).
+ * A test that needs pre-LN, learned positions or another padding id sets
+ * that field on the copy it gets. */
+Config test_config(int N, int d_model, int d_ff, int h, int d_k, int d_v, int vocab, int max_len, float dropout);
+/* The tiny model with every size different, so that a swapped dimension
+ * shows: N=2, d_model 8, d_ff 12, h 2, d_k 4, d_v 3 (h*d_k = 8 = d_model
+ * but h*d_v = 6 != d_model), vocab 11, max_len 16. */
+Config test_config_tiny(float dropout);
+
+/* ---- files --------------------------------------------------------------- */
+
+/* The whole file at path with one NUL after its last byte (so a text file
+ * is a string); *len (len may be NULL) gets its size without the NUL.
+ * malloc'd, the caller frees. NULL when the file cannot be opened. */
+void *read_file(const char *path, size_t *len);
+/* The same, failing the test (naming path) when the file cannot be read. */
+void *read_file_or_fail(const char *path, size_t *len);
+/* Writes n bytes of data to path (created or truncated); fails the test when
+ * it cannot. */
+void write_file(const char *path, const void *data, size_t n);
+/* write_file of the string text, without its NUL. */
+void write_text(const char *path, const char *text);
+
+/* A new empty folder /tmp/SUITE_XXXXXX, its name into dir (cap bytes);
+ * remove_dir deletes it with whatever is in it (rm -rf). */
+void fresh_dir(char *dir, size_t cap, const char *suite);
+void remove_dir(const char *dir);
+
+/* ---- programs ------------------------------------------------------------ */
+
+/* Runs a printf-formatted shell command; its exit status (-1: killed by a
+ * signal). Its output goes where the test's goes, unless the command
+ * redirects it. */
+__attribute__((format(printf, 1, 2))) int sh(const char *fmt, ...);
+
+/* $BUILD_DIR, where `make test` put the programs; NULL, with a line
+ * "SUITE: BUILD_DIR not set, WHAT skipped", when it is unset or empty. */
+const char *build_dir(const char *suite, const char *what);
 /* The built program $BUILD_DIR/prog into bin. 0, with a line saying that
  * suite's runs of it are skipped, when BUILD_DIR is unset or there is none. */
-static inline int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog) {
-    const char *build = getenv("BUILD_DIR");
-    if (!build || !*build) {
-        fprintf(stderr, "%s: BUILD_DIR not set, %s runs skipped\n", suite, prog);
-        return 0;
-    }
-    snprintf(bin, cap, "%s/%s", build, prog);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "%s: no %s, its runs skipped\n", suite, bin);
-        return 0;
-    }
-    return 1;
-}
+int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog);
 
-/* A new empty folder /tmp/SUITE_XXXXXX into dir; remove_dir deletes it. */
-static inline void fresh_dir(char *dir, size_t cap, const char *suite) {
-    snprintf(dir, cap, "/tmp/%s_XXXXXX", suite);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-static inline void remove_dir(const char *dir) {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+/* Runs fn(arg) in a child process (fn may exec a program; when it returns,
+ * the child exits 0). The child's stdout lands in *out and its stderr in
+ * *err (stderr is read through a pipe while the child runs, so a limit on
+ * file sizes set in fn does not cut the messages); with err NULL, stderr
+ * goes into *out too, in the order written. out NULL: both are thrown
+ * away. The strings are malloc'd and NUL-terminated; the caller frees.
+ * Returns the exit status, 128 + the signal number when a signal ended the
+ * child (as the shell's $?). */
+int run_captured(char **out, char **err, void (*fn)(void *), void *arg);
+/* run_captured of a printf-formatted command line run by /bin/sh -c. */
+__attribute__((format(printf, 3, 4))) int sh_captured(char **out, char **err, const char *fmt, ...);
 
-/* Runs a printf-formatted shell command; its exit status (-1: killed by a signal). */
-__attribute__((format(printf, 1, 2)))
-static inline int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* A full disk, for this process (call it in a child): from now on a write
+ * that would make a file longer than `bytes` fails with EFBIG, as a full
+ * disk's fails with ENOSPC (RLIMIT_FSIZE, with SIGXFSZ ignored, or the
+ * kernel would kill the process instead; both survive exec). */
+void limit_file_size(long bytes);
+
+/* ---- output -------------------------------------------------------------- */
+
+/* Everything this process prints on stdout between capture_begin() and
+ * capture_end() lands in the string capture_end returns (malloc'd, the
+ * caller frees) instead of on the screen. Not nested. */
+void capture_begin(void);
+char *capture_end(void);
+
+/* Columns of s[0..len): UTF-8 continuation bytes and ANSI escapes (ESC ...
+ * letter) take none, every other character one; with wide, East Asian wide
+ * characters (U+3000 to U+DFFF, U+F000 and up: 貓吃魚) take two, as a
+ * terminal shows them. */
+int text_cols(const char *s, size_t len, int wide);
+/* The widest line of s, every character one column: how show.c measures
+ * what it lays out (so a wide character such as 猫 counts once). */
+int widest_line(const char *s);
+/* Fails the test at the first line of s wider than max_cols characters,
+ * unless that line contains `unless` (NULL: no exception), e.g. the output
+ * folder, whose width is the user's path's. */
+void assert_lines_fit(const char *s, int max_cols, const char *unless);
+
+/* ---- time ---------------------------------------------------------------- */
+
+/* Seconds on the monotonic clock: for measuring how long something took. */
+double now_s(void);
+
+/* ---- suites -------------------------------------------------------------- */
+
+/* The test case `name` of suite s with the tests listed, in order, added to
+ * s: `suite_case(s, "Core", test_a, test_b);` is tcase_create, one
+ * tcase_add_test per test and suite_add_tcase. Returns the case, for
+ * tcase_set_timeout, tcase_add_loop_test or a fixture. */
+TCase *suite_case_of(Suite *s, const char *name, const TTest *const *tests);
+#define suite_case(s, name, ...) \
+    suite_case_of((s), (name), (const TTest *const[]){__VA_ARGS__, NULL})
 
 #endif

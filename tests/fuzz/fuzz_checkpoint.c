@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "io/checkpoint.h"
 #include "model/model.h"
 
 static char path[64];
