@@ -1,4 +1,4 @@
-/* gemm_steps.c - the road from the triple loop to common/gemm.c, one step
+/* gemm_steps.c - the road from the triple loop to common/fast/gemm.c, one step
  * per function, so the bench can time what each idea buys (bench/README.md).
  *
  * All compute C (M,N) = A (M,K) @ B (K,N), row-major, no transposes: the

@@ -2,7 +2,7 @@
 """torch_ref.py - the same Transformer and training step in PyTorch, timed.
 
 The reference for `make bench`: the post-LN encoder-decoder of Figure 1 with
-the settings of common/model.h, so that the C model and this one do the same
+the settings of common/model/model.h, so that the C model and this one do the same
 arithmetic:
   - embeddings shared three ways (source, target, output projection; Sec. 3.4),
     scaled by sqrt(d_model), plus the sinusoidal positional encoding (Sec. 3.5);
@@ -13,7 +13,7 @@ arithmetic:
   - FFN max(0, x W1 + b1) W2 + b2 (Eq. 2);
   - label-smoothed cross-entropy, eps_ls 0.1, padding excluded (Sec. 5.4);
   - Adam beta = (0.9, 0.98), eps 1e-9, the warmup schedule (Sec. 5.3).
-Data: the copy task of common/train.h (vocab 11, pad 0, start 1).
+Data: the copy task of common/text/copy_data.h (vocab 11, pad 0, start 1).
 
 The step also takes the global gradient norm and skips Adam unless it is
 finite, as the C step (train_step_batch) does.

@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PAD, BOS, EOS = 0, 1, 2   # common/bpe.h
+PAD, BOS, EOS = 0, 1, 2   # common/text/bpe.h
 
 
 def read_ids(path):

@@ -24,6 +24,7 @@
 #include "ref/ops.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "01_dot_product"
@@ -175,7 +176,7 @@ int main(int argc, char **argv) {
         {"--d-k",     CLI_INT,    &d_k,     "width d_k of the small Q and K example", 1, 64},
         {"--samples", CLI_INT,    &samples, "random (q, k) pairs per d_k in the variance experiment", 10, 10000000},
         {"--max-dk",  CLI_INT,    &max_dk,  "largest d_k in the experiment (powers of 2 up to it)", 1, 1 << 20},
-        {"--out",     CLI_STRING, &out,     "output folder for data, scripts and PNGs", 0, 0},
+        CLI_OPT_OUT(out),
     };
     cli_parse(argc, argv, PROG, "the dot product as query-key similarity, and why Eq. (1) divides by sqrt(d_k)",
               opts, CLI_COUNT(opts));

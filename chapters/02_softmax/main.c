@@ -28,6 +28,7 @@
 #include "ref/ops.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "02_softmax"
@@ -233,7 +234,7 @@ int main(int argc, char **argv) {
         {"--keys",    CLI_INT,    &n,       "keys per softmax row in the saturation experiment", 2, 4096},
         {"--samples", CLI_INT,    &samples, "random rows per d_k in the saturation experiment", 1, 10000000},
         {"--max-dk",  CLI_INT,    &max_dk,  "largest d_k in the experiment (powers of 2 up to it)", 1, 1 << 20},
-        {"--out",     CLI_STRING, &out,     "output folder for data, scripts and PNGs", 0, 0},
+        CLI_OPT_OUT(out),
     };
     cli_parse(argc, argv, PROG, "softmax: stable, masked, and why Eq. (1) scales the scores",
               opts, CLI_COUNT(opts));

@@ -26,13 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/attention.h"
+#include "fast/attention_fast.h"
 #include "io/cli.h"
 #include "model/device.h"
-#include "model_gpu.h"
 #include "qkv_file.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "03_attention"
@@ -286,7 +286,7 @@ static int section_library(const float *weights, const float *out, const Problem
     float *w_lib = malloc(sizeof(float) * Tq * Tk);     /* (Tq,Tk) */
     float *out_lib = malloc(sizeof(float) * Tq * d_v);  /* (Tq,d_v) */
     if (!w_lib || !out_lib) cli_fail(PROG, "out of memory");
-    show_section("6. Eq. (1) in the library: sdpa_forward (common/attention.c)");
+    show_section("6. Eq. (1) in the library: sdpa_forward (common/fast/attention_fast.c)");
     sdpa_forward(out_lib, w_lib, p->Q, p->K, p->V, NULL, 1, 1, Tq, Tk, d_k, d_v);
     Diff dw = diff_arrays(w_lib, weights, (size_t)Tq * Tk);
     Diff dout = diff_arrays(out_lib, out, (size_t)Tq * d_v);
@@ -329,8 +329,8 @@ int main(int argc, char **argv) {
         {"--d-k",    CLI_INT,    &d_k,     "width of queries and keys", 1, 64},
         {"--d-v",    CLI_INT,    &d_v,     "width of values", 1, 64},
         {"--input",  CLI_STRING, &input,   "read Q, K, V from this text file (format above)", 0, 0},
-        {"--device", CLI_STRING, &device,  "cpu or cuda", 0, 0},
-        {"--out",    CLI_STRING, &out_dir, "output folder for data, scripts and PNGs", 0, 0},
+        CLI_OPT_DEVICE(device),
+        CLI_OPT_OUT(out_dir),
     };
     cli_parse(argc, argv, PROG, ABOUT, opts, CLI_COUNT(opts));
     Device dev;

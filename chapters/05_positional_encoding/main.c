@@ -36,13 +36,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref/attention.h"
+#include "layers/linear.h"
+#include "layers/multihead.h"
 #include "io/cli.h"
-#include "model/backend.h"
+#include "model/device.h"
 #include "ref/nn.h"
 #include "ref/ops.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "05_positional_encoding"

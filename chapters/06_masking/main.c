@@ -29,12 +29,13 @@
 #include <string.h>
 
 #include "ref/attention.h"
+#include "fast/attention_fast.h"
 #include "io/cli.h"
 #include "model/device.h"
-#include "model_gpu.h"
 #include "ref/ops.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "06_masking"
@@ -332,8 +333,8 @@ int main(int argc, char **argv) {
         {"--lengths", CLI_STRING, &lengths, "lengths of the sentences in the batch (comma-separated, 0..64)", 0, 0},
         {"--d-k",     CLI_INT,    &d_k,     "width of queries, keys and values", 1, 256},
         {"--seed",    CLI_U64,    &seed,    "random seed for Q, K, V", 0, 0},
-        {"--device",  CLI_STRING, &device,  "cpu or cuda", 0, 0},
-        {"--out",     CLI_STRING, &out_dir, "output folder for data, scripts and PNGs", 0, 0},
+        CLI_OPT_DEVICE(device),
+        CLI_OPT_OUT(out_dir),
     };
     cli_parse(argc, argv, PROG, "causal and padding masks (Sections 3.1, 3.2.3)", opts, CLI_COUNT(opts));
     Batch x = {.d_k = d_k};

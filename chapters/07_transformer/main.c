@@ -1,7 +1,7 @@
 /* 07_transformer - the whole encoder-decoder of Figure 1, one forward pass.
  *
  * Paper: Section 3 and Figure 1. Every piece of the earlier chapters now
- * sits in one model (common/model.c):
+ * sits in one model (common/model/model.c):
  *
  *   source ids -> Embedding * sqrt(d_model) + PE  (Sec. 3.4, 3.5)
  *              -> N x [ self-attention, Add & Norm, FFN, Add & Norm ]  -> memory
@@ -31,7 +31,7 @@
  *                         against PyTorch (tools/parity/, `make parity`)
  *   --export-safetensors F  the weights in the safetensors format
  *
- * --device cuda runs the same model (common/model.c) with the CUDA backend's
+ * --device cuda runs the same model (common/model/model.c) with the CUDA backend's
  * kernels: the numbers printed, the guesses and the heatmaps are the GPU's;
  * at the end the model moves back to the CPU for the same forward pass, and
  * the program prints how far the two are apart ("cuda vs CPU: max |diff|").
@@ -46,12 +46,14 @@
 #include <time.h>
 
 #include "io/cli.h"
-#include "model/backend.h"
+#include "model/device.h"
 #include "core/fileio.h"
+#include "io/checkpoint.h"
 #include "io/grad_dump.h"
 #include "model/model.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 
 #define PROG "07_transformer"
@@ -113,6 +115,16 @@ static size_t count_ffn(const Config *c) {
 }
 static size_t count_ln(const Config *c) { return 2 * (size_t)c->d_model; }
 
+/* One layer of the tree: "<lead>+-- layer n" ("`--" for the last) and its k
+ * parts under it, the last part with "`--". */
+static void tree_layer(const char *lead, int last, int n, size_t total, const char *const *part,
+                       const size_t *size, int k) {
+    printf("%s%s-- layer %-48d %12zu\n", lead, last ? "`" : "+", n, total);
+    const char *bar = last ? "    " : "|   ";
+    for (int i = 0; i < k; i++)
+        printf("%s%s%s-- %-50s %12zu\n", lead, bar, i == k - 1 ? "`" : "+", part[i], size[i]);
+}
+
 static void print_summary(const Config *c, const Model *m) {
     size_t mha = count_mha(c), ffn = count_ffn(c), ln = count_ln(c);
     size_t emb = (size_t)c->vocab * c->d_model;
@@ -125,28 +137,18 @@ static void print_summary(const Config *c, const Model *m) {
     if (c->pos == POS_LEARNED)
         printf("+-- %-58s %12zu\n", "pos_embed (max_len x d_model), learned, Table 3 (E)", (size_t)c->max_len * c->d_model);
     printf("+-- %-58s %12zu\n", "encoder", (size_t)c->N * enc + (c->pre_ln ? ln : 0));
-    for (int l = 0; l < c->N; l++) {
-        int last = l == c->N - 1 && !c->pre_ln;
-        printf("|   %s-- layer %-48d %12zu\n", last ? "`" : "+", l + 1, enc);
-        const char *bar = last ? "    " : "|   ";
-        printf("|   %s+-- %-50s %12zu\n", bar, "self_attn: W_Q, W_K, W_V, W_O (no biases)", mha);
-        printf("|   %s+-- %-50s %12zu\n", bar, "ln1: gamma, beta", ln);
-        printf("|   %s+-- %-50s %12zu\n", bar, "ffn: W1, b1, W2, b2 (Eq. 2)", ffn);
-        printf("|   %s`-- %-50s %12zu\n", bar, "ln2: gamma, beta", ln);
-    }
+    const char *enc_part[] = {"self_attn: W_Q, W_K, W_V, W_O (no biases)", "ln1: gamma, beta",
+                              "ffn: W1, b1, W2, b2 (Eq. 2)", "ln2: gamma, beta"};
+    const size_t enc_size[] = {mha, ln, ffn, ln};
+    for (int l = 0; l < c->N; l++)
+        tree_layer("|   ", l == c->N - 1 && !c->pre_ln, l + 1, enc, enc_part, enc_size, 4);
     if (c->pre_ln) printf("|   `-- %-54s %12zu\n", "ln (final, pre-LN only)", ln);
     printf("`-- %-58s %12zu\n", "decoder", (size_t)c->N * dec + (c->pre_ln ? ln : 0));
-    for (int l = 0; l < c->N; l++) {
-        int last = l == c->N - 1 && !c->pre_ln;
-        printf("    %s-- layer %-48d %12zu\n", last ? "`" : "+", l + 1, dec);
-        const char *bar = last ? "    " : "|   ";
-        printf("    %s+-- %-50s %12zu\n", bar, "self_attn (masked): W_Q, W_K, W_V, W_O", mha);
-        printf("    %s+-- %-50s %12zu\n", bar, "ln1", ln);
-        printf("    %s+-- %-50s %12zu\n", bar, "cross_attn (K, V from memory)", mha);
-        printf("    %s+-- %-50s %12zu\n", bar, "ln2", ln);
-        printf("    %s+-- %-50s %12zu\n", bar, "ffn", ffn);
-        printf("    %s`-- %-50s %12zu\n", bar, "ln3", ln);
-    }
+    const char *dec_part[] = {"self_attn (masked): W_Q, W_K, W_V, W_O", "ln1",
+                              "cross_attn (K, V from memory)", "ln2", "ffn", "ln3"};
+    const size_t dec_size[] = {mha, ln, mha, ln, ffn, ln};
+    for (int l = 0; l < c->N; l++)
+        tree_layer("    ", l == c->N - 1 && !c->pre_ln, l + 1, dec, dec_part, dec_size, 6);
     if (c->pre_ln) printf("    `-- %-54s %12zu\n", "ln (final, pre-LN only)", ln);
     printf("    (output projection: x E^T reuses embed, 0 new parameters)\n");
     size_t total = model_param_count(c);
@@ -550,7 +552,7 @@ static int info_only(const Opts *o, const Config *c) {
         if (o->be != backend_cpu())
             cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
         GradJob job = {o->batch_path, o->load, o->grad_path, o->adam_path, o->st_path, o->eps_ls, o->warmup};
-        int rc = grad_job_run(&job, c, o->seed, err, sizeof err);   /* common/grad_dump.c */
+        int rc = grad_job_run(&job, c, o->seed, err, sizeof err);   /* common/io/grad_dump.c */
         if (rc) fail_rc(rc, err);
         return 1;
     }
@@ -631,7 +633,7 @@ static void section_input(const Opts *o, const Model *m, const Input *in) {
     printf("  %s, N=%d, d_model=%d, d_ff=%d, h=%d, d_k=%d, d_v=%d, vocab=%d, %zu params, seed %llu\n",
            c->pre_ln ? "pre-LN" : "post-LN (the paper)", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab,
            m->params.n, (unsigned long long)o->seed);
-    printf("  backend: %s (every op of common/model.c runs through its table)\n", m->be->name);
+    printf("  backend: %s (every op of common/model/model.c runs through its table)\n", m->be->name);
     Tensor ts = tensor_wrap(NULL, "source ids", "batch seq", in->B, in->Ts);
     Tensor tt = tensor_wrap(NULL, "target ids", "batch seq", in->B, in->Tt);
     show_shape(&ts, NULL);

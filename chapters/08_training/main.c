@@ -22,10 +22,10 @@
  *
  * --device cuda picks the CUDA backend once (trainer_to: the model, Adam's
  * m, v and the step's buffers move to the GPU); every call after that is
- * the same as on the CPU: train_step, greedy_decode, copy_exact_match run
- * common/model.c and common/train.c with the GPU's kernels behind the
- * backend table. The dropout masks come from the same counter-based hash
- * on both devices (common/dropout_mask.h), so a GPU run follows the CPU's
+ * the same as on the CPU: copy_train_step, copy_greedy (decode.h's
+ * decode_greedy), copy_exact_match run common/model/ with the GPU's kernels
+ * behind the backend table. The dropout masks come from the same counter-based hash
+ * on both devices (common/core/dropout_mask.h), so a GPU run follows the CPU's
  * loss curve to float rounding, dropout on. trainer_save brings the
  * weights and Adam's moments back to the host for the checkpoint.
  *
@@ -51,13 +51,16 @@
 #include "model/device.h"
 #include "dist/dist.h"
 #include "model/backend.h"
+#include "io/checkpoint.h"
 #include "io/grad_dump.h"
 #include "model/model.h"
 #include "ref/nn.h"
 #include "ref/optim.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 #include "model/train.h"
+#include "task/copy_task.h"
 
 static const char *PROG = "08_training";
 
@@ -446,7 +449,8 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
     float *lr_hist = calloc(todo ? todo : 1, sizeof(float));
     float *step_x = calloc(todo ? todo : 1, sizeof(float));
     float *floor_line = calloc(todo ? todo : 1, sizeof(float));
-    if (!loss_hist || !lr_hist || !step_x || !floor_line) {
+    CopyBatch cb = {0};   /* each step's batch, drawn from the trainer's data stream */
+    if (!loss_hist || !lr_hist || !step_x || !floor_line || copy_batch_alloc(&cb, tr->B, tr->T)) {
         fprintf(stderr, "%s: out of memory for %d steps of history\n", PROG, todo);
         free(loss_hist), free(lr_hist), free(step_x), free(floor_line);
         return 1;
@@ -463,7 +467,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
                    tr->model->params.tensors[0].name);
             poison(tr);
         }
-        TrainStatus ts = train_step(tr, &st);
+        TrainStatus ts = copy_train_step(tr, &cb, &st);
         if (ts != TRAIN_OK) {   /* (data parallel: the same status on every rank; rank 0 says it) */
             if (pg.tty) printf("\n");
             fflush(stdout);
@@ -523,13 +527,21 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
     free(lr_hist);
     free(step_x);
     free(floor_line);
+    copy_batch_free(&cb);
     return rc;
 }
 
 /* ---- section 7: decoding and accuracy ------------------------------------------------- */
+/* y (T) = the start symbol and the greedy decode of the T-1 tokens after it
+ * (copy_greedy: decode.h's decoder, Sec. 6.1 with beam size 1) */
+static void greedy(Model *m, int *y, const int *src, int T) {
+    char err[256];
+    if (copy_greedy(m, y, src, 1, T, err, sizeof err)) cli_fail(PROG, "decoding: %s", err);
+}
+
 static void decode_and_print(Model *m, const int *src, int T) {
-    int y[COPY_LEN], prefix[COPY_LEN];
-    greedy_decode(m, y, prefix, src, 1, T, T, COPY_START, -1, COPY_PAD);
+    int y[COPY_LEN];
+    greedy(m, y, src, T);
     print_ids("input", src, T);
     printf("\n");
     print_ids("output", y, T);
@@ -643,7 +655,7 @@ static void section_model(const Run *r, const Model *m, const Trainer *tr) {
            r->hp.beta1, r->hp.beta2, r->hp.adam_eps, r->batch, r->eps_ls);
     if (r->resume)
         printf("resumed from %s at step %llu (architecture from the file)\n", r->resume, (unsigned long long)tr->step);
-    printf("device: %s (every op of common/model.c and train.c runs through this backend's table)\n", m->be->name);
+    printf("device: %s (every op of common/model/model.c and train.c runs through this backend's table)\n", m->be->name);
 }
 
 /* Everything a step touches (weights, gradients, Adam's m and v,
@@ -660,7 +672,7 @@ static void print_memory(const Model *m) {
 /* sections 7 and 8: decoded examples, accuracy, attention after training */
 static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng) {
     const int T = COPY_LEN;
-    int tmp_in[COPY_LEN], tmp_out[COPY_LEN], ex_ys[COPY_LEN], ex_prefix[COPY_LEN];
+    int tmp_in[COPY_LEN], tmp_out[COPY_LEN], ex_ys[COPY_LEN];
     show_section("7. After training: greedy decoding (Sec. 6.1 with beam size 1)");
     for (int e = 0; e < r->n_examples; e++) {
         int s[COPY_LEN];
@@ -677,7 +689,7 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
                r->n_eval, (unsigned long long)r->eval_seed, 100 * acc, 100 * tok, now_s() - t0);
     }
     show_section("8. After training: attention");
-    greedy_decode(m, ex_ys, ex_prefix, ex_src, 1, T, T, COPY_START, -1, COPY_PAD);
+    greedy(m, ex_ys, ex_src, T);
     show_attention(m, &r->attn, ex_src, ex_ys, T, "after", r->out);
     printf("To copy, decoder position i (fed token i) must output source token i+1, so a head that has\n"
            "learned the task looks at source position i+1. Compare section 5; other views: --attn-head H.\n");
@@ -747,13 +759,13 @@ int main(int argc, char **argv) {
     /* one example to watch before and after: the user's, or a fresh one */
     Rng ex_rng;
     rng_seed(&ex_rng, r.eval_seed ^ 0xE8A3D1Eull);
-    int ex_src[COPY_LEN], ex_ys[COPY_LEN], ex_prefix[COPY_LEN], tmp_in[COPY_LEN], tmp_out[COPY_LEN];
+    int ex_src[COPY_LEN], ex_ys[COPY_LEN], tmp_in[COPY_LEN], tmp_out[COPY_LEN];
     if (r.decode) memcpy(ex_src, user_src, sizeof ex_src);
     else copy_batch(ex_src, tmp_in, tmp_out, 1, COPY_LEN, COPY_VOCAB, &ex_rng);
 
     show_section("5. Before training: greedy decoding and attention");
     decode_and_print(&m, ex_src, COPY_LEN);
-    greedy_decode(&m, ex_ys, ex_prefix, ex_src, 1, COPY_LEN, COPY_LEN, COPY_START, -1, COPY_PAD);
+    greedy(&m, ex_ys, ex_src, COPY_LEN);
     show_attention(&m, &r.attn, ex_src, ex_ys, COPY_LEN, "before", r.out);
 
     show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");

@@ -3,7 +3,7 @@
  * Training is parallel over target positions (teacher forcing + the causal
  * mask); generation is not: the token at step t+1 depends on the one chosen
  * at step t. This chapter decodes chapter 08's copy model with the decoder of
- * common/decode.h and shows:
+ * common/model/decode.h and shows:
  *   1. why generation is sequential (steps = output length, cached or not);
  *   2. greedy decoding step by step, with the KV cache growing one position
  *      per step (k_cache [batch=1, heads=4, pos=3, d_k=16]);
@@ -33,10 +33,14 @@
 
 #include "io/cli.h"
 #include "model/decode.h"
+#include "model/device.h"
 #include "model/model.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 #include "model/train.h"
+#include "io/checkpoint.h"
+#include "task/copy_task.h"
 
 static const char *PROG = "09_decoding";
 enum { T = COPY_LEN, NS = 64, MAXK = 16 };   /* NS: inputs searched per batch */
@@ -107,10 +111,13 @@ static void setup_model(Ch *c, const char *load, int steps) {
     TrainHyper hp = train_hyper_paper();
     hp.warmup = 200;
     if (trainer_init(&tr, &c->m, &hp, NS, T, c->seed ^ 0xDA7A5EEDull, err, sizeof err)) cli_fail(PROG, "%s", err);
+    CopyBatch cb;
+    if (copy_batch_alloc(&cb, NS, T)) cli_fail(PROG, "out of memory");
     double t0 = now_s();
     StepStats st = {0};
     for (int i = 0; i < steps; i++)
-        if (train_step(&tr, &st) != TRAIN_OK) cli_fail(PROG, "training diverged at step %d", i + 1);
+        if (copy_train_step(&tr, &cb, &st) != TRAIN_OK) cli_fail(PROG, "training diverged at step %d", i + 1);
+    copy_batch_free(&cb);
     trainer_free(&tr);
     printf("no --load: trained chapter 08's small copy model here (N=2, d_model=64, h=4) for %d steps\n"
            "of %d sequences in %.1f s; loss %.3f. It is only partly trained, on purpose: its mistakes\n"
@@ -149,7 +156,8 @@ static void section_greedy(Ch *c, float *heat, int *ys, int *n_out) {
     char err[256];
     Decoder *d = &c->d;
     const Config *k = &c->m.cfg;
-    int V = k->vocab, h = k->h, L = T + c->offset < k->max_len ? T + c->offset : k->max_len;
+    DecodeOpts o = opts(c, 1, 0, -1);
+    int V = k->vocab, h = k->h, L = decode_max_len(k, &o, c->ex, T);   /* |x| + offset (decode.h) */
     run_or_die(decoder_begin(d, c->ex, 1, T, 1, 1, err, sizeof err), err);
     printf("source:");
     print_ids(c->ex, T);
@@ -173,7 +181,6 @@ static void section_greedy(Ch *c, float *heat, int *ys, int *n_out) {
         ys[t] = tok, tok = best;
     }
     *n_out = L;
-    DecodeOpts o = opts(c, 1, 0, -1);
     run_or_die(decode_greedy(d, &o, c->ex, 1, T, err, sizeof err), err);
     float cached_lp[T];
     int same = 1;

@@ -10,7 +10,7 @@
  *   restricted self-attn    O(r n d)           O(1)             O(n/r)
  *
  * This program builds the four (plus the separable convolution Sec. 4
- * mentions, O(k n d + n d^2)) in common/table1.c, and measures all three
+ * mentions, O(k n d + n d^2)) in chapters/10_why_self_attention/table1.c, and measures all three
  * columns on this machine:
  *   1. the layers: shapes, and self-attention as the library computes it
  *      (full attention weights counted and plotted, restricted as a heatmap);
@@ -39,10 +39,11 @@
 #include <omp.h>
 #endif
 
-#include "ref/attention.h"
+#include "layers/multihead.h"
 #include "io/cli.h"
 #include "core/rng.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "table1.h"
 #include "core/tensor.h"
 

@@ -1,14 +1,14 @@
 /* 11_translation - English to German end to end: Sections 5.1, 6.1, Table 2.
  *
  * The paper's task, in miniature and offline: a parallel corpus generated
- * from a small grammar (common/corpus.h: gender, case, adjective endings,
+ * from a small grammar (common/text/grammar.h: gender, case, adjective endings,
  * plurals, verb second, verb-final subordinate clauses, the perfect) or a
  * real one (the Ding dictionary's example sentences, or a TSV file),
  * byte-pair encoding learned on the training side with one vocabulary for
- * both languages (Sec. 5.1, common/bpe.h), batches by length under a token
- * budget (Sec. 5.1, common/batch.h), the Transformer of chapters 07-08
+ * both languages (Sec. 5.1, common/text/bpe.h), batches by length under a token
+ * budget (Sec. 5.1, common/text/batch.h), the Transformer of chapters 07-08
  * (post-LN, tied embeddings, Adam with the Sec. 5.3 schedule, label
- * smoothing, dropout), corpus BLEU-4 (Sec. 6.1, common/bleu.h) of greedy decoding
+ * smoothing, dropout), corpus BLEU-4 (Sec. 6.1, common/text/bleu.h) of greedy decoding
  * and of the paper's beam search (beam 4, alpha 0.6; chapter 09's decoder), the average
  * of the last 5 checkpoints (Sec. 6.1), dev perplexity per subword (Table 3),
  * what the run's memory went to, and the cross-attention alignment of a
@@ -39,17 +39,19 @@
 #include <unistd.h>
 
 
-#include "ref/attention.h"
 #include "text/batch.h"
 #include "text/bleu.h"
 #include "text/bpe.h"
+#include "io/checkpoint.h"
 #include "io/cli.h"
 #include "text/corpus.h"
+#include "text/grammar.h"
 #include "model/decode.h"
 #include "dist/dist.h"
 #include "core/fail.h"
 #include "model/model.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "core/tensor.h"
 #include "model/train.h"
 #include "task/translate.h"
@@ -217,7 +219,7 @@ static void section_corpus(const Opts *o, Data *d) {
         if (corpus_generate(&d->train, &d->dev, &d->test, o->n_train, o->dev ? 1 : n_dev, o->test ? 1 : n_test,
                             o->seed, err, sizeof err))
             cli_fail(PROG, "%s", err);
-        printf("generated from a grammar (common/corpus.c), seed %llu; every sentence distinct,\n"
+        printf("generated from a grammar (common/text/grammar.c), seed %llu; every sentence distinct,\n"
                "so train, dev and test share none\n", (unsigned long long)o->seed);
         if (o->dev) corpus_free(&d->dev);
         if (o->test) corpus_free(&d->test);
@@ -990,7 +992,7 @@ static void section_evaluate(const Opts *o, const Data *d, Run *r) {
     printf("test set: %d sentences; BLEU as sacreBLEU %s computes it, its standard 13a tokenizer\n"
            "(signature %s)%s; a test checks\n"
            "bleu.c against sacrebleu to 0.01.\n"
-           "decoding: chapter 09's decoder (common/decode.h, KV cache), each sentence to its own length\n"
+           "decoding: chapter 09's decoder (common/model/decode.h, KV cache), each sentence to its own length\n"
            "+ %d tokens at most (Sec. 6.1); greedy, and beam %d with length penalty alpha %.1f, early stop\n",
            d->test.n, BLEU_SACREBLEU_VERSION, sig,
            d->generated ? ";\n'none': split at spaces only, as the generated text is tokenised already" : "",

@@ -17,7 +17,7 @@
  *   build/12_variations --rows A,E         some groups (base, A, B, C, D, E)
  *   build/12_variations --steps 100        a shorter budget (a new results file key)
  *   build/12_variations --corpus ding      real sentences: the Ding dictionary (apt-get
- *                                          install trans-de-en; common/corpus.h)
+ *                                          install trans-de-en; common/text/corpus.h)
  *
  * Files in --out: results.tsv (one line per finished row, rewritten
  * atomically after each: Ctrl-C loses at most the row in progress), table.md,
@@ -40,6 +40,7 @@
 #include "core/fileio.h"
 #include "model/model.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "model/train.h"
 #include "task/translate.h"
 

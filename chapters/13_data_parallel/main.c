@@ -6,7 +6,7 @@
  * the ranks are processes started by mpirun, the sum goes over MPI as one
  * fixed binary tree over the batch's micro-batches (so 1, 2 and 4 ranks add
  * the same numbers in the same order: the same bits), and the library does
- * it for any trainer (common/dist.h, train.h's TrainDP):
+ * it for any trainer (common/dist/dist.h, train.h's TrainDP):
  *
  *   mpirun -np 2 build/13_data_parallel              two ranks
  *   mpirun -np 4 --oversubscribe build/13_data_parallel   four, on 2 cores
@@ -33,7 +33,10 @@
 #include "model/model.h"
 #include "ref/optim.h"
 #include "io/show.h"
+#include "io/plot.h"
 #include "model/train.h"
+#include "io/checkpoint.h"
+#include "task/copy_task.h"
 
 static const char *PROG = "13_data_parallel";
 
@@ -112,13 +115,21 @@ static void make_ragged(int *tgt_out, const int *src, int B, int T) {
     }
 }
 
-/* one step on the next global batch (train_step, or its ragged variant:
- * what a translation trainer does with train_step_global) */
+/* one step on the next global batch from the trainer's data stream
+ * (copy_train_step, or its ragged variant: what a translation trainer does
+ * with train_step_global) */
 static TrainStatus next_step(Trainer *t, int ragged, StepStats *st) {
-    if (!ragged) return train_step(t, st);
-    copy_batch(t->src, t->tgt_in, t->tgt_out, t->B, t->T, COPY_VOCAB, &t->data_rng);
-    make_ragged(t->tgt_out, t->src, t->B, t->T);
-    return train_step_global(t, t->src, t->tgt_in, t->tgt_out, t->B, t->T, t->T - 1, st);
+    CopyBatch cb;
+    if (copy_batch_alloc(&cb, t->B, t->T)) dist_abort(1, "out of memory");
+    TrainStatus s;
+    if (!ragged) s = copy_train_step(t, &cb, st);
+    else {
+        copy_batch_draw(&cb, COPY_VOCAB, &t->data_rng);
+        make_ragged(cb.tgt_out, cb.src, t->B, t->T);
+        s = train_step_global(t, cb.src, cb.tgt_in, cb.tgt_out, t->B, t->T, t->T - 1, st);
+    }
+    copy_batch_free(&cb);
+    return s;
 }
 
 static void shape(char *buf, size_t len, int rows, int seq) { snprintf(buf, len, "[batch=%d, seq=%d]", rows, seq); }
@@ -434,6 +445,8 @@ static void section_order(const Run *r) {
     Trainer ta, tb;
     char err[512];
     if (build(r, &a, &ta, err, sizeof err) || build(&one, &b, &tb, err, sizeof err)) dist_abort(1, "%s", err);
+    CopyBatch cb;
+    if (copy_batch_alloc(&cb, ta.B, ta.T)) dist_abort(1, "out of memory");
     int part = 0, flips = 0;
     double last_rel = 0;
     double rel1 = 0, before = 0, after = 0, grad_at = 0;
@@ -441,8 +454,8 @@ static void section_order(const Run *r) {
     for (int i = 1; i <= r->steps; i++) {
         if (!f.found) {   /* this step's batch, peeked, through both models */
             Rng peek = ta.data_rng;
-            copy_batch(ta.src, ta.tgt_in, ta.tgt_out, ta.B, ta.T, COPY_VOCAB, &peek);
-            f = first_relu_flip(&a, &b, ta.src, ta.tgt_in, ta.B);
+            copy_batch_draw(&cb, COPY_VOCAB, &peek);
+            f = first_relu_flip(&a, &b, cb.src, cb.tgt_in, cb.B);
             if (f.found) flips = i, before = weights_rel(&a, &b);
         }
         StepStats sa, sb;
@@ -479,7 +492,7 @@ static void section_order(const Run *r) {
         printf("no ReLU input changed sign in %d steps\n", r->steps);
     if (part && f.found && flips <= part)
         printf("so P ranks stay equal to one process only if they add in the same order: hence the tree\n");
-    trainer_free(&ta), trainer_free(&tb), model_free(&a), model_free(&b);
+    copy_batch_free(&cb), trainer_free(&ta), trainer_free(&tb), model_free(&a), model_free(&b);
 }
 
 /* ---- 5. time per step: compute vs communication ---------------------------------- */

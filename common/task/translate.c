@@ -170,32 +170,30 @@ double trtask_perplexity(Model *m, TrTask *t) {
 }
 
 int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out) {
-    int T_cap = m->max_Tt + 1;
-    int *ys = calloc((size_t)t->dev_b.max_B * T_cap, sizeof(int));
-    int *prefix = calloc((size_t)t->dev_b.max_B * T_cap, sizeof(int));
-    if (!ys || !prefix) {
-        free(ys);
-        free(prefix);
-        return 1;
-    }
+    /* decode_greedy batch by batch, every sentence of a batch to at most
+     * 2 Ts + 7 tokens (Ts its longest source: room for a German sentence a
+     * little longer than the English), within the model's target length */
+    int T_cap = m->max_Tt;
+    char err[256], buf[4096];
+    Decoder d;
+    if (decoder_new(&d, m, t->dev_b.max_B, 1, t->dev_b.max_Ts, T_cap, err, sizeof err)) return 1;
+    DecodeOpts o = decode_opts_paper(BPE_BOS, BPE_EOS);
     BleuStats st;
     memset(&st, 0, sizeof st);
-    char buf[4096];
-    for (int k = 0; k < t->dev_b.n; k++) {
+    int rc = 0;
+    for (int k = 0; k < t->dev_b.n && !rc; k++) {
         const Batch *b = &t->dev_b.b[k];
         fill_batch(&t->edev, b, t->src, t->tin, t->tout);
-        /* room for a German sentence a little longer than the English */
-        int T_out = 2 * b->Ts + 8 < T_cap ? 2 * b->Ts + 8 : T_cap;
-        greedy_decode(m, ys, prefix, t->src, b->n, b->Ts, T_out, BPE_BOS, BPE_EOS, BPE_PAD);
-        for (int r = 0; r < b->n; r++) {
-            bpe_decode(&t->bpe, ys + (size_t)r * T_out + 1, T_out - 1, buf, sizeof buf);
+        o.max_out = 2 * b->Ts + 7 < T_cap ? 2 * b->Ts + 7 : T_cap;
+        rc = decode_greedy(&d, &o, t->src, b->n, b->Ts, err, sizeof err);
+        for (int r = 0; r < b->n && !rc; r++) {
+            bpe_decode(&t->bpe, d.out + (size_t)r * d.max_T, d.out_len[r], buf, sizeof buf);
             bleu_add_tok(&st, buf, t->dev.tgt[b->idx[r]], BLEU_TOK_13A);   /* sacreBLEU's standard */
         }
     }
-    *out = bleu_compute(&st);
-    free(ys);
-    free(prefix);
-    return 0;
+    decoder_free(&d);
+    if (!rc) *out = bleu_compute(&st);
+    return rc ? 1 : 0;
 }
 
 /* ---- translating a split ------------------------------------------------------ */

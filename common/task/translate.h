@@ -84,7 +84,9 @@ double trtask_perplexity(Model *m, TrTask *t);
 
 /* Corpus BLEU-4 (bleu.h, sacreBLEU's 13a tokenizer: on the generated corpus,
  * tokenised already, the same as 'none') of greedy translations of the dev set against its
- * references. Returns 0, or 1 (out of memory). */
+ * references: decode.h's decode_greedy, each batch's sentences to at most
+ * 2 Ts + 7 tokens (Ts the batch's longest source; DecodeOpts.max_out).
+ * Returns 0, or 1 (out of memory). */
 int trtask_bleu_greedy(Model *m, TrTask *t, Bleu *out);
 
 /* ---- translating a split ------------------------------------------------------

@@ -3,7 +3,7 @@ and a minimal safetensors reader.
 
 The checkpoint layout is documented in chapters/07_transformer/README.md
 ("Checkpoints"); this file is that table in code. Written from the format,
-not from common/checkpoint.c.
+not from common/io/checkpoint.c.
 """
 import json
 import struct

@@ -14,7 +14,7 @@ with this project's conventions spelled out where the paper leaves a choice:
   - LayerNorm eps = 1e-5, biased variance, inside the square root
   - masks: padding keys blocked everywhere, plus the causal mask in the
     decoder's self-attention; a query with every key blocked gets zero weights
-  - loss: label-smoothed cross-entropy (Sec. 5.4) as common/nn.c defines it:
+  - loss: label-smoothed cross-entropy (Sec. 5.4) as common/ref/nn.c defines it:
     the target gets 1 - eps_ls, every class that is neither the target nor
     padding gets eps_ls / (V - 2) (V - 1 without a pad id), padding gets 0;
     positions whose target is the pad id count for nothing; mean over the
