@@ -4,7 +4,9 @@
  * bad --rows and a damaged results file exit 2 with a message; every
  * output line fits 100 columns, and the rows the defaults train would fit
  * a 45-row screen; the README's recorded table is what the
- * program prints from chapters/12_variations/recorded.tsv.
+ * program prints from chapters/12_variations/recorded.tsv; a results file
+ * with more rows than the program has keys (repeats, unknown keys, other
+ * settings) loses none of them.
  *
  * Runs $BUILD_DIR/12_variations (set by `make test`); skipped without it.
  */
@@ -159,6 +161,84 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* Lines of want that are not lines of have; 0: every line is there. */
+static int lines_missing(const char *want, const char *have) {
+    char *text = strdup(want);
+    ck_assert_ptr_nonnull(text);
+    int missing = 0;
+    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+        char want[1100];
+        snprintf(want, sizeof want, "\n%s\n", l);
+        missing += !strstr(have, want) && strncmp(have, want + 1, strlen(want + 1));
+    }
+    free(text);
+    return missing;
+}
+
+/* A results file can hold more lines than the program has rows: two files
+ * pasted into one repeat keys, a line can carry a key this program does
+ * not know, and any number can be of other settings. The run must read it
+ * without writing past its array (the old code crashed with SIGSEGV once a
+ * budget had 21 lines, leaving its temporary behind) and the rewrite after
+ * the row it trains keeps every line it read (the old one kept 64 of other
+ * settings). The first line of a repeated key is the one used. */
+START_TEST(test_results_file_overfull) {
+    if (!setup_dir()) return;
+    const char *tiny = "steps=6,warmup=200,factor=0.6,tokens=300,rows=96,train=300,dev=20,vocab=200,N=2,d=16,"
+                       "ff=32,h=2,drop=0.1,ls=0.1,seed=";   /* TINY's budget, its seed after */
+    size_t cap = 200 * 256, len = 0;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    len += snprintf(text + len, cap - len, "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\n");
+    for (int i = 0; i < 70; i++)   /* other settings: another --seed each */
+        len += snprintf(text + len, cap - len, "base#1\t100\t200\t%d.5000\t1.00\t1.0\t1.0\t%s%d\n", i + 1, tiny,
+                        1000 + i);
+    for (int i = 0; i < 21; i++)   /* this budget: base#1 21 times, the first is used */
+        len += snprintf(text + len, cap - len, "base#1\t100\t200\t3.%04d\t1.00\t1.0\t1.0\t%s42\n", i + 1, tiny);
+    len += snprintf(text + len, cap - len, "Z:zzz\t100\t200\t3.0000\t1.00\t1.0\t1.0\t%s42\n", tiny);
+    ck_assert_uint_lt(len, cap);
+    write_text(tsv, text);
+
+    ck_assert_int_eq(run("--rows base " TINY), 0);   /* trains base#2, then rewrites the file */
+    ck_assert_msg(strstr(out, "1 finished earlier, 1 to train") && strstr(out, "dev PPL 3.000, BLEU 1.00 (kept"),
+                  "not the first base#1:\n%.3000s", out);
+    ck_assert_ptr_nonnull(strstr(out, "70 of other settings (kept in the file, not used)"));
+    ck_assert_ptr_nonnull(strstr(out, "20 repeat the key of an earlier line: the first is used"));
+    ck_assert_ptr_nonnull(strstr(out, "1 has a key this program does not know"));
+    assert_lines_fit(out, 100, dir);
+    ck_assert_int_eq(tsv_rows(NULL, 0), 70 + 21 + 1 + 1);
+    char *after = read_file_or_fail(tsv, NULL);
+    ck_assert_int_eq(lines_missing(after, text), 1);   /* base#2's line is the one added */
+    int lost = lines_missing(text, after);
+    ck_assert_msg(lost == 0, "%d lines of the results file lost in the rewrite:\n%s", lost, after);
+    ck_assert_int_eq(sh("ls -A '%s' | grep -q '^\\.results'", dir), 1);   /* no temporary left */
+    free(after);
+
+    /* at the defaults on the recorded results pasted twice: nothing trains,
+     * the repeats are named, the file stays as it was */
+    char *rec = read_file_or_fail("chapters/12_variations/recorded.tsv", NULL);
+    size_t rl = strlen(rec);
+    const char *body = strchr(rec, '\n') + 1;
+    free(text);
+    text = malloc(2 * rl + 1);
+    ck_assert_ptr_nonnull(text);
+    snprintf(text, 2 * rl + 1, "%s%s", rec, body);
+    write_text(tsv, text);
+    char args[256];
+    snprintf(args, sizeof args, "--results %s", tsv);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_msg(strstr(out, "18 finished earlier, 0 to train") && strstr(out, "18 repeat the key"),
+                  "recorded results pasted twice:\n%.3000s", out);
+    after = read_file_or_fail(tsv, NULL);
+    ck_assert_str_eq(after, text);
+    ck_assert_int_eq(sh("ls -A '%s' | grep -q '^\\.results'", dir), 1);
+    free(after);
+    free(rec);
+    free(text);
+    cleanup_dir();
+}
+END_TEST
+
 /* The README's recorded tables are what the program prints from the
  * recorded results file: each block after <!-- recorded-table: ARGS --> is
  * made of lines of `12_variations ARGS --results recorded.tsv`. Printing
@@ -204,7 +284,7 @@ END_TEST
 Suite *variations_suite(void) {
     Suite *s = suite_create("variations");
     TCase *tc = suite_case(s, "Chapter12", test_interrupt_and_resume, test_rows_subset_and_settings,
-                           test_bad_input, test_recorded_table_matches_readme);
+                           test_bad_input, test_recorded_table_matches_readme, test_results_file_overfull);
     tcase_set_timeout(tc, 120);
     return s;
 }

@@ -22,6 +22,12 @@
  * Files in --out: results.tsv (one line per finished row, rewritten
  * atomically after each: Ctrl-C loses at most the row in progress), table.md,
  * variations.dat/.gp/.png (BLEU and PPL per row).
+ *
+ * A rewrite of results.tsv loses no line it read. Rows of other settings
+ * (another --steps, --seed, ...) are kept as they were, however many. Two
+ * results files pasted into one repeat keys: the first line of a key is
+ * the result used, each later one is kept in the file, unused, and the run
+ * says how many; so is a line whose key this program does not know.
  */
 #include <math.h>
 #include <signal.h>
@@ -107,13 +113,19 @@ typedef struct {
     double ppl, bleu, train_s, eval_s;
 } Result;
 
+/* Lines of results.tsv kept as they were, in the order read; grows. */
 typedef struct {
-    Result r[MAX_JOBS];
+    char **line;          /* [n] each with its '\n'                           */
+    int n, cap;
+} Lines;
+
+typedef struct {
+    Result r[MAX_JOBS];   /* one per key: at most N_ROWS - 1 + MAX_SEEDS    */
     int n;
     char budget[256];     /* the settings a result is only valid for        */
     char path[1100];
-    char *other[64];      /* lines of other settings: kept, as they were     */
-    int n_other;
+    Lines other;          /* lines of other settings: written first          */
+    Lines unused;         /* this budget's repeated or unknown keys: last    */
 } Results;
 
 static double now_s(void) {
@@ -241,13 +253,46 @@ static void section_task(const Opts *o, TrTask *t, Results *res) {
 /* ---- results.tsv: read what earlier runs finished, rewrite after each row ---- */
 #define TSV_HEAD "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\n"
 
+static void lines_add(Lines *l, const char *line) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **p = realloc(l->line, (size_t)l->cap * sizeof *p);
+        if (!p) cli_fail(PROG, "out of memory");
+        l->line = p;
+    }
+    if (!(l->line[l->n++] = strdup(line))) cli_fail(PROG, "out of memory");
+}
+
+static void lines_free(Lines *l) {
+    for (int i = 0; i < l->n; i++) free(l->line[i]);
+    free(l->line);
+    *l = (Lines){0};
+}
+
+static const Result *results_find(const Results *res, const char *key);
+
+/* Is key one a job of this program can have: base#1..base#MAX_SEEDS or a
+ * row's "group:label"? */
+static int key_known(const char *key) {
+    char k[32];
+    for (int s = 0; s < MAX_SEEDS; s++) {
+        snprintf(k, sizeof k, "base#%d", s + 1);
+        if (!strcmp(key, k)) return 1;
+    }
+    for (int i = 0; i < N_ROWS; i++) {
+        snprintf(k, sizeof k, "%s:%s", ROWS[i].group, ROWS[i].label);
+        if (ROWS[i].edit != E_BASE && !strcmp(key, k)) return 1;
+    }
+    return 0;
+}
+
 static void results_load(Results *res) {
     long long size;
     char err[512], line[1024];
     if (access(res->path, F_OK) != 0) return;
     FILE *f = fio_open_read(res->path, &size, err, sizeof err);
     if (!f) cli_fail(PROG, "%s", err);
-    int other = 0, lineno = 0;
+    int other = 0, lineno = 0, repeated = 0, unknown = 0;
     while (fgets(line, sizeof line, f)) {
         if (lineno++ == 0) {
             if (strcmp(line, TSV_HEAD)) cli_fail(PROG, "%s is not a results file of this program", res->path);
@@ -259,16 +304,29 @@ static void results_load(Results *res) {
                    &r.bleu, &r.train_s, &r.eval_s, budget) != 8 || !isfinite(r.ppl) || !isfinite(r.bleu))
             cli_fail(PROG, "%s line %d is damaged: delete the file to start over", res->path, lineno);
         if (strcmp(budget, res->budget)) {   /* other settings: not this run's row */
-            if (res->n_other < 64 && !(res->other[res->n_other] = strdup(line))) cli_fail(PROG, "out of memory");
-            res->n_other += res->n_other < 64;
+            lines_add(&res->other, line);
             other++;
             continue;
         }
-        if (res->n < MAX_JOBS) res->r[res->n++] = r;
+        /* r holds each known key once, so it never fills (MAX_JOBS has room) */
+        int known = key_known(r.key), again = known && results_find(res, r.key);
+        if (!known || again) {
+            lines_add(&res->unused, line);
+            unknown += !known, repeated += again;
+            continue;
+        }
+        if (res->n >= MAX_JOBS) cli_fail(PROG, "%s: more distinct rows than %d", res->path, MAX_JOBS);
+        res->r[res->n++] = r;
     }
     fclose(f);
     printf("results: %s holds %d finished row%s of this budget", res->path, res->n, res->n == 1 ? "" : "s");
     printf(other ? ";\n  %d of other settings (kept in the file, not used)\n" : "\n", other);
+    if (repeated)
+        printf("  %d repeat%s the key of an earlier line: the first is used, the repeats kept in the file\n", repeated,
+               repeated == 1 ? "s" : "");
+    if (unknown)
+        printf("  %d ha%s a key this program does not know (kept in the file, not used)\n", unknown,
+               unknown == 1 ? "s" : "ve");
 }
 
 static void results_save(const Results *res) {
@@ -276,12 +334,14 @@ static void results_save(const Results *res) {
     char err[512];
     if (fio_create(&w, res->path, err, sizeof err)) cli_fail(PROG, "%s", err);
     fputs(TSV_HEAD, w.f);
-    for (int i = 0; i < res->n_other; i++) fputs(res->other[i], w.f);
+    for (int i = 0; i < res->other.n; i++) fputs(res->other.line[i], w.f);
     for (int i = 0; i < res->n; i++) {
         const Result *r = &res->r[i];
         fprintf(w.f, "%s\t%ld\t%zu\t%.4f\t%.2f\t%.1f\t%.1f\t%s\n", r->key, r->tokens, r->params, r->ppl, r->bleu,
                 r->train_s, r->eval_s, res->budget);
     }
+    /* after the rows used: read again, the used line of a key comes first */
+    for (int i = 0; i < res->unused.n; i++) fputs(res->unused.line[i], w.f);
     if (fio_commit(&w, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         exit(1);
@@ -402,6 +462,7 @@ static void section_rows(const Opts *o, TrTask *t, Results *res) {
         Result nr = train_row(o, t, &jobs[k], k, n, todo - done - 1, done ? spent / done : 0);
         spent += nr.train_s + nr.eval_s;
         done++;
+        if (res->n >= MAX_JOBS) cli_fail(PROG, "row %s: no room for its result (%d rows)", jobs[k].key, MAX_JOBS);
         res->r[res->n++] = nr;
         results_save(res);
     }
@@ -569,6 +630,7 @@ int main(int argc, char **argv) {
     section_rows(&o, &t, &res);
     section_table(&o, &res);
     trtask_free(&t);
-    for (int i = 0; i < res.n_other; i++) free(res.other[i]);
+    lines_free(&res.other);
+    lines_free(&res.unused);
     return 0;
 }
