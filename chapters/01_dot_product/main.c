@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "the dot product as query-key similarity, and why Eq. (1) divides by sqrt(d_k)",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(3);   /* its banners: "1." .. "3." */
     cli_check_floats(PROG, "--max-dk", 2, (size_t)2, (size_t)max_dk);
     int ndk = 0;
     double draws = 0;

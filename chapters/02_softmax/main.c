@@ -238,6 +238,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "softmax: stable, masked, and why Eq. (1) scales the scores",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(4);   /* its banners: "1." .. "4." */
     cli_check_floats(PROG, "--keys x --max-dk", 2, (size_t)n, (size_t)max_dk);
     int ndk = 0;
     double draws = 0;

@@ -333,6 +333,7 @@ int main(int argc, char **argv) {
         CLI_OPT_OUT(out_dir),
     };
     cli_parse(argc, argv, PROG, ABOUT, opts, CLI_COUNT(opts));
+    show_lecture_sections(6);   /* its banners: "1." .. "6." */
     Device dev;
     if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);
     if (plot_mkdir(out_dir) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", out_dir);

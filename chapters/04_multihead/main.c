@@ -424,6 +424,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "multi-head attention (Section 3.2.2): shapes, heads, parameters",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(3);   /* its banners: "1." .. "3." */
     check_heads(d_model, h);
     Device dev;
     if (device_select(device, &dev) != 0) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", device);

@@ -521,6 +521,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "sinusoidal positional encoding (Sec. 3.5) and why attention needs it",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(5);   /* its banners: "1." .. "5." */
 
     if (d_model % 2)
         cli_fail(PROG, "--d-model must be even, got %d: PE pairs each sin column with a cos column "

@@ -337,6 +337,7 @@ int main(int argc, char **argv) {
         CLI_OPT_OUT(out_dir),
     };
     cli_parse(argc, argv, PROG, "causal and padding masks (Sections 3.1, 3.2.3)", opts, CLI_COUNT(opts));
+    show_lecture_sections(5);   /* its banners: "1." .. "5." */
     Batch x = {.d_k = d_k};
     x.B = parse_lengths(lengths, x.len);
     for (int b = 0; b < x.B; b++) x.T = x.len[b] > x.T ? x.len[b] : x.T;

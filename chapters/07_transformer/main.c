@@ -510,6 +510,7 @@ static void parse_flags(Opts *o, int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "the encoder-decoder Transformer of Figure 1, one forward pass, stage by stage",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(8);   /* its banners: "1." .. "8." */
     if (!(o->be = backend_select(o->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", o->device);
 }
 

@@ -597,6 +597,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(9);   /* its banners: "1." .. "9." */
     if (r->no_reg) r->dropout = 0, r->eps_ls = 0;
     if (!(r->be = backend_select(r->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", r->device);
     if (!r->resume && r->d_model % r->heads)

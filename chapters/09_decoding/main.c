@@ -544,6 +544,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "greedy decoding, beam search with the length penalty, and the KV cache "
               "(Sec. 6.1)", o, CLI_COUNT(o));
+    show_lecture_sections(7);   /* its banners: "1." .. "7." */
     if (c.end_id == COPY_PAD || c.end_id == COPY_START)
         cli_fail(PROG, "--end %d: 0 is padding and 1 the start symbol; pick a word 2..%d or -1",
                  c.end_id, COPY_VOCAB - 1);

@@ -635,6 +635,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "Table 1 measured: complexity, sequential operations, path length",
               opts, CLI_COUNT(opts));
+    show_lecture_sections(9);   /* its banners: "1." .. "9." */
     if (c.full) { c.d_n = 512; c.n_hi = 4096; c.n_d = 64; c.d_lo = 64; c.d_hi = 2048; c.repeats = 3; }
     if (c.k % 2 == 0) cli_fail(PROG, "--k %d: the kernel must be odd so it can be centred", c.k);
     if (c.d_n % c.h) cli_fail(PROG, "--heads %d must divide --d %d", c.h, c.d_n);

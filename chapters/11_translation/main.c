@@ -1461,6 +1461,7 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv, PROG);      /* one rank unless started by mpirun (chapter 13) */
     cli_parse(argc, argv, PROG, "English->German translation end to end (Sec. 5.1, 6.1, Table 2)", opts,
               CLI_COUNT(opts));
+    show_lecture_sections(5);   /* its banners: "1." .. "5." */
     corpus_config(&o);
     if (o.d_model % o.heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", o.d_model, o.heads);
     if (o.ding_phrases && !(o.corpus && !strcmp(o.corpus, "ding"))) cli_fail(PROG, "--ding-phrases needs --corpus ding");

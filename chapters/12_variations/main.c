@@ -616,6 +616,7 @@ int main(int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "Table 3's variations in miniature on chapter 11's translation task", opts,
               CLI_COUNT(opts));
+    show_lecture_sections(3);   /* its banners: "1." .. "3." */
 #ifdef _OPENMP
     omp_set_num_threads(o.threads);
 #endif

@@ -82,6 +82,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--out", CLI_STRING, &r->out, "output folder (rank 0 writes it)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "synchronous data parallelism over MPI (Sec. 5.2: 8 GPUs, one batch)", opts, CLI_COUNT(opts));
+    show_lecture_sections(6);   /* its banners: "1." .. "6." */
     if (r->d_model % r->heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", r->d_model, r->heads);
     snprintf(r->ckpt, sizeof r->ckpt, "%s/dp.ckpt", r->out);
 }

@@ -169,16 +169,28 @@ static void hide_stdout(int hide) {
     }
 }
 
+/* --section names a section this program does not have (its sections are
+ * 1..most): stdout back, say so, exit 2 (_exit: lecture_end may be the
+ * caller, already inside exit). */
+static void no_such_section(int most) {
+    hide_stdout(0);
+    fflush(stdout);
+    fprintf(stderr, "%s: error: --section %d: this program has sections 1..%d\n", g_prog, g_only, most);
+    fflush(stderr);
+    _exit(2);
+}
+
 /* At exit: stdout back, and a --section that named no section is an error
- * (status 2), not an empty success. */
+ * (status 2), not an empty success. The safety net behind
+ * show_lecture_sections, which refuses it before the run. */
 static void lecture_end(void) {
     hide_stdout(0);
     fflush(stdout);
-    if (g_only && g_most < g_only) {
-        fprintf(stderr, "%s: error: --section %d: this program has sections 1..%d\n", g_prog, g_only, g_most);
-        fflush(stderr);
-        _exit(2);
-    }
+    if (g_only && g_most < g_only) no_such_section(g_most);
+}
+
+void show_lecture_sections(int n) {
+    if (g_only > n) no_such_section(n);
 }
 
 void show_lecture_begin(const char *prog) {

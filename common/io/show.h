@@ -27,11 +27,16 @@ void show_section(const char *title);
  * pipe, /dev/null) it runs straight through.
  * show_set_only_section(N): stdout goes to /dev/null except inside section
  * N; the program still computes everything section N needs. A program
- * without section N exits 2 at the end saying which sections it has.
+ * without section N exits 2 saying which sections it has: at once when it
+ * declared them (show_lecture_sections), else at the end.
  * show_lecture_begin(prog) starts it (cli_parse calls it). */
 void show_set_pause(int on);
 void show_set_only_section(int n);
 void show_lecture_begin(const char *prog);
+/* The program has sections 1..n: called right after cli_parse, it refuses
+ * --section N > n at once (exit 2, "has sections 1..n"), before any work,
+ * rather than after the whole run. */
+void show_lecture_sections(int n);
 /* "  Q [batch=2, seq=5, d_k=8]" plus an optional note after it */
 void show_shape(const Tensor *t, const char *note);
 /* A small matrix of numbers with optional labels (NULL: indices). */
