@@ -106,6 +106,30 @@ MPI_PROGRAMS = $(patsubst chapters/%/main.c,$(BUILD)/%,$(shell grep -l '"dist/di
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
+# ---- the build's settings, recorded ------------------------------------------
+# Each group of settings is written to a file in $(BUILD) that changes only
+# when the settings do, and what they affect depends on that file: switch
+# PORTABLE, SANITIZE, BLAS or NO_OMP, or install Open MPI, nvcc or OpenBLAS,
+# and a plain `make` rebuilds what changed instead of saying nothing to do.
+#   config_c.txt      compiler, CFLAGS, LDLIBS: every object and program
+#   config_mpi.txt    MPI on or off, mpicc's link line: dist.o, the MPI programs
+#   config_cuda.txt   nvcc, its flags, NCCL: the CUDA backend
+#   config_bench.txt  OpenBLAS found or not: build/bench's OpenBLAS columns
+HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
+BENCH_BLAS     = $(if $(HAVE_OPENBLAS),-DUSE_OPENBLAS_REF $(shell pkg-config --cflags --libs openblas 2>/dev/null))
+CONFIG_c     = $(shell $(CC) --version 2>/dev/null | head -n 1) | $(CC) $(CFLAGS) | $(LDLIBS)
+CONFIG_mpi   = MPI=$(MPI) $(MPICC) $(MPI_LIBS)
+CONFIG_cuda  = CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS) $(CUDA_LIBS) NCCL=$(NCCL) $(NCCL_LIBS)
+CONFIG_bench = $(BENCH_BLAS)
+STAMP        = $(BUILD)/config
+
+$(STAMP)_%.txt: FORCE | dirs
+	$(file >$@.new,$(CONFIG_$*))
+	@if cmp -s $@.new $@; then rm -f $@.new; else \
+	  [ -f $@ ] && echo "make: the $* settings changed since the last build in $(BUILD): rebuilding what they affect"; \
+	  mv -f $@.new $@; fi
+FORCE:
+
 # ---- what gets built ---------------------------------------------------------
 # common/ in layers, each folder using only the ones above it in this list:
 # core (tensor, rng, errors, files), ref (the plain ops), fast (gemm, SIMD,
@@ -160,53 +184,54 @@ endif
 
 all: $(LIB) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
 
-$(BUILD)/obj/%.o: %.c $(HEADERS) | dirs
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(STAMP)_c.txt | dirs
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Icommon -Icuda -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu $(HEADERS) | dirs
+$(BUILD)/obj/%.o: %.cu $(HEADERS) $(STAMP)_cuda.txt | dirs
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/pic/%.o: %.c $(HEADERS) | dirs
+$(BUILD)/pic/%.o: %.c $(HEADERS) $(STAMP)_c.txt | dirs
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -Icommon -Icuda -c $< -o $@
 
-$(BUILD)/pic/%.o: %.cu $(HEADERS) | dirs
+$(BUILD)/pic/%.o: %.cu $(HEADERS) $(STAMP)_cuda.txt | dirs
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # the one file that talks to MPI, compiled by mpicc when there is one
 ifeq ($(MPI),1)
-$(BUILD)/obj/common/dist/dist.o: common/dist/dist.c $(HEADERS) | dirs
+$(BUILD)/obj/common/dist/dist.o: common/dist/dist.c $(HEADERS) $(STAMP)_c.txt $(STAMP)_mpi.txt | dirs
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DAIYN_MPI -Icommon -Icuda -c $< -o $@
 $(MPI_PROGRAMS): LDLIBS += $(MPI_LIBS)
 endif
+$(BUILD)/obj/common/dist/dist.o $(MPI_PROGRAMS): $(STAMP)_mpi.txt
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
-$(SHIM_SO): $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/host_shim.o $(PIC_OBJ)
-	$(CC) $(CFLAGS) -shared $^ $(LDLIBS) -o $@
+$(SHIM_SO): $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/host_shim.o $(PIC_OBJ) $(STAMP)_c.txt
+	$(CC) $(CFLAGS) -shared $(filter %.o,$^) $(LDLIBS) -o $@
 
-$(CUDA_SO): $(CUDA_OBJ) $(PIC_OBJ)
-	$(CC) $(CFLAGS) -shared $^ $(CUDA_LIBS) $(NCCL_LIBS) $(LDLIBS) -o $@
+$(CUDA_SO): $(CUDA_OBJ) $(PIC_OBJ) $(STAMP)_c.txt $(STAMP)_cuda.txt
+	$(CC) $(CFLAGS) -shared $(filter %.o,$^) $(CUDA_LIBS) $(NCCL_LIBS) $(LDLIBS) -o $@
 
 ifeq ($(NCCL),1)
-$(BUILD)/pic/cuda/nccl.o: cuda/nccl.c | dirs
+$(BUILD)/pic/cuda/nccl.o: cuda/nccl.c $(STAMP)_c.txt $(STAMP)_cuda.txt | dirs
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -I$(CUDA_HOME)/include -I$(NCCL_INC) -c $< -o $@
 endif
 
 # a chapter is its folder's .c files (main.c and any code only it uses) + the library
 .SECONDEXPANSION:
-$(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB)
+$(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB) $(STAMP)_c.txt
 	$(CC) $(CFLAGS) -Icommon -Icuda $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
 
 # the GPU tools call kernels directly: they link the CUDA backend's .so
-$(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO)
+$(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO) $(STAMP)_c.txt
 	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) -L$(BUILD) -laiyn_cuda -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
 
 dirs:
@@ -239,7 +264,8 @@ demo: all
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
 
-$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB)
+$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) \
+             $(STAMP)_c.txt $(STAMP)_mpi.txt
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
 	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
@@ -289,11 +315,16 @@ plots:
 	  (cd $$(dirname $$gp) && gnuplot $$(basename $$gp)) && n=$$((n+1)); done; \
 	echo "rendered $$n plots under $(OUT)/"
 
-$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(LIB)
-	$(CC) $(CFLAGS) -DUSE_OPENBLAS_REF -Icommon -Icuda $(wildcard bench/*.c) $(LIB) \
-	    $(shell pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas) $(LDLIBS) -o $@
+# OpenBLAS (libopenblas-dev) is the bench's reference for gemm; `make bench`
+# installs it where it may, else builds the bench without its columns and the
+# bench says so
+$(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(LIB) $(STAMP)_c.txt $(STAMP)_bench.txt
+	$(CC) $(CFLAGS) -Icommon -Icuda $(wildcard bench/*.c) $(LIB) $(BENCH_BLAS) $(LDLIBS) -o $@
 
-bench: all $(BENCH_BIN)
+bench: all
+	@pkg-config --exists openblas 2>/dev/null || sh tools/deps.sh install bench libopenblas-dev || \
+	  echo "bench: runs without its OpenBLAS columns"
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	./$(BENCH_BIN)
 
 # chapter 11 against an independent PyTorch model on the same data (BT_FLAGS:
@@ -327,5 +358,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run demo test smoke valgrind plots bench bench-translate cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs
+.PHONY: all run demo test smoke valgrind plots bench bench-translate cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs FORCE
 .SECONDARY:

@@ -40,7 +40,10 @@
 #include <immintrin.h>
 #endif
 #ifdef USE_OPENBLAS_REF
+#define HAVE_BLAS 1
 #include <cblas.h>
+#else
+#define HAVE_BLAS 0   /* built without OpenBLAS (no libopenblas-dev): its columns are left out */
 #endif
 
 #include "bench.h"
@@ -265,14 +268,14 @@ static void gemm_table_measure(double *ours, double *blas) {
         ShapeData d = shape_alloc(s, &rng);
         double t[2][16];
         int reps = g_reps > 16 ? 16 : g_reps;
-        for (int w = 0; w < 2; w++) {
+        for (int w = 0; w < 1 + HAVE_BLAS; w++) {
             ShapeArg a = {s, &d, w};
             for (int r = 0; r < reps; r++) t[w][r] = time_op(shape_fn, &a);
         }
         usleep(200000);
         double flops = 2.0 * s->M * s->N * s->K * s->calls;
         ours[i] = flops / median(t[0], reps) / 1e9;
-        blas[i] = flops / median(t[1], reps) / 1e9;
+        blas[i] = HAVE_BLAS ? flops / median(t[1], reps) / 1e9 : 0;
         shape_free(&d);
     }
 }
@@ -868,6 +871,39 @@ static void busy_section(void) {
     busy_cpus_give_back();
 }
 
+/* The gemm table: ours beside OpenBLAS in each setting [A] [B] [C]. */
+static void gemm_table_print(const BlasRun *runs, int env_forced, int threads, double peak) {
+    printf("\ngemm C = op(A) op(B) vs OpenBLAS cblas_sgemm, %d thread%s each: GFLOP/s (%% of FMA peak)\n", threads,
+           threads > 1 ? "s" : "");
+    for (int k = 0; k < 3; k++) {
+        if (k == 1 && !env_forced) {
+            printf("  [B] = [A]: the environment sets neither OPENBLAS_CORETYPE nor OPENBLAS_L2_SIZE\n");
+            continue;
+        }
+        if (k == 2 && !g_avx512) {
+            printf("  [C] not run: this CPU has no AVX-512, so OpenBLAS's SkylakeX kernels cannot run on it\n");
+            continue;
+        }
+        printf("  %-28s OpenBLAS chose the %s kernels%s\n", runs[k].label, *runs[k].core ? runs[k].core : "?",
+               runs[k].ok ? "" : " (child failed: no figures)");
+    }
+    printf("  %-40s %13s |%13s %6s |%13s %6s |%13s %6s\n", "shape (M x K . K x N)", "ours",
+           "OpenBLAS[A]", "ratio", "OpenBLAS[B]", "ratio", "OpenBLAS[C]", "ratio");
+    for (int i = 0; i < NSHAPES; i++) {
+        printf("  %-40s %6.1f (%3.0f%%) |", shapes[i].name, runs[0].ours[i], 100 * runs[0].ours[i] / peak);
+        for (int k = 0; k < 3; k++) {
+            if (!runs[k].ok) {
+                printf("%13s %6s |", "-", "-");
+                continue;
+            }
+            printf("%6.1f (%3.0f%%) %5.2fx%s", runs[k].blas[i], 100 * runs[k].blas[i] / peak,
+                   runs[k].ours[i] / runs[k].blas[i], k < 2 ? " |" : "");
+        }
+        printf("\n");
+    }
+    printf("  ratio = ours / OpenBLAS, both timed in the same process (> 1: ours is faster)\n");
+}
+
 int main(int argc, char **argv) {
     int reps = 5, no_torch = 0, no_model = 0, no_steps = 0, no_decode = 0, nthreads = parallel_threads();
     int decode_only = argc >= 2 && !strcmp(argv[1], "decode");   /* build/bench decode */
@@ -955,41 +991,22 @@ int main(int argc, char **argv) {
     gemm_table_measure(runs[0].ours, runs[0].blas);
     snprintf(runs[0].core, sizeof runs[0].core, "%s", blas_core());
     runs[0].ok = 1;
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < 3 && HAVE_BLAS; k++) {
         if ((k == 1 && !env_forced) || (k == 2 && !g_avx512)) continue;
         snprintf(cmd, sizeof cmd, "%s '%s' --child gemm --reps %d --threads %d", runs[k].env, self_path, g_reps,
                  threads);
         if (run_child(cmd, parse_gemm_line, &runs[k]) != 0) runs[k].ok = 0;
     }
-    printf("\ngemm C = op(A) op(B) vs OpenBLAS cblas_sgemm, %d thread%s each: GFLOP/s (%% of FMA peak)\n", threads,
-           threads > 1 ? "s" : "");
-    for (int k = 0; k < 3; k++) {
-        if (k == 1 && !env_forced) {
-            printf("  [B] = [A]: the environment sets neither OPENBLAS_CORETYPE nor OPENBLAS_L2_SIZE\n");
-            continue;
-        }
-        if (k == 2 && !g_avx512) {
-            printf("  [C] not run: this CPU has no AVX-512, so OpenBLAS's SkylakeX kernels cannot run on it\n");
-            continue;
-        }
-        printf("  %-28s OpenBLAS chose the %s kernels%s\n", runs[k].label, *runs[k].core ? runs[k].core : "?",
-               runs[k].ok ? "" : " (child failed: no figures)");
+    if (!HAVE_BLAS) {
+        printf("\ngemm C = op(A) op(B), %d thread%s: GFLOP/s (%% of FMA peak)\n"
+               "  OpenBLAS columns left out: this bench was built without OpenBLAS (no libopenblas-dev;\n"
+               "  `make bench` installs it where it may: sudo apt-get install -y libopenblas-dev)\n",
+               threads, threads > 1 ? "s" : "");
+        for (int i = 0; i < NSHAPES; i++)
+            printf("  %-40s %6.1f (%3.0f%%)\n", shapes[i].name, runs[0].ours[i], 100 * runs[0].ours[i] / peak);
+    } else {
+        gemm_table_print(runs, env_forced, threads, peak);
     }
-    printf("  %-40s %13s |%13s %6s |%13s %6s |%13s %6s\n", "shape (M x K . K x N)", "ours",
-           "OpenBLAS[A]", "ratio", "OpenBLAS[B]", "ratio", "OpenBLAS[C]", "ratio");
-    for (int i = 0; i < NSHAPES; i++) {
-        printf("  %-40s %6.1f (%3.0f%%) |", shapes[i].name, runs[0].ours[i], 100 * runs[0].ours[i] / peak);
-        for (int k = 0; k < 3; k++) {
-            if (!runs[k].ok) {
-                printf("%13s %6s |", "-", "-");
-                continue;
-            }
-            printf("%6.1f (%3.0f%%) %5.2fx%s", runs[k].blas[i], 100 * runs[k].blas[i] / peak,
-                   runs[k].ours[i] / runs[k].blas[i], k < 2 ? " |" : "");
-        }
-        printf("\n");
-    }
-    printf("  ratio = ours / OpenBLAS, both timed in the same process (> 1: ours is faster)\n");
 
     /* 4. the model */
     if (!no_model) model_section(threads, no_torch, script, runs, env_forced);

@@ -1,0 +1,131 @@
+/* check_build.c - the Makefile notices when the build's settings change.
+ *
+ * Each group of settings (compiler and flags; MPI; CUDA; the bench's
+ * OpenBLAS) is recorded in a file in the build folder (config_c.txt,
+ * config_mpi.txt, ...) that changes only when the settings do, and the
+ * objects depend on it. So, in a folder of its own:
+ *
+ *   make PORTABLE=1 rng.o    compiles rng.c
+ *   make PORTABLE=1 rng.o    again: nothing to do (no rebuild for nothing)
+ *   make rng.o               PORTABLE switched off: compiles it again
+ *   make SANITIZE=1 rng.o    the sanitizers switched on: again
+ *   make MPI=0 dist.o, then make dist.o (with mpicc here): mpicc compiles it
+ *   build/bench without OpenBLAS: compiled without its columns, not a
+ *     compile error (item 11)
+ *
+ * Before the settings were recorded, the third and later lines said
+ * "up to date" and a build kept its old flags (issue 34, item 10).
+ * Runs make from the project root; skipped, saying so, without make. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "testutil.h"
+
+/* make's output (stdout + stderr) for "make BUILD=dir ARGS target", with
+ * the calling make's jobserver and flags (make test runs us) kept out. */
+static char *make_in(const char *dir, const char *args, const char *target) {
+    char *out = NULL;
+    int rc = sh_captured(&out, NULL,
+                         "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make BUILD=%s CUDA=0 %s %s/%s 2>&1", dir, args, dir,
+                         target);
+    ck_assert_msg(rc == 0, "make BUILD=%s CUDA=0 %s %s/%s: exit %d\n%s", dir, args, dir, target, rc, out);
+    return out;
+}
+
+static int have_make(void) {
+    if (sh("command -v make >/dev/null 2>&1") == 0 && access("Makefile", R_OK) == 0) return 1;
+    fprintf(stderr, "check_build: no make, or not run from the project root: skipped\n");
+    return 0;
+}
+
+/* Did make compile this source file (its name on a compiler line)? */
+static int compiled(const char *out, const char *src) { return strstr(out, src) != NULL; }
+
+START_TEST(test_flags_switch_rebuilds) {
+    if (!have_make()) return;
+    char dir[256];
+    fresh_dir(dir, sizeof dir, "check_build");
+    const char *rng = "obj/common/core/rng.o", *src = "common/core/rng.c";
+    struct {
+        const char *args, *why;
+        int rebuilds;
+    } steps[] = {
+        {"PORTABLE=1 MPI=0", "the first build", 1},
+        {"PORTABLE=1 MPI=0", "the same settings again", 0},
+        {"MPI=0", "PORTABLE=1 switched off", 1},
+        {"MPI=0", "the same settings again", 0},
+        {"MPI=0 SANITIZE=1", "SANITIZE=1 switched on", 1},
+        {"MPI=0 BLAS=openblas", "BLAS=openblas", 1},
+        {"MPI=0", "back to the defaults", 1},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        char *out = make_in(dir, steps[i].args, rng);
+        ck_assert_msg(compiled(out, src) == steps[i].rebuilds, "make %s (%s): %s, want %s\n%s", steps[i].args,
+                      steps[i].why, compiled(out, src) ? "compiled rng.c" : "did not compile rng.c",
+                      steps[i].rebuilds ? "a rebuild" : "nothing to do", out);
+        free(out);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
+/* Open MPI installed after a build with MPI off: a plain make compiles
+ * dist.c again, with mpicc and -DAIYN_MPI, and links chapter 13 with MPI. */
+START_TEST(test_mpi_appearing_rebuilds) {
+    if (!have_make()) return;
+    if (sh("command -v mpicc >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "check_build: no mpicc (Open MPI): the MPI switch is not checked\n");
+        return;
+    }
+    char dir[256];
+    fresh_dir(dir, sizeof dir, "check_build");
+    const char *dist = "obj/common/dist/dist.o";
+    char *out = make_in(dir, "MPI=0", dist);
+    ck_assert_msg(compiled(out, "dist.c") && !strstr(out, "AIYN_MPI"), "make MPI=0: \n%s", out);
+    free(out);
+    out = make_in(dir, "", dist);
+    ck_assert_msg(strstr(out, "-DAIYN_MPI") != NULL, "after make MPI=0, a plain make (mpicc found) did not compile "
+                  "dist.c with MPI:\n%s", out);
+    ck_assert_msg(strstr(out, "mpi settings changed") != NULL, "make did not say why it rebuilt:\n%s", out);
+    free(out);
+    out = make_in(dir, "", dist);
+    ck_assert_msg(!compiled(out, "dist.c"), "a second plain make compiled dist.c again:\n%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+/* On a machine with Debian's reference BLAS (cblas.h) but no OpenBLAS,
+ * build/bench did not compile: the Makefile always asked for the OpenBLAS
+ * columns (implicit declaration of openblas_set_num_threads). Now the
+ * columns follow what pkg-config finds (HAVE_OPENBLAS= pretends it found
+ * nothing), and bench.c compiles either way. */
+START_TEST(test_bench_without_openblas) {
+    if (!have_make()) return;
+    char dir[256], *out = NULL;
+    fresh_dir(dir, sizeof dir, "check_build");
+    ck_assert_int_eq(sh_captured(&out, NULL, "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n BUILD=%s CUDA=0 MPI=0 "
+                                 "HAVE_OPENBLAS= %s/bench 2>&1", dir, dir), 0);
+    const char *line = strstr(out, "bench/bench.c");
+    ck_assert_msg(line != NULL, "make -n did not show how build/bench is built:\n%s", out);
+    while (line > out && line[-1] != '\n') line--;   /* the whole compiler line */
+    const char *end = strchr(line, '\n'), *flag = strstr(line, "USE_OPENBLAS_REF");
+    ck_assert_msg(!flag || (end && flag > end), "without OpenBLAS the bench is still built for it:\n%.*s",
+                  (int)(end ? end - line : 200), line);
+    free(out);
+    /* and the source compiles without it (the same warnings-as-errors) */
+    ck_assert_int_eq(sh_captured(&out, NULL, "${CC:-cc} -std=c11 -D_DEFAULT_SOURCE -Werror=implicit-function-declaration "
+                                 "-fsyntax-only -Icommon -Icuda bench/bench.c 2>&1"), 0);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
+Suite *build_suite(void) {
+    Suite *s = suite_create("build");
+    TCase *tc = suite_case(s, "Settings", test_flags_switch_rebuilds, test_mpi_appearing_rebuilds,
+                           test_bench_without_openblas);
+    tcase_set_timeout(tc, 300);
+    return s;
+}
