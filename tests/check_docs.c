@@ -98,7 +98,17 @@ static char *chapter_output(const char *prog, const char *args, int *rc) {
         free(rcs);
         return read_file(cache, NULL);
     }
-    *rc = sh("NO_COLOR=1 %s %s --no-color </dev/null >%s 2>/dev/null", bin, args, cache);
+    /* It runs in a scratch folder of its own, $BUILD_DIR/docs_run/KEY, so
+     * what it writes to out/ (the default --out) lands there and not in the
+     * user's out/; a link named chapters/ there keeps relative inputs such as
+     * chapters/12_variations/recorded.tsv where the command line says. */
+    char here[1024], run[2300];
+    ck_assert_ptr_nonnull(getcwd(here, sizeof here));
+    snprintf(run, sizeof run, "%s/docs_run/%s_%08lx", build, key, h & 0xffffffffUL);
+    ck_assert_int_eq(sh("/bin/rm -rf '%s' && mkdir -p '%s' && ln -s '%s/chapters' '%s/chapters'", run, run, here, run), 0);
+    const char *abs = build[0] == '/' ? "" : here, *slash = build[0] == '/' ? "" : "/";
+    *rc = sh("cd '%s' && NO_COLOR=1 '%s%s%s' %s --no-color </dev/null >'%s%s%s' 2>/dev/null", run, abs, slash, bin,
+             args, abs, slash, cache);
     FILE *f = fopen(rcpath, "w");
     if (f) { fprintf(f, "%d\n", *rc); fclose(f); }
     return read_file(cache, NULL);
