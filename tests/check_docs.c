@@ -64,6 +64,8 @@ static double mtime_of(const char *path) {
     return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 }
 
+static int have_build(void) { return build_dir("check_docs", "docs and width checks") != NULL; }
+
 /* The stdout of "$BUILD_DIR/prog args --no-color" (malloc'd), from the
  * cache when it is newer than the binary. NULL when the binary is missing;
  * *rc gets the exit status. */
@@ -113,6 +115,31 @@ static char *chapter_output(const char *prog, const char *args, int *rc) {
     if (f) { fprintf(f, "%d\n", *rc); fclose(f); }
     return read_file(cache, NULL);
 }
+
+/* The chapters the docs check runs write their plots and data to out/ (the
+ * default --out); before they ran in a scratch folder, `make test` replaced
+ * the user's out/ with the READMEs' runs (issue 34, item 9). Runs chapter 01
+ * afresh: its files appear in the scratch folder, none in ./out. */
+START_TEST(test_runs_leave_out_alone) {
+    if (!have_build()) return;
+    const char *build = getenv("BUILD_DIR");
+    char dir[256], ref[300];
+    fresh_dir(dir, sizeof dir, "check_docs");
+    snprintf(ref, sizeof ref, "%s/before", dir);
+    write_text(ref, "");
+    sleep(1);   /* mtimes: whole seconds on some file systems */
+    ck_assert_int_eq(sh("/bin/rm -f '%s'/docs_cache/01_dot_product_*", build), 0);
+    int rc = -1;
+    char *out = chapter_output("01_dot_product", "", &rc);
+    ck_assert_msg(out && rc == 0, "01_dot_product: exit %d", rc);
+    free(out);
+    ck_assert_msg(sh("test -n \"$(find '%s'/docs_run/01_dot_product_* -newer '%s' -type f -path '*/out/*')\"", build,
+                     ref) == 0, "01_dot_product wrote nothing under %s/docs_run", build);
+    ck_assert_msg(sh("test -z \"$(find out -newer '%s' -type f 2>/dev/null)\"", ref) == 0,
+                  "the docs check wrote into ./out: it must leave the user's out/ alone");
+    remove_dir(dir);
+}
+END_TEST
 
 /* ---- matching quoted lines ----------------------------------------------------- */
 
@@ -232,7 +259,6 @@ static int check_readme(const char *path, int *blocks, int *other, FILE *report)
     return bad;
 }
 
-static int have_build(void) { return build_dir("check_docs", "docs and width checks") != NULL; }
 
 /* The check itself can fail: a README quoting a line 01_dot_product does
  * not print (one figure changed) is caught, the true line passes; a block
@@ -454,7 +480,7 @@ END_TEST
 
 Suite *docs_suite(void) {
     Suite *s = suite_create("docs");
-    TCase *tc = suite_case(s, "Programs", test_checker_catches_a_changed_figure, test_readme_quotes,
+    TCase *tc = suite_case(s, "Programs", test_runs_leave_out_alone, test_checker_catches_a_changed_figure, test_readme_quotes,
                            test_chapter_widths, test_section_counter, test_chapter_section_heights);
     tcase_set_timeout(tc, 900);
     return s;
