@@ -115,12 +115,14 @@ CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsub
 #   config_mpi.txt    MPI on or off, mpicc's link line: dist.o, the MPI programs
 #   config_cuda.txt   nvcc, its flags, NCCL: the CUDA backend
 #   config_bench.txt  OpenBLAS found or not: build/bench's OpenBLAS columns
+# (`:=`: each is read here, once, so a target's own additions, such as the MPI
+# programs' LDLIBS, do not make the recorded settings differ between targets)
 HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
 BENCH_BLAS     = $(if $(HAVE_OPENBLAS),-DUSE_OPENBLAS_REF $(shell pkg-config --cflags --libs openblas 2>/dev/null))
-CONFIG_c     = $(shell $(CC) --version 2>/dev/null | head -n 1) | $(CC) $(CFLAGS) | $(LDLIBS)
-CONFIG_mpi   = MPI=$(MPI) $(MPICC) $(MPI_LIBS)
-CONFIG_cuda  = CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS) $(CUDA_LIBS) NCCL=$(NCCL) $(NCCL_LIBS)
-CONFIG_bench = $(BENCH_BLAS)
+CONFIG_c     := $(shell $(CC) --version 2>/dev/null | head -n 1) | $(CC) $(CFLAGS) | $(LDLIBS)
+CONFIG_mpi   := MPI=$(MPI) $(MPICC) $(MPI_LIBS)
+CONFIG_cuda  := CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS) $(CUDA_LIBS) NCCL=$(NCCL) $(NCCL_LIBS)
+CONFIG_bench := $(BENCH_BLAS)
 STAMP        = $(BUILD)/config
 
 $(STAMP)_%.txt: FORCE | dirs
