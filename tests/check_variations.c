@@ -7,6 +7,9 @@
  * program prints from chapters/12_variations/recorded.tsv; a results file
  * with more rows than the program has keys (repeats, unknown keys, other
  * settings) loses none of them.
+ * "Hostile" (issue 34): numbers out of range in results.tsv, a last line
+ * without its newline, empty --rows names, a row that cannot be built
+ * (found before any row trains), a full disk while the table is written.
  *
  * Runs $BUILD_DIR/12_variations (set by `make test`); skipped without it.
  */
@@ -26,6 +29,10 @@ static char *out;   /* the last run's output (run() frees the one before) */
 
 #define TINY "--train-size 300 --dev-size 20 --steps 6 --layers 2 --d-model 16 --heads 2 --d-ff 32 " \
              "--vocab 200 --tokens 300 --seeds 2"
+/* results.tsv's first line, and TINY's budget in it (its seed, 42, after) */
+#define TSV_HEAD_LINE "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\n"
+#define TINY_BUDGET "steps=6,warmup=200,factor=0.6,tokens=300,rows=96,train=300,dev=20,vocab=200,N=2,d=16," \
+                    "ff=32,h=2,drop=0.1,ls=0.1,seed="
 
 static int setup_dir(void) {
     if (!chapter_binary(bin, sizeof bin, "check_variations", "12_variations")) return 0;
@@ -151,7 +158,7 @@ START_TEST(test_bad_input) {
     ck_assert_ptr_nonnull(strstr(out, "'F' is not a group"));
     ck_assert_int_eq(run(TINY " --heads 3"), 2);   /* 16 is not divisible by 3 */
     ck_assert_ptr_nonnull(strstr(out, "not divisible"));
-    write_text(tsv, "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\nbase#1\tgarbage\n");
+    write_text(tsv, TSV_HEAD_LINE "base#1\tgarbage\n");
     ck_assert_int_eq(run("--rows E " TINY), 2);
     ck_assert_ptr_nonnull(strstr(out, "line 2 is damaged"));
     write_text(tsv, "something else\n");
@@ -184,12 +191,11 @@ static int lines_missing(const char *want, const char *have) {
  * settings). The first line of a repeated key is the one used. */
 START_TEST(test_results_file_overfull) {
     if (!setup_dir()) return;
-    const char *tiny = "steps=6,warmup=200,factor=0.6,tokens=300,rows=96,train=300,dev=20,vocab=200,N=2,d=16,"
-                       "ff=32,h=2,drop=0.1,ls=0.1,seed=";   /* TINY's budget, its seed after */
+    const char *tiny = TINY_BUDGET;
     size_t cap = 200 * 256, len = 0;
     char *text = malloc(cap);
     ck_assert_ptr_nonnull(text);
-    len += snprintf(text + len, cap - len, "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\n");
+    len += snprintf(text + len, cap - len, TSV_HEAD_LINE);
     for (int i = 0; i < 70; i++)   /* other settings: another --seed each */
         len += snprintf(text + len, cap - len, "base#1\t100\t200\t%d.5000\t1.00\t1.0\t1.0\t%s%d\n", i + 1, tiny,
                         1000 + i);
@@ -281,10 +287,171 @@ START_TEST(test_recorded_table_matches_readme) {
 }
 END_TEST
 
+/* ---- issue 34: hostile results files, flags and a full disk ---------------------------- */
+
+#define GOOD_BASE "base#1\t100\t200\t3.0000\t1.00\t1.0\t1.0\t" TINY_BUDGET "42\n"
+
+/* Issue 34, item 4: a number in results.tsv that no run of this program can
+ * have written (PPL -5 or 1e308, BLEU 1e9, a token count past a long,
+ * params -1) is a damaged line: exit 2 naming the file, the line and the
+ * field, before anything reaches table.md (the old code checked only that
+ * PPL and BLEU were finite and printed the rest into the table). Lines of
+ * other settings are held to the same ranges. A good file still loads. */
+START_TEST(test_results_values_checked) {
+    if (!setup_dir()) return;
+    static const struct {
+        const char *field, *line;
+    } bad[] = {
+        {"dev_ppl", "A:h=1\t100\t200\t-5\t1.00\t1.0\t1.0\t"},
+        {"dev_ppl", "A:h=1\t100\t200\t1e308\t1.00\t1.0\t1.0\t"},
+        {"dev_ppl", "A:h=1\t100\t200\t0.5\t1.00\t1.0\t1.0\t"},
+        {"dev_ppl", "A:h=1\t100\t200\tnan\t1.00\t1.0\t1.0\t"},
+        {"dev_bleu", "A:h=1\t100\t200\t3.0\t1e9\t1.0\t1.0\t"},
+        {"dev_bleu", "A:h=1\t100\t200\t3.0\t-0.5\t1.0\t1.0\t"},
+        {"tokens", "A:h=1\t99999999999999999999999\t200\t3.0\t1.00\t1.0\t1.0\t"},
+        {"tokens", "A:h=1\t-3\t200\t3.0\t1.00\t1.0\t1.0\t"},
+        {"params", "A:h=1\t100\t-1\t3.0\t1.00\t1.0\t1.0\t"},
+        {"params", "A:h=1\t100\t0\t3.0\t1.00\t1.0\t1.0\t"},
+        {"params", "A:h=1\t100\t99999999999999999999999\t3.0\t1.00\t1.0\t1.0\t"},
+        {"train_s", "A:h=1\t100\t200\t3.0\t1.00\t-1\t1.0\t"},
+        {"eval_s", "A:h=1\t100\t200\t3.0\t1.00\t1.0\t1e300\t"},
+    };
+    char text[1024], table[160];
+    snprintf(table, sizeof table, "%s/table.md", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int other = 0; other < 2; other++) {   /* this run's settings, then another --seed's */
+            snprintf(text, sizeof text, "%s" GOOD_BASE "%s" TINY_BUDGET "%s\n", TSV_HEAD_LINE, bad[i].line,
+                     other ? "7" : "42");
+            write_text(tsv, text);
+            int rc = run("--rows base " TINY " --seeds 1");
+            ck_assert_msg(rc == 2, "'%s' (%s settings): exit %d, want 2:\n%.3000s", bad[i].line,
+                          other ? "other" : "this run's", rc, out);
+            char want[256];
+            snprintf(want, sizeof want, "%s line 3 is damaged: %s '", tsv, bad[i].field);
+            ck_assert_msg(strstr(out, want) != NULL, "expected '%s' in:\n%.3000s", want, out);
+            ck_assert_msg(access(table, F_OK) != 0, "'%s': table.md written", bad[i].line);
+        }
+    /* the same file with a good line 3 loads, and the row is in the table */
+    snprintf(text, sizeof text, "%s" GOOD_BASE "A:h=1\t100\t200\t3.5\t1.00\t1.0\t1.0\t" TINY_BUDGET "42\n",
+             TSV_HEAD_LINE);
+    write_text(tsv, text);
+    ck_assert_int_eq(run("--rows base " TINY " --seeds 1"), 0);
+    char *md = read_file_or_fail(table, NULL);
+    ck_assert_msg(strstr(md, "| A h=1 | 3.500 |") != NULL, "table.md:\n%s", md);
+    free(md);
+    cleanup_dir();
+}
+END_TEST
+
+/* A results file whose last line has no newline (edited by hand) keeps
+ * that line whole when a row is added: the old rewrite glued the new row
+ * onto its end, one line of two. */
+START_TEST(test_results_last_line_unterminated) {
+    if (!setup_dir()) return;
+    const char *text = TSV_HEAD_LINE "base#1\t100\t200\t3.0000\t1.00\t1.0\t1.0\t" TINY_BUDGET "7";
+    write_text(tsv, text);
+    ck_assert_int_eq(run("--rows base " TINY " --seeds 1"), 0);   /* trains base#1 of seed 42, rewrites */
+    ck_assert_int_eq(tsv_rows(NULL, 0), 2);
+    char *after = read_file_or_fail(tsv, NULL), with_nl[512];
+    snprintf(with_nl, sizeof with_nl, "%s\n", text);
+    ck_assert_msg(!strncmp(after, with_nl, strlen(with_nl)), "the line of seed 7 changed:\n%s", after);
+    free(after);
+    /* and read again, both lines load */
+    ck_assert_int_eq(run("--rows base " TINY " --seeds 1"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "1 of other settings"));
+    ck_assert_ptr_nonnull(strstr(out, "1 finished earlier, 0 to train"));
+    cleanup_dir();
+}
+END_TEST
+
+/* Issue 34, item 4: --rows with an empty name in it (",", "A,,B", "A,")
+ * is a flag error, exit 2, before anything runs: the old parser skipped
+ * empty names, so `--rows ,` ran 0 models and exited 0 ("" is refused by
+ * the flag parser: "--rows needs a value"). */
+START_TEST(test_rows_empty) {
+    if (!setup_dir()) return;
+    const char *lists[] = {"','", "''", "A,,B", "A,", ",E"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--rows %s " TINY, lists[i]);
+        int rc = run(args);
+        ck_assert_msg(rc == 2, "--rows %s: exit %d, want 2:\n%.2000s", lists[i], rc, out);
+        ck_assert_msg(strstr(out, "--rows") && (strstr(out, "is empty") || strstr(out, "needs a value")),
+                      "--rows %s:\n%.2000s", lists[i], out);
+        ck_assert_msg(!strstr(out, "== 1."), "--rows %s: the run started:\n%.2000s", lists[i], out);
+    }
+    ck_assert_int_eq(access(tsv, F_OK), -1);
+    cleanup_dir();
+}
+END_TEST
+
+/* Issue 34, item 4: every selected row's configuration is checked before
+ * any row trains. With --d-model 8, A's h=16 has no d_k: the old run
+ * trained base (and wrote it to results.tsv) before it reached A and
+ * exited 2; now it exits 2 at once, naming the row, with nothing trained. */
+START_TEST(test_rows_checked_before_training) {
+    if (!setup_dir()) return;
+    ck_assert_int_eq(run("--rows base,A " TINY " --d-model 8"), 2);
+    ck_assert_msg(strstr(out, "row A:h=16") && strstr(out, "not divisible"), "%.3000s", out);
+    ck_assert_msg(!strstr(out, "base#1 "), "a row trained before the check:\n%.3000s", out);
+    ck_assert_msg(access(tsv, F_OK) != 0, "results.tsv written: a row trained before the check");
+    cleanup_dir();
+}
+END_TEST
+
+/* The child of test_full_disk: a disk that holds 100 bytes a file, then
+ * the command (stdout is /dev/null, which has no size) */
+static void exec_on_full_disk(void *cmd) {
+    limit_file_size(100);
+    execl("/bin/sh", "sh", "-c", (const char *)cmd, (char *)NULL);
+    _exit(127);
+}
+
+/* Issue 34, item 3(c): the disk fills while table.md and variations.dat
+ * are written. The run exits 1 saying which file failed; neither
+ * temporary is left in --out (the old code exited at table.md's failure
+ * and left `.variations.dat.XXXXXX` behind) and the files of the run
+ * before are as they were: table and plot data are written together or
+ * not at all. */
+START_TEST(test_full_disk) {
+    if (!setup_dir()) return;
+    const char *names[] = {"table.md", "variations.dat", "variations.gp", "results.tsv"};
+    write_text(tsv, TSV_HEAD_LINE GOOD_BASE);
+    ck_assert_int_eq(run("--rows base " TINY " --seeds 1"), 0);   /* nothing trains: the table from the file */
+    char *before[4], path[160];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        before[i] = read_file_or_fail(path, NULL);
+    }
+    ck_assert_ptr_nonnull(strstr(before[0], "| 3.000 |"));
+    /* another PPL in the file: a table that differs from the saved one */
+    write_text(tsv, TSV_HEAD_LINE "base#1\t100\t200\t4.0000\t1.00\t1.0\t1.0\t" TINY_BUDGET "42\n");
+    free(before[3]);
+    before[3] = read_file_or_fail(tsv, NULL);
+    char cmd[1024], *err = NULL;
+    snprintf(cmd, sizeof cmd, "%s --no-color --out %s --rows base " TINY " --seeds 1", bin, dir);
+    int rc = run_captured(NULL, &err, exec_on_full_disk, cmd);
+    ck_assert_msg(rc == 1, "full disk: exit %d, want 1; stderr:\n%s", rc, err);
+    ck_assert_msg(strstr(err, "table.md") && strstr(err, "failed"), "stderr:\n%s", err);
+    ck_assert_msg(sh("ls -A '%s' | grep '^\\.'", dir) == 1, "temporaries left in --out (listed above)");
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        char *now = read_file_or_fail(path, NULL);
+        ck_assert_msg(!strcmp(now, before[i]), "%s changed on a full disk:\n%s", names[i], now);
+        free(now), free(before[i]);
+    }
+    free(err);
+    cleanup_dir();
+}
+END_TEST
+
 Suite *variations_suite(void) {
     Suite *s = suite_create("variations");
     TCase *tc = suite_case(s, "Chapter12", test_interrupt_and_resume, test_rows_subset_and_settings,
                            test_bad_input, test_recorded_table_matches_readme, test_results_file_overfull);
+    tcase_set_timeout(tc, 120);
+    tc = suite_case(s, "Hostile", test_results_values_checked, test_results_last_line_unterminated, test_rows_empty,
+                    test_rows_checked_before_training, test_full_disk);
     tcase_set_timeout(tc, 120);
     return s;
 }

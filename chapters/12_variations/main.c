@@ -27,10 +27,18 @@
  * (another --steps, --seed, ...) are kept as they were, however many. Two
  * results files pasted into one repeat keys: the first line of a key is
  * the result used, each later one is kept in the file, unused, and the run
- * says how many; so is a line whose key this program does not know.
+ * says how many; so is a line whose key this program does not know. A
+ * number no run writes (PPL -5, BLEU 1e9, params -1) stops the run (exit
+ * 2) naming the line and the column, before it reaches the table; table.md
+ * and variations.dat are replaced together or, on a full disk, neither.
+ *
+ * --rows and every row's configuration are checked before any row trains.
  */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,40 +294,123 @@ static int key_known(const char *key) {
     return 0;
 }
 
+/* What a number of results.tsv can be: the range of every value this
+ * program writes there. A number outside it (PPL -5 or 1e308, BLEU 1e9,
+ * a token count past a long) was not written by a run: the line was
+ * edited or pasted from elsewhere, and it must not reach the table (two
+ * PPLs of 1e308 make the base's mean infinite and every direction NaN). */
+#define PPL_MAX 1e9       /* uniform guessing over --vocab's largest 2^20 symbols is
+                           * PPL 1e6; a row 1000 times worse has diverged (train_row
+                           * refuses it too, so no run writes one)                   */
+#define SECONDS_MAX 1e9   /* 31 years of training or evaluation                      */
+#define LINE_MAX_BYTES 4096   /* a key, six numbers and a budget of < 256 bytes   */
+
+/* s, the whole of it, as a whole number in [lo, hi]; 0 when it is one.
+ * No sign for an unsigned field, no spaces, nothing after the digits. */
+static int parse_count(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *v) {
+    if (!(*s >= '0' && *s <= '9')) return 1;   /* strtoull would take "-1" as 2^64 - 1 */
+    char *end;
+    errno = 0;
+    *v = strtoull(s, &end, 10);
+    return *end || errno || *v < lo || *v > hi;
+}
+
+/* s, the whole of it, as a finite number in [lo, hi]; 0 when it is one. */
+static int parse_real(const char *s, double lo, double hi, double *v) {
+    if (!*s || *s == ' ' || *s == '\t') return 1;
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return *end || !isfinite(*v) || !(*v >= lo && *v <= hi);
+}
+
+/* One line of results.tsv (its '\n' removed; split in place at its tabs)
+ * into r and *budget (the rest of the line after the seventh tab). 0, or 1
+ * with why in why: the fields are not there, or the first number out of
+ * its range, named by its column ("dev_ppl '-5' is not ..."). */
+static int parse_result(char *line, Result *r, const char **budget, char *why, size_t n) {
+    char *f[8], esc[64];
+    int k = 0;
+    f[k++] = line;
+    for (char *p = line; k < 8 && (p = strchr(p, '\t')); *p++ = '\0') f[k++] = p + 1;
+    if (k < 8 || !*f[0] || strlen(f[0]) >= sizeof r->key || !*f[7])
+        return snprintf(why, n, "not the 8 tab-separated fields the first line names; delete the "
+                        "file to start over"), 1;
+    snprintf(r->key, sizeof r->key, "%s", f[0]);
+    *budget = f[7];
+    static const char *const name[7] = {"key", "tokens", "params", "dev_ppl", "dev_bleu", "train_s", "eval_s"};
+    unsigned long long tokens, params;
+    char range[80];
+    int bad = 0;   /* the column of the first number out of its range */
+    if (parse_count(f[1], 0, LONG_MAX, &tokens))
+        bad = 1, snprintf(range, sizeof range, "a count of target tokens from 0 to %ld", LONG_MAX);
+    else if (parse_count(f[2], 1, SIZE_MAX, &params))
+        bad = 2, snprintf(range, sizeof range, "a count of parameters from 1 to %zu", (size_t)SIZE_MAX);
+    else if (parse_real(f[3], 1, PPL_MAX, &r->ppl))
+        bad = 3, snprintf(range, sizeof range, "a perplexity from 1 to %g", PPL_MAX);
+    else if (parse_real(f[4], 0, 100, &r->bleu))
+        bad = 4, snprintf(range, sizeof range, "a BLEU score from 0 to 100");
+    else if (parse_real(f[5], 0, SECONDS_MAX, &r->train_s)) bad = 5;
+    else if (parse_real(f[6], 0, SECONDS_MAX, &r->eval_s)) bad = 6;
+    if (bad >= 5) snprintf(range, sizeof range, "a time from 0 to %g seconds", SECONDS_MAX);
+    if (bad)
+        return snprintf(why, n, "%s '%s' is not %s; correct or delete that line", name[bad],
+                        fio_escape(esc, sizeof esc, f[bad], (size_t)-1), range), 1;
+    r->tokens = (long)tokens, r->params = (size_t)params;
+    return 0;
+}
+
+/* Reads every line of res->path (none there: nothing to read): this
+ * budget's rows into res->r, the rest kept as they were in res->other and
+ * res->unused. A line that is not one this program writes stops the run
+ * (exit 2), naming the file, the line and the field. */
 static void results_load(Results *res) {
     long long size;
-    char err[512], line[1024];
+    char err[512], why[256], path[1200];
     if (access(res->path, F_OK) != 0) return;
+    fio_escape(path, sizeof path, res->path, (size_t)-1);
     FILE *f = fio_open_read(res->path, &size, err, sizeof err);
     if (!f) cli_fail(PROG, "%s", err);
     int other = 0, lineno = 0, repeated = 0, unknown = 0;
-    while (fgets(line, sizeof line, f)) {
+    char *line = NULL, keep[LINE_MAX_BYTES + 2], work[LINE_MAX_BYTES + 2];
+    size_t cap = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
         if (lineno++ == 0) {
-            if (strcmp(line, TSV_HEAD)) cli_fail(PROG, "%s is not a results file of this program", res->path);
+            if (strcmp(line, TSV_HEAD)) cli_fail(PROG, "%s is not a results file of this program", path);
             continue;
         }
+        if (strlen(line) != (size_t)len || len > LINE_MAX_BYTES)
+            cli_fail(PROG, "%s line %d is damaged: %s; delete the file to start over", path, lineno,
+                     len > LINE_MAX_BYTES ? "too long for a line of results" : "it holds a NUL byte");
+        /* the line as kept, with its '\n': a last line edited by hand may
+         * have lost it, and the rewrite would glue the next line onto it */
+        snprintf(keep, sizeof keep, "%s%s", line, line[len - 1] == '\n' ? "" : "\n");
         Result r = {0};
-        char budget[256];
-        if (sscanf(line, "%31[^\t]\t%ld\t%zu\t%lf\t%lf\t%lf\t%lf\t%255[^\n]", r.key, &r.tokens, &r.params, &r.ppl,
-                   &r.bleu, &r.train_s, &r.eval_s, budget) != 8 || !isfinite(r.ppl) || !isfinite(r.bleu))
-            cli_fail(PROG, "%s line %d is damaged: delete the file to start over", res->path, lineno);
+        const char *budget;
+        memcpy(work, keep, strlen(keep) + 1);
+        work[strcspn(work, "\n")] = '\0';
+        if (parse_result(work, &r, &budget, why, sizeof why))
+            cli_fail(PROG, "%s line %d is damaged: %s", path, lineno, why);
         if (strcmp(budget, res->budget)) {   /* other settings: not this run's row */
-            lines_add(&res->other, line);
+            lines_add(&res->other, keep);
             other++;
             continue;
         }
         /* r holds each known key once, so it never fills (MAX_JOBS has room) */
         int known = key_known(r.key), again = known && results_find(res, r.key);
         if (!known || again) {
-            lines_add(&res->unused, line);
+            lines_add(&res->unused, keep);
             unknown += !known, repeated += again;
             continue;
         }
-        if (res->n >= MAX_JOBS) cli_fail(PROG, "%s: more distinct rows than %d", res->path, MAX_JOBS);
+        if (res->n >= MAX_JOBS) cli_fail(PROG, "%s: more distinct rows than %d", path, MAX_JOBS);
         res->r[res->n++] = r;
     }
+    int failed = ferror(f);
     fclose(f);
-    printf("results: %s holds %d finished row%s of this budget", res->path, res->n, res->n == 1 ? "" : "s");
+    free(line);
+    if (failed) fio_fail(PROG, "reading %s failed", path);
+    printf("results: %s holds %d finished row%s of this budget", path, res->n, res->n == 1 ? "" : "s");
     printf(other ? ";\n  %d of other settings (kept in the file, not used)\n" : "\n", other);
     if (repeated)
         printf("  %d repeat%s the key of an earlier line: the first is used, the repeats kept in the file\n", repeated,
@@ -361,18 +452,28 @@ typedef struct {
     char key[32];
 } Job;
 
+/* The jobs of --rows, in Table 3's order, into jobs (room for MAX_JOBS);
+ * returns how many. A name that is not a group, or an empty one ("," "",
+ * "A,,B", "A,"), is a flag error: exit 2 before anything runs. */
 static int jobs_for(const Opts *o, Job *jobs) {
-    int n = 0;
-    char list[256];
-    snprintf(list, sizeof list, "%s", o->rows);
-    int want[6] = {0};
     static const char *const groups[6] = {"base", "A", "B", "C", "D", "E"};
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+    int want[6] = {0}, n = 0;
+    char esc[256];
+    for (const char *p = o->rows;; p++) {   /* each name up to the next ',' */
+        size_t len = strcspn(p, ",");
         int g = -1;
         for (int k = 0; k < 6; k++)
-            if (!strcasecmp(tok, groups[k])) g = k;
-        if (g < 0) cli_fail(PROG, "--rows: '%s' is not a group; use base, A, B, C, D, E (e.g. --rows A,E)", tok);
+            if (len == strlen(groups[k]) && !strncasecmp(p, groups[k], len)) g = k;
+        if (!len)
+            cli_fail(PROG, "--rows '%s': a group name is empty (two commas in a row, or one at an end); use "
+                     "base, A, B, C, D, E, one comma between two (e.g. --rows A,E)",
+                     fio_escape(esc, sizeof esc, o->rows, (size_t)-1));
+        if (g < 0)
+            cli_fail(PROG, "--rows: '%s' is not a group; use base, A, B, C, D, E (e.g. --rows A,E)",
+                     fio_escape(esc, sizeof esc, p, len));
         want[g] = 1;
+        if (!p[len]) break;
+        p += len;
     }
     for (int i = 0; i < N_ROWS; i++) {
         int g = 0;
@@ -385,6 +486,19 @@ static int jobs_for(const Opts *o, Job *jobs) {
         }
     }
     return n;
+}
+
+/* Every job's configuration, before any trains: a row that cannot be
+ * built (--d-model 8 leaves h=16 no d_k) stops the run here, not after
+ * the rows before it spent their time. */
+static void jobs_check(const Opts *o, const TrTask *t, const Job *jobs, int n) {
+    char err[512];
+    Config c;
+    float eps;
+    for (int k = 0; k < n; k++)
+        if (row_config(o, t, jobs[k].row, &c, &eps, err, sizeof err))
+            cli_fail(PROG, "row %s: %s; no row was trained (leave group %s out of --rows, or change the "
+                     "base's sizes)", jobs[k].key, err, jobs[k].row->group);
 }
 
 /* mean_s: the mean time of the rows trained so far in this run (0: none
@@ -432,6 +546,9 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     double t1 = now_s();
     Bleu b;
     r.ppl = trtask_perplexity(&m, t);
+    if (!(r.ppl <= PPL_MAX))   /* results.tsv holds no PPL past PPL_MAX (a NaN fails too) */
+        cli_fail(PROG, "row %s: dev perplexity %g (over %g): the model diverged; try a smaller --factor", j->key,
+                 r.ppl, PPL_MAX);
     if (trtask_bleu_greedy(&m, t, &b)) cli_fail(PROG, "out of memory decoding the dev set");
     r.bleu = b.score;
     r.eval_s = now_s() - t1;
@@ -442,10 +559,9 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     return r;
 }
 
-static void section_rows(const Opts *o, TrTask *t, Results *res) {
+static void section_rows(const Opts *o, TrTask *t, Results *res, const Job *jobs, int n) {
     show_section("2. One model per row of Table 3, one after another");
-    Job jobs[MAX_JOBS];
-    int n = jobs_for(o, jobs), done = 0, todo = 0;
+    int done = 0, todo = 0;
     for (int k = 0; k < n; k++) todo += !results_find(res, jobs[k].key);
     printf("%d model%s for --rows %s: %d finished earlier, %d to train\n", n, n == 1 ? "" : "s", o->rows,
            n - todo, todo);
@@ -483,6 +599,32 @@ static void write_or_die(FioWriter *w) {
         fprintf(stderr, "%s: %s\n", PROG, err);
         exit(1);
     }
+}
+
+/* table.md and variations.dat are one table in two forms: both are
+ * written or neither. Both temporaries are flushed and synced first (a
+ * full disk shows here, while neither file is replaced); on a failure
+ * both temporaries go, the files of the run before stay, and the run
+ * exits 1. Only then are they renamed, one after the other. */
+static void write_both_or_die(FioWriter *a, FioWriter *b) {
+    FioWriter *w[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        errno = 0;
+        int failed = fflush(w[i]->f) != 0 || ferror(w[i]->f), e = errno;
+        if (!failed && fsync(fileno(w[i]->f)) != 0 && errno != EINVAL && errno != EROFS) failed = 1, e = errno;
+        if (!failed) continue;
+        char pa[600], pb[600];
+        fio_escape(pa, sizeof pa, a->path, (size_t)-1), fio_escape(pb, sizeof pb, b->path, (size_t)-1);
+        fprintf(stderr, "%s: writing '%s' failed: %s; '%s' and '%s' were left as they were\n", PROG,
+                i ? pb : pa, strerror(e ? e : EIO), pa, pb);
+        fio_abort(a), fio_abort(b);
+        exit(1);
+    }
+    char err[512];
+    if (fio_commit(a, err, sizeof err)) fio_abort(b);
+    else if (!fio_commit(b, err, sizeof err)) return;
+    fprintf(stderr, "%s: %s\n", PROG, err);
+    exit(1);
 }
 
 static void write_plot(const char *out) {
@@ -534,7 +676,8 @@ static void section_table(const Opts *o, const Results *res) {
     FioWriter w, dw;
     snprintf(path, sizeof path, "%s/table.md", o->out);
     snprintf(dat, sizeof dat, "%s/variations.dat", o->out);
-    if (fio_create(&w, path, err, sizeof err) || fio_create(&dw, dat, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (fio_create(&w, path, err, sizeof err)) cli_fail(PROG, "%s", err);
+    if (fio_create(&dw, dat, err, sizeof err)) fio_abort(&w), cli_fail(PROG, "%s", err);
     fprintf(w.f, "| row | PPL | BLEU | params | time | paper row | PPL | BLEU | params (M) | PPL dir. paper / ours "
                  "| BLEU dir. paper / ours |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     fprintf(dw.f, "# row ours_ppl ours_bleu paper_ppl paper_bleu\n");
@@ -575,8 +718,7 @@ static void section_table(const Opts *o, const Results *res) {
                 r->params, r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm, dp, db);
         fprintf(dw.f, "\"%s\" %.4f %.2f %.2f %.1f\n", lab, ppl, bleu, rw->p_ppl, rw->p_bleu);
     }
-    write_or_die(&w);
-    write_or_die(&dw);
+    write_both_or_die(&w, &dw);
     printf("(base: mean of %d seed%s; p/o = paper's direction, ours, and whether they agree)\n", nb,
            nb == 1 ? "" : "s");
     printf("the paper's direction holds here in %d of %d rows for PPL, %d of %d for BLEU\n", hold_p, n_cmp, hold_b,
@@ -617,6 +759,8 @@ int main(int argc, char **argv) {
     cli_parse(argc, argv, PROG, "Table 3's variations in miniature on chapter 11's translation task", opts,
               CLI_COUNT(opts));
     show_lecture_sections(3);   /* its banners: "1." .. "3." */
+    Job jobs[MAX_JOBS];
+    int n_jobs = jobs_for(&o, jobs);   /* a bad --rows stops the run before it starts */
 #ifdef _OPENMP
     omp_set_num_threads(o.threads);
 #endif
@@ -627,8 +771,9 @@ int main(int argc, char **argv) {
     if (o.results) snprintf(res.path, sizeof res.path, "%s", o.results);
     else snprintf(res.path, sizeof res.path, "%s/results.tsv", o.out);
     section_task(&o, &t, &res);
+    jobs_check(&o, &t, jobs, n_jobs);
     results_load(&res);
-    section_rows(&o, &t, &res);
+    section_rows(&o, &t, &res, jobs, n_jobs);
     section_table(&o, &res);
     trtask_free(&t);
     lines_free(&res.other);
