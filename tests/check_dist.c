@@ -14,7 +14,11 @@
  *          different lengths; a rank killed mid-run ends the job within
  *          seconds with a message, and the last checkpoint loads; weights
  *          nudged on one rank stop the run; chapter 08 checkpointed by 2
- *          ranks and resumed by 1 continues the same run.
+ *          ranks and resumed by 1 continues the same run; chapter 08 on 2
+ *          ranks without --micro-batches says it is not one process's run
+ *          and names the flag that makes it so. Without mpirun: chapter 13's
+ *          mpirun hint is the command that works for the user (root: with
+ *          --allow-run-as-root).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -487,6 +491,54 @@ START_TEST(test_translation_two_ranks) {
 }
 END_TEST
 
+/* Issue 34, item 12: the hint chapter 13 prints without mpirun
+ * (`mpirun -np 2 build/13_data_parallel`) fails as root: Open MPI refuses
+ * to start without --allow-run-as-root. The hint must be the command that
+ * works for whoever runs it. Needs no mpirun (the hint is for when there
+ * is none); with an MPI build or without, both print it. */
+START_TEST(test_mpirun_hint_for_user) {
+    const char *b = build_dir("check_dist", "the mpirun hint");
+    if (!b) return;
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
+    ck_assert_int_eq(sh("%s/13_data_parallel --steps 1 --time-steps 0 --micro-batches 1 --no-color --out %s/o "
+                        ">%s/one.txt 2>&1", b, dir, dir), 0);
+    const char *want = geteuid() == 0 ? "mpirun --allow-run-as-root -np 2 build/13_data_parallel"
+                                      : "mpirun -np 2 build/13_data_parallel";
+    ck_assert_msg(sh("grep -qF -- '%s' %s/one.txt", want, dir) == 0, "running as uid %d, the hint is not '%s':",
+                  (int)geteuid(), want);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Issue 34, item 12: `mpirun -np 2 build/08_training` sums 2 micro-batches
+ * a step where the same command on one process sums 1, so the two runs
+ * differ (4e-5 in the loss at step 50), and nothing said so. The 2-rank run
+ * must say it and name the flag that makes one process give its bits, and
+ * the flag must do that: the same checkpoint, byte for byte. */
+START_TEST(test_micro_batches_note) {
+    if (!have_mpi(0)) return;
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_dist");
+    const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --steps 5 --eval 0 --examples 0 --no-color";
+    ck_assert_int_eq(sh("OMP_NUM_THREADS=1 " MPIRUN " 2 %s/08_training %s --out %s/two >%s/two.txt 2>&1", g_build, f,
+                        dir, dir), 0);
+    ck_assert_msg(sh("grep -qF '2 slices a step, where the same command on one process sums 1' %s/two.txt", dir) == 0 &&
+                  sh("grep -qF 'Add --micro-batches 2: then one process and 2 ranks give the same bits' %s/two.txt",
+                     dir) == 0, "2 ranks of 08 without --micro-batches: the difference from one process is not said");
+    ck_assert_int_eq(sh("OMP_NUM_THREADS=1 " MPIRUN " 2 %s/08_training %s --micro-batches 2 --out %s/two2 >%s/two2.txt "
+                        "2>&1", g_build, f, dir, dir), 0);
+    ck_assert_int_eq(sh("grep -qF 'the same bits as one process' %s/two2.txt", dir), 0);
+#ifndef USE_OPENBLAS   /* OpenBLAS rounds a product by its shape: a rank's slice has fewer rows */
+    ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/08_training %s --micro-batches 2 --out %s/one >/dev/null 2>&1", g_build,
+                        f, dir), 0);
+    ck_assert_msg(sh("cmp -s %s/one/copy.ckpt %s/two/copy.ckpt", dir, dir) == 0,
+                  "1 process with --micro-batches 2 does not give the 2-rank run's checkpoint, as the note says");
+#endif
+    remove_dir(dir);
+}
+END_TEST
+
 /* The GPU side of data parallelism, as far as this machine can take it.
  * 1. The host shim (libaiyn_cuda_shim.so: the CUDA backend's table with
  *    CPU kernels) is a non-CPU backend: 2 ranks of chapter 08 with
@@ -542,7 +594,8 @@ Suite *dist_suite(void) {
                test_micro_batches_one_process);
     TCase *mpi = suite_case(s, "Mpirun", test_ranks_match_one_process, test_dead_rank_ends_job,
                             test_desync_stops_run, test_resume_with_fewer_ranks,
-                            test_translation_two_ranks, test_gpu_path);
+                            test_translation_two_ranks, test_gpu_path, test_micro_batches_note);
+    tcase_add_test(mpi, test_mpirun_hint_for_user);   /* no mpirun needed: the hint for when there is none */
     tcase_add_test(mpi, test_order_matters);   /* runs chapter 13 without mpirun: slow under ASan */
     tcase_set_timeout(mpi, 240);
     return s;

@@ -15,6 +15,8 @@
  *               never "a bug"; tokens with escape sequences printed escaped
  *             - chapter 08 diverging with --factor 1e9: the checkpoint it
  *               leaves loads, and holds only finite numbers
+ *             - an output named like an input or another output (./, a
+ *               symlink, a hard link): exit 2 before anything is written
  *
  * A full disk is simulated with RLIMIT_FSIZE: every write past the limit
  * fails with EFBIG as a full disk fails with ENOSPC. The kernel sends
@@ -369,6 +371,86 @@ START_TEST(test_diverging_run_keeps_finite_checkpoint) {
 }
 END_TEST
 
+/* Issue 34, item 3(b): an output path naming the same file as an input
+ * (`07 --load m.ckpt --export-safetensors m.ckpt`, also through ./, a
+ * symlink or a hard link) or as another output (`08 --checkpoint c
+ * --export-safetensors c`) silently replaced it, exit 0. Each must exit 2
+ * at flag time, every file as it was and no new one. One run per program
+ * shows the check does not refuse what is fine: 07 exporting beside its
+ * checkpoint, 08 resuming its own checkpoint in place. */
+static void refused(const char *prog, const char *what, int rc) {
+    ck_assert_msg(rc == 2, "%s %s: exit %d, want 2; stderr: %s", prog, what, rc, g_err);
+    ck_assert_msg(strstr(g_err, "same file"), "%s %s: stderr does not say 'same file': %s", prog, what, g_err);
+}
+
+START_TEST(test_output_is_an_input) {
+    if (!have_programs()) return;
+    char ck[128], dot[128], lnk[128], hard[128], keep[128], batch[128], out[128], g[128], dotg[128], other[128];
+    snprintf(ck, sizeof ck, "%s/m.ckpt", g_dir);
+    snprintf(dot, sizeof dot, "%s/./m.ckpt", g_dir);
+    snprintf(lnk, sizeof lnk, "%s/link.ckpt", g_dir);
+    snprintf(hard, sizeof hard, "%s/hard.ckpt", g_dir);
+    snprintf(keep, sizeof keep, "%s/keep/m.ckpt", g_dir);
+    snprintf(batch, sizeof batch, "%s/batch.txt", g_dir);
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    snprintf(g, sizeof g, "%s/g.st", g_dir);
+    snprintf(dotg, sizeof dotg, "%s/./g.st", g_dir);
+    snprintf(other, sizeof other, "%s/other.st", g_dir);
+    int rc = run(NULL, "07_transformer", "--save", ck, "--out", out, NULL);
+    ck_assert_msg(rc == 0, "07 --save: exit %d; stderr: %s", rc, g_err);
+    write_text(batch, "3 4 5 6 3 7 2 | 1 8 9 10 11 2\n");
+    ck_assert_int_eq(sh("mkdir %s/keep && cp %s %s && cp %s %s/keep/ && ln -s m.ckpt %s && ln %s %s", g_dir, ck, keep,
+                        batch, g_dir, lnk, ck, hard), 0);
+
+    /* 07: an output on the checkpoint it loads, or on the batch it reads */
+    refused("07", "--load m.ckpt --export-safetensors ./m.ckpt",
+            run(NULL, "07_transformer", "--load", ck, "--export-safetensors", dot, "--out", out, NULL));
+    refused("07", "--load link --export-safetensors m.ckpt",
+            run(NULL, "07_transformer", "--load", lnk, "--export-safetensors", ck, "--out", out, NULL));
+    refused("07", "--load m.ckpt --save m.ckpt",
+            run(NULL, "07_transformer", "--load", ck, "--save", ck, "--out", out, NULL));
+    refused("07", "--load m.ckpt --dump hard link",
+            run(NULL, "07_transformer", "--load", ck, "--dump", hard, "--out", out, NULL));
+    refused("07", "--load m.ckpt --grad-dump m.ckpt",
+            run(NULL, "07_transformer", "--load", ck, "--batch-file", batch, "--grad-dump", ck, "--out", out, NULL));
+    refused("07", "--load m.ckpt --adam-dump symlink",
+            run(NULL, "07_transformer", "--load", ck, "--batch-file", batch, "--adam-dump", lnk, "--out", out, NULL));
+    refused("07", "--batch-file b --grad-dump b",
+            run(NULL, "07_transformer", "--batch-file", batch, "--grad-dump", batch, "--out", out, NULL));
+    /* two outputs of one run, neither there yet */
+    refused("07", "--grad-dump g.st --export-safetensors ./g.st",
+            run(NULL, "07_transformer", "--batch-file", batch, "--grad-dump", g, "--export-safetensors", dotg,
+                "--out", out, NULL));
+
+    /* 08: the export on the checkpoint it writes or on the one it resumes */
+    char c8[128], o8[128], o8ck[160];
+    snprintf(c8, sizeof c8, "%s/c", g_dir);
+    snprintf(o8, sizeof o8, "%s/o8", g_dir);
+    snprintf(o8ck, sizeof o8ck, "%s/o8/copy.ckpt", g_dir);
+    refused("08", "--checkpoint c --export-safetensors c",
+            run(NULL, "08_training", "--checkpoint", c8, "--export-safetensors", c8, "--out", o8, NULL));
+    refused("08", "--out o8 --export-safetensors o8/copy.ckpt",
+            run(NULL, "08_training", "--export-safetensors", o8ck, "--out", o8, NULL));
+    refused("08", "--resume m.ckpt --export-safetensors ./m.ckpt",
+            run(NULL, "08_training", "--resume", ck, "--export-safetensors", dot, "--out", o8, NULL));
+
+    /* nothing was written: the files as they were, no new ones, no temporaries */
+    ck_assert_int_eq(sh("cmp -s %s %s && cmp -s %s %s/keep/batch.txt", ck, keep, batch, g_dir), 0);
+    ck_assert_int_eq(sh("test -L %s && test \"$(ls -A %s | grep -v '^out$' | tr '\\n' ' ')\" = "
+                        "'batch.txt hard.ckpt keep link.ckpt m.ckpt '", lnk, g_dir), 0);
+
+    /* what is fine stays fine */
+    rc = run(NULL, "07_transformer", "--load", ck, "--export-safetensors", other, "--out", out, NULL);
+    ck_assert_msg(rc == 0 && access(other, F_OK) == 0, "07 --load --export-safetensors other: exit %d; %s", rc, g_err);
+    rc = run(NULL, "08_training", "--steps", "2", "--batch", "16", "--eval", "0", "--examples", "0", "--out", o8, NULL);
+    ck_assert_msg(rc == 0, "08 --steps 2: exit %d; stderr: %s", rc, g_err);
+    rc = run(NULL, "08_training", "--resume", o8ck, "--steps", "3", "--batch", "16", "--eval", "0", "--examples", "0",
+             "--out", o8, NULL);
+    ck_assert_msg(rc == 0, "08 --resume its own checkpoint: exit %d; stderr: %s", rc, g_err);
+    ck_assert_msg(strstr(g_out, "saved ") && strstr(g_out, "at step 3"), "08 resumed: %s", g_out);
+}
+END_TEST
+
 Suite *io_suite(void) {
     Suite *s = suite_create("io");
     suite_case(s, "Core", test_escape, test_open_read_refuses_non_files,
@@ -376,7 +458,7 @@ Suite *io_suite(void) {
     TCase *progs = suite_case(s, "Programs", test_fifo_given_to_programs, test_stdout_full,
                               test_out_full_disk, test_out_read_only, test_dump_full_disk,
                               test_thread_count_capped, test_attention_hostile_input,
-                              test_diverging_run_keeps_finite_checkpoint);
+                              test_diverging_run_keeps_finite_checkpoint, test_output_is_an_input);
     tcase_add_checked_fixture(progs, setup, teardown);
     tcase_set_timeout(progs, 120);
     return s;

@@ -512,6 +512,17 @@ static void parse_flags(Opts *o, int argc, char **argv) {
               opts, CLI_COUNT(opts));
     show_lecture_sections(8);   /* its banners: "1." .. "8." */
     if (!(o->be = backend_select(o->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", o->device);
+    /* every file this run writes must be a file of its own: `--load m.ckpt
+     * --export-safetensors m.ckpt` would replace the checkpoint it read.
+     * Checked now, before anything is written (--out's heatmaps included). */
+    const FioArg files[] = {
+        {"--load", o->load, FIO_READS},           {"--batch-file", o->batch_path, FIO_READS},
+        {"--save", o->save, FIO_WRITES},          {"--dump", o->dump_path, FIO_WRITES},
+        {"--grad-dump", o->grad_path, FIO_WRITES}, {"--adam-dump", o->adam_path, FIO_WRITES},
+        {"--export-safetensors", o->st_path, FIO_WRITES},
+    };
+    char err[1400];
+    if (fio_check_outputs(files, (int)(sizeof files / sizeof files[0]), err, sizeof err)) cli_fail(PROG, "%s", err);
 }
 
 /* the config: the preset, then the size flags on top */

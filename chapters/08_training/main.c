@@ -36,8 +36,10 @@
  *   build/08_training --resume out/08_training/copy.ckpt --steps 1200
  *   build/08_training --attn-layer 1 --attn-head 2    the terminal draws layer 1, head 2
  *   build/08_training --device cuda          the same on the GPU
- *   mpirun -np 2 build/08_training           data parallel (chapter 13): the same
- *                     flags, the same run; rank 0 prints and saves
+ *   mpirun -np 2 build/08_training --micro-batches 2   data parallel (chapter
+ *                     13): with the same --micro-batches, the same bits as one
+ *                     process (without it 2 ranks sum 2 slices a step where one
+ *                     process sums 1, and the run says so); rank 0 prints and saves
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +50,7 @@
 #include <unistd.h>
 
 #include "io/cli.h"
+#include "core/fileio.h"
 #include "model/device.h"
 #include "dist/dist.h"
 #include "model/backend.h"
@@ -607,6 +610,16 @@ static void parse_flags(Run *r, int argc, char **argv) {
         snprintf(r->ckpt_buf, sizeof r->ckpt_buf, "%s/copy.ckpt", r->out);
         r->ckpt_path = r->ckpt_buf;
     }
+    /* the export must not land on the checkpoint (written or resumed): it
+     * would replace it. The checkpoint itself may be the --resume file:
+     * that is how a run continues in place. Checked before anything is written. */
+    const FioArg files[] = {
+        {"--resume", r->resume, FIO_READS},
+        {r->ckpt_path == r->ckpt_buf ? "the checkpoint (--out)" : "--checkpoint", r->ckpt_path, FIO_REPLACES},
+        {"--export-safetensors", r->st_path, FIO_WRITES},
+    };
+    char err[1400];
+    if (fio_check_outputs(files, 3, err, sizeof err)) cli_fail(PROG, "%s", err);
     r->hp = train_hyper_paper();   /* Adam's betas and eps as in Sec. 5.3 */
     r->hp.eps_ls = r->eps_ls, r->hp.warmup = r->warmup, r->hp.factor = r->factor;
 }
@@ -718,6 +731,29 @@ static int section_checkpoint(const Run *r, Trainer *tr) {
     return rc;
 }
 
+/* Under mpirun, rank 0 says how the step is shared. P ranks need at least
+ * P slices (micro-batches) a step, so with fewer --micro-batches than ranks
+ * the run sums more slices than the same command on one process does: the
+ * additions come in another order and the two runs drift apart by float
+ * rounding. That is said, with the flag that makes them equal. */
+static void print_data_parallel(const Run *r, const DistTrainer *dt) {
+    int P = dist_size(), L = train_leaves(r->micro, r->batch, P), L1 = train_leaves(r->micro, r->batch, 1);
+    printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13)\n"
+           "  gradients summed over %s\n", P, r->batch / P, r->batch, dt->path);
+    if (L == L1) {
+        printf("  %d slice%s a step, added as one process adds them: the same bits as one process\n", L, L > 1 ? "s" : "");
+        return;
+    }
+    printf("  %d slices a step, where the same command on one process sums %d: not the same run\n"
+           "  (the losses differ by float rounding, more as the steps go on).\n", L, L1);
+    if ((P & (P - 1)) == 0)
+        printf("  %s --micro-batches %d: then one process and %d ranks give the same bits.\n",
+               r->micro == 1 ? "Add" : "Use", L, P);
+    else
+        printf("  With %d ranks (not a power of two) MPI_Allreduce adds in its own order: no --micro-batches\n"
+               "  gives one process's bits; 2 or 4 ranks with --micro-batches 4 do.\n", P);
+}
+
 int main(int argc, char **argv) {
     Run r;
     Model m;
@@ -742,15 +778,7 @@ int main(int argc, char **argv) {
         dist_detach(&dt), trainer_free(&tr), model_free(&m), dist_finalize();
         return rc;
     }
-    if (dist_size() > 1) {
-        int L = train_leaves(r.micro, r.batch, dist_size());
-        printf("data parallel: %d ranks, each on %d of the %d sequences of every step (chapter 13)\n"
-               "  gradients summed over %s\n  %d slice%s a step, ", dist_size(), r.batch / dist_size(), r.batch, dt.path, L,
-               L > 1 ? "s" : "");
-        if (L == train_leaves(r.micro, r.batch, 1)) printf("added as one process adds them: the same bits as one process\n");
-        else printf("added in another order than one process: equal to float rounding\n"
-                    "  (--micro-batches a multiple of the ranks gives the same bits)\n");
-    }
+    if (dist_size() > 1) print_data_parallel(&r, &dt);
 
     section_data(&tr);
     section_label_smoothing(r.out, r.eps_ls);

@@ -139,12 +139,14 @@ static void shape(char *buf, size_t len, int rows, int seq) { snprintf(buf, len,
 static void section_ranks(const Run *r) {
     show_section("1. The ranks (Sec. 5.2: one machine, 8 GPUs)");
     int P = dist_size();
+    const char *mpirun = dist_mpirun();   /* with --allow-run-as-root for root */
     if (!dist_built_with_mpi())
         printf("built without MPI: one rank. To run data parallel, install Open MPI and rebuild:\n"
                "    apt-get install -y openmpi-bin libopenmpi-dev && make\n"
-               "    mpirun -np 2 build/%s\n", PROG);
+               "    %s -np 2 build/%s\n", mpirun, PROG);
     else if (P == 1)
-        printf("one rank (no mpirun). Try: mpirun -np 2 build/%s (-np 4: add --oversubscribe)\n", PROG);
+        printf("one rank (no mpirun). Try: %s -np 2 build/%s\n  (-np 4 on fewer cores: add --oversubscribe)\n",
+               mpirun, PROG);
     else printf("%d ranks (%s), each a process with its own copy of the model\n", P, dist_library());
     printf("every rank builds the same model from --seed %llu and draws the same GLOBAL batch of %d sequences\n"
            "from the one data stream; each trains on its slice, and the gradients are summed before every step\n",

@@ -143,6 +143,54 @@ int fio_commit(FioWriter *w, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- two names, one file ---------------------------------------------------- */
+
+/* Whether two names mean the same file is a question for the file system,
+ * not for the strings: "m.ckpt", "./m.ckpt", "dir/../m.ckpt", a symlink to
+ * it and a hard link all name one inode. stat follows symlinks, so the
+ * device and inode numbers it gives are the file's own. */
+static int same_inode(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+int fio_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    int has_a = stat(a, &sa) == 0, has_b = stat(b, &sb) == 0;
+    if (has_a && has_b) return same_inode(&sa, &sb);
+    if (has_a || has_b) return 0;   /* one is there, the other not: two files */
+    /* neither exists yet (two outputs): the same name in the same folder */
+    const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
+    if (strcmp(ba ? ba + 1 : a, bb ? bb + 1 : b) != 0) return 0;
+    char da[4096], db[4096];
+    dir_of(da, sizeof da, a);
+    dir_of(db, sizeof db, b);
+    if (stat(da, &sa) == 0 && stat(db, &sb) == 0) return same_inode(&sa, &sb);
+    return strcmp(da, db) == 0;
+}
+
+int fio_check_outputs(const FioArg *args, int n, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        if (!args[i].path || args[i].use == FIO_READS) continue;
+        for (int j = 0; j < n; j++) {
+            const FioArg *o = &args[j];
+            if (j == i || !o->path || (o->use != FIO_READS && j < i)) continue;   /* each pair of outputs once */
+            if (o->use == FIO_READS && args[i].use == FIO_REPLACES) continue;    /* allowed by definition */
+            if (!fio_same_file(args[i].path, o->path)) continue;
+            char pi[300], pj[300];
+            fio_escape(pi, sizeof pi, args[i].path, (size_t)-1);
+            fio_escape(pj, sizeof pj, o->path, (size_t)-1);
+            if (o->use == FIO_READS)
+                snprintf(err, errlen, "%s '%s' is the same file as %s '%s', which this run reads: writing it "
+                         "would replace that file; give %s another name", args[i].flag, pi, o->flag, pj, args[i].flag);
+            else
+                snprintf(err, errlen, "%s '%s' and %s '%s' are the same file: one output would replace the "
+                         "other; give each its own name", args[i].flag, pi, o->flag, pj);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ---- stdout at exit -------------------------------------------------------- */
 
 static const char *g_prog = "program";

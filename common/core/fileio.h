@@ -1,7 +1,8 @@
 /* fileio.h - reading files from strangers, writing files that are never
  * half there, and printing text we did not write.
  *
- * Five small tools, used by every loader and writer in common/:
+ * Six small tools, used by every loader and writer in common/ (and the
+ * chapters that name files on their command lines):
  *
  *   fio_open_read    opens a file for reading only if it is a regular file.
  *                    A FIFO, a device or a folder is refused at once; the
@@ -25,6 +26,9 @@
  *                    the window or forge a line of output.
  *   crc32_update     the CRC-32 that checkpoints and BPE files end with, to
  *                    tell a damaged file from a good one.
+ *   fio_same_file    whether two names are one file (by device and inode),
+ *                    and fio_check_outputs, which refuses a run whose output
+ *                    would replace one of its inputs or another output.
  *
  * Exit codes follow the project's rule: 2 for bad input (a FIFO where a
  * file should be), 1 for a failure of the world (I/O).
@@ -73,6 +77,34 @@ int fio_failures(void);
  * ASCII or valid, printable UTF-8 written as \xHH, and '\' as "\\". Cut
  * with "..." when it does not fit. Returns dst. */
 char *fio_escape(char *dst, size_t cap, const char *src, size_t n);
+
+/* 1 when a and b name the same file. When both exist: the same device and
+ * inode (stat), so "m.ckpt", "./m.ckpt", a symlink to it and a hard link
+ * are all one file. When neither exists yet: the same name in the same
+ * folder. When one exists and the other not: 0. */
+int fio_same_file(const char *a, const char *b);
+
+/* One file named on a command line, for fio_check_outputs. */
+typedef enum {
+    FIO_READS,      /* the run reads it (--load, --batch-file)                     */
+    FIO_WRITES,     /* the run writes it (--export-safetensors, --dump)            */
+    FIO_REPLACES,   /* the run writes it and may replace a file it read: chapter
+                       08's checkpoint continuing its --resume file                */
+} FioUse;
+typedef struct {
+    const char *flag;   /* "--load", or words: "the checkpoint"             */
+    const char *path;   /* NULL: not given                                  */
+    FioUse use;
+} FioArg;
+
+/* Checks, before anything is written, that no file the run writes is the
+ * same file (fio_same_file) as one it reads (a FIO_REPLACES file excepted)
+ * or as another file it writes: either way a saved file would be silently
+ * lost. Returns 0, or 1 with a message in err (paths escaped), e.g.
+ *   "--export-safetensors './m.ckpt' is the same file as --load 'm.ckpt',
+ *    which this run reads: writing it would replace that file; give
+ *    --export-safetensors another name"                                     */
+int fio_check_outputs(const FioArg *args, int n, char *err, size_t errlen);
 
 /* CRC-32 (IEEE 802.3, the polynomial zlib, PNG and gzip use). Chains:
  * crc32_update(crc32_update(0, a, na), b, nb) is the CRC of a then b.

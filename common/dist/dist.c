@@ -112,6 +112,8 @@ const char *dist_library(void) {
 #endif
 }
 
+const char *dist_mpirun(void) { return geteuid() == 0 ? "mpirun --allow-run-as-root" : "mpirun"; }
+
 void dist_quiet_others(void) {
     if (g_rank > 0 && !freopen("/dev/null", "w", stdout)) fprintf(stderr, "%s: rank %d: cannot silence stdout\n", g_prog, g_rank);
 }

@@ -50,6 +50,10 @@ int dist_rank(void);                 /* 0 .. dist_size()-1          */
 int dist_size(void);
 int dist_built_with_mpi(void);       /* 1: this binary was built with mpicc */
 const char *dist_library(void);      /* "Open MPI v4.1.4 ..." or "none" */
+/* The launcher as a hint should print it, for the user running this:
+ * "mpirun", or "mpirun --allow-run-as-root" for root (Open MPI refuses
+ * to start as root without it). */
+const char *dist_mpirun(void);
 /* ranks > 0: stdout goes to /dev/null (stderr stays, for errors) */
 void dist_quiet_others(void);
 double dist_time(void);              /* seconds, monotonic (MPI_Wtime) */
