@@ -1,11 +1,14 @@
 /* check_bpe.c - byte-pair encoding: merges on a hand-checked toy corpus,
  * exact round trips (UTF-8 included), unknown characters, save/load, and
- * the errors (vocabulary 0 or too small, damaged files). Also the growing
- * printf string bpe_save builds its file in (core/strbuf.h). */
+ * the errors (vocabulary 0 or too small, damaged files, hostile files with
+ * a valid checksum that would take gigabytes, CRLF line endings, a hint
+ * that fits the error). Also the growing printf string bpe_save builds its
+ * file in (core/strbuf.h). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "text/bpe.h"
@@ -288,10 +291,179 @@ START_TEST(test_save_load) {
 }
 END_TEST
 
+/* ---- hostile files ---------------------------------------------------------------- */
+
+/* Writes body followed by its "end CRC" line: a file whose checksum is
+ * right, so that only the loader's own checks stand between it and memory. */
+static void write_with_crc(const char *path, const char *body) {
+    StrBuf o = {0};
+    strbuf_printf(&o, "%s", body);
+    strbuf_printf(&o, "end %08x\n", crc32_update(0, o.s, o.len));
+    write_file(path, o.s, o.len);
+    strbuf_free(&o);
+}
+
+/* In a child (run_captured): bpe_load of the path in arg with the address
+ * space held to what is mapped now + 256 MiB (not under AddressSanitizer,
+ * whose shadow memory needs terabytes of it), so that a loader that
+ * believes the file's counts dies of "out of memory" (exit 1) instead of
+ * taking the machine. Prints the message, exits with bpe_load's code. */
+static void load_limited(void *arg) {
+    const char *path = arg;
+#if !defined(__SANITIZE_ADDRESS__)
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) _exit(99);
+    fclose(f);
+    struct rlimit lim;
+    getrlimit(RLIMIT_AS, &lim);
+    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)256 << 20);
+    if (setrlimit(RLIMIT_AS, &lim)) _exit(98);
+#endif
+    Bpe b;
+    char err[1024];
+    int rc = bpe_load(&b, path, err, sizeof err);
+    printf("%s\n", rc ? err : "loaded");
+    if (!rc) bpe_free(&b);
+    fflush(stdout);
+    _exit(rc);
+}
+
+/* bpe_load of body (+ its CRC line) in a limited child: exit 2 and a
+ * message holding `want`. */
+static void assert_refused(const char *dir, const char *body, const char *want) {
+    char path[160], *out;
+    snprintf(path, sizeof path, "%s/hostile.bpe", dir);
+    write_with_crc(path, body);
+    int rc = run_captured(&out, NULL, load_limited, path);
+    ck_assert_msg(rc == 2 && strstr(out, want), "exit %d, want 2 and a message with '%s':\n%s", rc, want, out);
+    free(out);
+}
+
+/* Issue 34: a 4 kB file of 40 merges, each of the previous merge with
+ * itself, doubles the text 40 times (2^40 bytes), checksum valid. The
+ * loader bounds every symbol by BPE_MAX_SYMBOL_BYTES (what the learner can
+ * make) and refuses the merge that would pass it, naming it. */
+START_TEST(test_load_doubling_merges) {
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_bpe");
+    for (int merges = 40; merges >= 12; merges -= 28) {   /* 2^40 bytes; and 2^12, which would fit in memory */
+        StrBuf o = {0};
+        strbuf_printf(&o, "AIYNBPE 2\nvocab %d chars 1 merges %d words 0\ntext as-is\nc\t0\ta\n",
+                      BPE_N_SPECIAL + 1 + merges, merges);
+        for (int i = 0; i < merges; i++) strbuf_printf(&o, "m\t%d\t%d\n", BPE_N_SPECIAL + i, BPE_N_SPECIAL + i);
+        /* merge k makes 2^k bytes: merge 9 is the first past 256 */
+        assert_refused(dir, o.s, "merge 9 of");
+        assert_refused(dir, o.s, "512 bytes");
+        strbuf_free(&o);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
+/* Issue 34: declared counts the file cannot hold ("words 2147483647" made
+ * calloc ask for 16 GB) are refused before anything is allocated, naming
+ * the count; so are counts whose sum overflows an int. */
+START_TEST(test_load_counts_too_big) {
+    char dir[64];
+    fresh_dir(dir, sizeof dir, "check_bpe");
+    assert_refused(dir, "AIYNBPE 2\nvocab 5 chars 1 merges 0 words 2147483647\ntext as-is\nc\t0\ta\n",
+                   "words 2147483647");
+    assert_refused(dir, "AIYNBPE 2\nvocab 1000005 chars 1 merges 1000000 words 0\ntext as-is\nc\t0\ta\n",
+                   "merges 1000000");
+    assert_refused(dir, "AIYNBPE 2\nvocab 1000 chars 996 merges 0 words 0\ntext as-is\nc\t0\ta\n",
+                   "chars 996");
+    assert_refused(dir, "AIYNBPE 2\nvocab 3 chars 2147483647 merges 2147483647 words 0\ntext as-is\nc\t0\ta\n",
+                   "counts");
+    assert_refused(dir, "AIYNBPE 2\nvocab 5 chars 1 merges 0 words 99999999999999999999\ntext as-is\nc\t0\ta\n",
+                   "counts");
+    /* each count fits alone, all three together do not */
+    assert_refused(dir, "AIYNBPE 2\nvocab 5 chars 1 merges 0 words 1\ntext as-is\nc\t0\ta\n",
+                   "chars 1, merges 0 and words 1");
+    /* a "character" line of more than one character: the learner writes one each */
+    assert_refused(dir, "AIYNBPE 2\nvocab 5 chars 1 merges 0 words 0\ntext as-is\nc\t0\tabcdefgh\n",
+                   "character 1 of 1");
+    remove_dir(dir);
+}
+END_TEST
+
+/* The learner never makes a symbol the loader would refuse: a long word
+ * seen twice merges up to BPE_MAX_SYMBOL_BYTES and no further, and its
+ * vocabulary saves and loads back symbol for symbol. */
+START_TEST(test_learn_long_word) {
+    char word[1301], dir[64], path[128], err[256];
+    memset(word, 'a', 1200);
+    memcpy(word + 1200, "bcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!?#$%&*+-=<>()[]{}", 80);
+    word[1280] = 0;
+    char *a[] = {word, word};
+    Bpe b, c;
+    ck_assert_int_eq(bpe_learn(&b, a, 2, NULL, 0, 2000, err, sizeof err), 0);
+    size_t longest = 0;
+    for (int i = 0; i < b.vocab; i++)
+        if (strlen(b.sym[i].text) > longest) longest = strlen(b.sym[i].text);
+    ck_assert_uint_eq(longest, BPE_MAX_SYMBOL_BYTES);
+    fresh_dir(dir, sizeof dir, "check_bpe");
+    snprintf(path, sizeof path, "%s/long.bpe", dir);
+    ck_assert_int_eq(bpe_save(&b, path, err, sizeof err), 0);
+    ck_assert_msg(bpe_load(&c, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.vocab, b.vocab);
+    for (int i = 0; i < b.vocab; i++) ck_assert_str_eq(c.sym[i].text, b.sym[i].text);
+    int ids[1300], n = bpe_encode(&c, word, ids, 1300);
+    char out[1400];
+    bpe_decode(&c, ids, n, out, sizeof out);
+    ck_assert_str_eq(out, word);
+    bpe_free(&b);
+    bpe_free(&c);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Issue 34: a .bpe converted to CRLF line endings (git's autocrlf, an
+ * editor on Windows) is named as that, not "unsupported version"; and
+ * every damaged-file message says what to do about it, not "train first"
+ * (that hint is the caller's, for a file that is missing). */
+START_TEST(test_load_crlf_and_hints) {
+    char *a[] = {"Der große Hund sieht die Bäume", "The big dog sees the trees"};
+    Bpe b, c;
+    char err[512], dir[64], path[128];
+    fresh_dir(dir, sizeof dir, "check_bpe");
+    snprintf(path, sizeof path, "%s/v.bpe", dir);
+    ck_assert_int_eq(bpe_learn(&b, a, 2, NULL, 0, 60, err, sizeof err), 0);
+    ck_assert_int_eq(bpe_save(&b, path, err, sizeof err), 0);
+    size_t n;
+    char *lf = read_file_or_fail(path, &n), *crlf = malloc(2 * n + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lf[i] == '\n') crlf[k++] = '\r';
+        crlf[k++] = lf[i];
+    }
+    write_file(path, crlf, k);
+    ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "CRLF") && strstr(err, "dos2unix") && !strstr(err, "version"), "%s", err);
+
+    /* damaged: each message names the trouble and ends in a hint to train again */
+    struct { const char *name; size_t len; int flip; const char *want; } cases[] = {
+        {"checksum", n, 30, "checksum"}, {"truncated", n / 2, -1, "truncated"},
+        {"version", n, 8, "version"}, {"not BPE", n, 0, "not a BPE"}};
+    for (int i = 0; i < 4; i++) {
+        memcpy(crlf, lf, n);
+        if (cases[i].flip >= 0) crlf[cases[i].flip] = cases[i].flip == 8 ? '7' : crlf[cases[i].flip] ^ 1;
+        write_file(path, crlf, cases[i].len);
+        ck_assert_int_eq(bpe_load(&c, path, err, sizeof err), 2);
+        ck_assert_msg(strstr(err, cases[i].want) && strstr(err, "train again") && !strstr(err, "train first"),
+                      "%s: %s", cases[i].name, err);
+    }
+    free(lf), free(crlf);
+    bpe_free(&b);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *bpe_suite(void) {
     Suite *s = suite_create("bpe");
     suite_case(s, "Core", test_toy_merges, test_round_trip, test_unseen_words, test_deterministic,
                test_strbuf);
-    suite_case(s, "Limits", test_errors, test_save_load);
+    suite_case(s, "Limits", test_errors, test_save_load, test_load_doubling_merges, test_load_counts_too_big,
+               test_learn_long_word, test_load_crlf_and_hints);
     return s;
 }

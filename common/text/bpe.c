@@ -340,6 +340,8 @@ int bpe_learn(Bpe *b, char *const *a, int n_a, char *const *bside, int n_b, int 
             if (!pc.key[i]) continue;
             int l = (int)((pc.key[i] - 1) >> 32), r = (int)((pc.key[i] - 1) & 0xffffffffu);
             if (pc.count[i] > best || (pc.count[i] == best && bl >= 0 && pair_before(b, l, r, bl, br))) {
+                /* no symbol longer than BPE_MAX_SYMBOL_BYTES: bpe_load refuses one (bpe.h) */
+                if (strlen(b->sym[l].text) + strlen(b->sym[r].text) > BPE_MAX_SYMBOL_BYTES) continue;
                 best = pc.count[i];
                 bl = l;
                 br = r;
@@ -535,6 +537,60 @@ static char *next_line(char **p, char *end) {
     return s;
 }
 
+/* "NAME N" at *s, N a count in 0..INT_MAX, then a space or the end of the
+ * line; moves *s past it. 0, or -1 (the counts line is bad). */
+static int read_count(const char **s, const char *name, int *v) {
+    size_t k = strlen(name);
+    if (strncmp(*s, name, k) || (*s)[k] != ' ' || (*s)[k + 1] < '0' || (*s)[k + 1] > '9') return -1;
+    long long x = 0;
+    const char *q = *s + k + 1;
+    for (; *q >= '0' && *q <= '9'; q++)
+        if ((x = 10 * x + (*q - '0')) > 0x7fffffff) return -1;
+    if (*q && *q != ' ') return -1;
+    *v = (int)x;
+    *s = *q ? q + 1 : q;
+    return 0;
+}
+
+/* What to do about a file that is there but cannot be read as a
+ * vocabulary: the vocabulary cannot be rebuilt from a damaged file, and
+ * training writes both it and the checkpoint. (A missing file is the
+ * caller's to explain: it knows how its program trains.) */
+#define RETRAIN "\n  (the vocabulary cannot be rebuilt from it: train again to write a new one)"
+
+/* The bytes a line of each kind takes at the least (its text one byte):
+ *   "c\t0\tX\n" 6, "m\t4\t4\n" 6, "w\tX\n" 4.
+ * A declared count is believed only when that many lines fit in the
+ * file's bytes, so nothing is allocated for lines that are not there. */
+enum { MIN_CHAR_LINE = 6, MIN_MERGE_LINE = 6, MIN_WORD_LINE = 4 };
+
+/* Refuses counts the rem bytes of lines after the header cannot hold,
+ * naming the count: 0, or 2 with why in whybuf. */
+static int counts_fit(int C, int M, int W, long long rem, char *whybuf, size_t len) {
+    const struct { const char *name; long long n, least; } c[3] = {
+        {"chars", C, MIN_CHAR_LINE}, {"merges", M, MIN_MERGE_LINE}, {"words", W, MIN_WORD_LINE}};
+    long long need = 0;
+    for (int i = 0; i < 3; i++) {
+        if (c[i].n * c[i].least > rem) {
+            snprintf(whybuf, len, "%s %lld: the file cannot hold that many (each such line takes at least %lld "
+                     "bytes; the file has %lld bytes of lines)" RETRAIN, c[i].name, c[i].n, c[i].least, rem);
+            return 2;
+        }
+        need += c[i].n * c[i].least;
+    }
+    if (need <= rem) return 0;
+    snprintf(whybuf, len, "chars %d, merges %d and words %d: the file cannot hold that many lines (they take at "
+             "least %lld bytes; the file has %lld)" RETRAIN, C, M, W, need, rem);
+    return 2;
+}
+
+/* Bounds on what a file can make us allocate, all checked before the
+ * allocation: the counts by the file's size (counts_fit); every character
+ * one character (at most 4 bytes, as bpe_learn makes them); every merged
+ * symbol at most BPE_MAX_SYMBOL_BYTES (bpe_learn makes none longer), so a
+ * file of n bytes, at most n/6 merges, makes at most 43n bytes of text,
+ * however its merges nest (40 merges each doubling the last would
+ * otherwise make 2^40). */
 int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     struct stat st;
@@ -544,7 +600,7 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     if (!f) return 2;
     if (size > (1 << 28)) {
         fclose(f);
-        return fail_rc(2, err, errlen, "%s: %lld bytes is too big for a BPE file", path, size);
+        return fail_rc(2, err, errlen, "%s: %lld bytes is too big for a BPE file" RETRAIN, path, size);
     }
     size_t n = (size_t)size;
     char *data = xmalloc(n + 1);
@@ -557,26 +613,40 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     data[n] = 0;
     int rc = 2;
     const char *why = NULL;
-    char whybuf[160];
-    /* the checksum line: "end xxxxxxxx\n" at the very end */
-    if (n < 10 || memcmp(data, "AIYNBPE ", 8)) { why = "not a BPE vocabulary (no AIYNBPE header)"; goto out; }
+    char whybuf[400];
+    if (n < 10 || memcmp(data, "AIYNBPE ", 8)) { why = "not a BPE vocabulary (no AIYNBPE header)" RETRAIN; goto out; }
+    /* CR LF after the first line: converted on its way (git's autocrlf, an
+     * editor); the checksum is over the LF bytes, so converting back restores it */
+    const char *nl1 = memchr(data, '\n', n);
+    if (nl1 && nl1 > data && nl1[-1] == '\r') {
+        why = "has Windows (CRLF) line endings; a BPE file has LF endings\n"
+              "  (convert it back with dos2unix, which restores the bytes its checksum covers, or train again)";
+        goto out;
+    }
     int version = !strncmp(data, "AIYNBPE 2\n", 10) ? 2 : !strncmp(data, "AIYNBPE 1\n", 10) ? 1 : 0;
-    if (!version) { why = "unsupported BPE file version (this program reads versions 1 and 2)"; goto out; }
+    if (!version) {
+        why = "unsupported BPE file version (this program reads versions 1 and 2)\n"
+              "  (a newer program wrote it: read it with that one, or train again with this one)";
+        goto out;
+    }
+    /* the checksum line: "end xxxxxxxx\n" at the very end */
     if (n < 13 + 10 || data[n - 1] != '\n' || memcmp(data + n - 13, "end ", 4)) {
-        why = "truncated (no end line)";
+        why = "truncated (no end line)" RETRAIN;
         goto out;
     }
     unsigned crc_file;
-    if (sscanf(data + n - 9, "%8x", &crc_file) != 1) { why = "bad end line"; goto out; }
-    if (crc32_update(0, data, n - 13) != crc_file) { why = "checksum mismatch (the file is corrupted)"; goto out; }
+    if (sscanf(data + n - 9, "%8x", &crc_file) != 1) { why = "bad end line" RETRAIN; goto out; }
+    if (crc32_update(0, data, n - 13) != crc_file) { why = "checksum mismatch (the file is corrupted)" RETRAIN; goto out; }
 
     char *p = data, *end = data + n - 13;
     next_line(&p, end);
-    char *hdr = next_line(&p, end);
+    const char *hdr = next_line(&p, end);
     int V, C, M, W;
-    if (!hdr || sscanf(hdr, "vocab %d chars %d merges %d words %d", &V, &C, &M, &W) != 4 || C < 1 || M < 0 ||
-        W < 0 || V != BPE_N_SPECIAL + C + M || V > BPE_MAX_VOCAB) {
-        why = "bad counts line";
+    if (!hdr || read_count(&hdr, "vocab", &V) || read_count(&hdr, "chars", &C) || read_count(&hdr, "merges", &M) ||
+        read_count(&hdr, "words", &W) || *hdr || C < 1 || V != (long long)BPE_N_SPECIAL + C + M || V > BPE_MAX_VOCAB) {
+        snprintf(whybuf, sizeof whybuf, "bad counts line (\"vocab V chars C merges M words W\": V = %d + C + M, "
+                 "C at least 1, V at most %d)" RETRAIN, BPE_N_SPECIAL, BPE_MAX_VOCAB);
+        why = whybuf;
         goto out;
     }
     /* version 1 has no text line: its --translate always wrote input the
@@ -585,10 +655,14 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     if (version >= 2) {
         char *t = next_line(&p, end);
         if (!t || (strcmp(t, "text tokenised") && strcmp(t, "text as-is"))) {
-            why = "bad text line (expected \"text tokenised\" or \"text as-is\")";
+            why = "bad text line (expected \"text tokenised\" or \"text as-is\")" RETRAIN;
             goto out;
         }
         tokenised = !strcmp(t, "text tokenised");
+    }
+    if (counts_fit(C, M, W, (long long)(end - p), whybuf, sizeof whybuf)) {
+        why = whybuf;
+        goto out;
     }
     b->sym = xcalloc((size_t)V, sizeof(BpeSymbol));
     set_special(b);
@@ -596,14 +670,16 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     b->tokenised = tokenised;
     for (int i = 0; i < C; i++) {
         char *l = next_line(&p, end);
-        if (!l || l[0] != 'c' || l[1] != '\t' || (l[2] != '0' && l[2] != '1') || l[3] != '\t' || !l[4]) {
-            snprintf(whybuf, sizeof whybuf, "character %d of %d: bad line", i + 1, C);
+        if (!l || l[0] != 'c' || l[1] != '\t' || (l[2] != '0' && l[2] != '1') || l[3] != '\t' || !l[4] ||
+            strlen(l + 4) > 4) {
+            snprintf(whybuf, sizeof whybuf, "character %d of %d: bad line (\"c<TAB>0 or 1<TAB>one character\")"
+                     RETRAIN, i + 1, C);
             why = whybuf;
             goto out;
         }
         b->sym[b->vocab++] = (BpeSymbol){xstrndup(l + 4, strlen(l + 4)), l[2] == '1', -1, -1};
         if (i > 0 && sym_cmp(&b->sym[b->vocab - 2], &b->sym[b->vocab - 1]) >= 0) {
-            why = "characters out of order";
+            why = "characters out of order" RETRAIN;
             goto out;
         }
     }
@@ -615,7 +691,14 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
         int id = b->vocab;
         if (!l || sscanf(l, "m\t%d\t%d%c", &L, &R, &extra) != 2 || L < BPE_N_SPECIAL || R < BPE_N_SPECIAL ||
             L >= id || R >= id) {
-            snprintf(whybuf, sizeof whybuf, "merge %d of %d: bad line or an id not defined before it", i + 1, M);
+            snprintf(whybuf, sizeof whybuf, "merge %d of %d: bad line or an id not defined before it" RETRAIN, i + 1, M);
+            why = whybuf;
+            goto out;
+        }
+        size_t bytes = strlen(b->sym[L].text) + strlen(b->sym[R].text);
+        if (bytes > BPE_MAX_SYMBOL_BYTES) {
+            snprintf(whybuf, sizeof whybuf, "merge %d of %d would make a symbol of %zu bytes; training makes none "
+                     "longer than %d" RETRAIN, i + 1, M, bytes, BPE_MAX_SYMBOL_BYTES);
             why = whybuf;
             goto out;
         }
@@ -627,17 +710,17 @@ int bpe_load(Bpe *b, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < W; i++) {
         char *l = next_line(&p, end);
         if (!l || l[0] != 'w' || l[1] != '\t' || !l[2]) {
-            snprintf(whybuf, sizeof whybuf, "word %d of %d: bad line", i + 1, W);
+            snprintf(whybuf, sizeof whybuf, "word %d of %d: bad line" RETRAIN, i + 1, W);
             why = whybuf;
             goto out;
         }
         b->words[b->n_words++] = xstrndup(l + 2, strlen(l + 2));
         if (i > 0 && strcmp(b->words[i - 1], b->words[i]) >= 0) {
-            why = "words out of order";
+            why = "words out of order" RETRAIN;
             goto out;
         }
     }
-    if (p != end) { why = "extra lines before the end line"; goto out; }
+    if (p != end) { why = "extra lines before the end line" RETRAIN; goto out; }
     pairs_build(b);
     rc = 0;
 out:
@@ -648,4 +731,3 @@ out:
     }
     return 0;
 }
-

@@ -14,7 +14,8 @@
  *     everywhere; ties go to the pair whose symbols come first in byte order
  *     (left, then right), so the merges do not depend on hash order;
  *   - stop when the vocabulary has the requested size or no pair occurs
- *     twice.
+ *     twice. A pair whose text would be longer than BPE_MAX_SYMBOL_BYTES
+ *     is not merged (below).
  * Encoding a word applies the learned merges in the order they were learned.
  *
  * Ids: 0 <pad>, 1 <s>, 2 </s>, 3 <unk>, then the characters (sorted by byte
@@ -47,6 +48,14 @@
 #define BPE_UNK 3
 #define BPE_N_SPECIAL 4
 #define BPE_MAX_VOCAB (1 << 20)
+/* No symbol is longer than this many bytes. Learning never merges past it
+ * (real words are far shorter: the Ding dictionary's longest is 71 bytes,
+ * so only a long word seen twice, e.g. a run of one letter, ever reaches
+ * it), and loading refuses a file whose merges would: without the bound,
+ * 40 merges of a 4 kB file, each joining the last symbol to itself, would
+ * spell 2^40 bytes. With it, a file of n bytes makes at most ~43 n bytes
+ * of symbol text (n/6 merge lines of at most 257 bytes each). */
+#define BPE_MAX_SYMBOL_BYTES 256
 
 typedef struct {
     char *text;     /* UTF-8 characters of the symbol, NUL-terminated     */
@@ -121,8 +130,12 @@ int bpe_save(const Bpe *b, const char *path, char *err, size_t errlen);
 /* Reads version 2, and version 1 (no "text" line) as tokenised = 1: the
  * programs that wrote version 1 always wrote --translate input the
  * generated corpus's way, so that is what those files keep doing.
- * Returns 0, 1 (cannot open) or 2 (not a regular file, not a BPE file, another version,
- * truncated, checksum mismatch, inconsistent ids) with a message. */
+ * Returns 0, 1 (cannot open: the caller may say how to train one) or 2
+ * with a message that ends in what to do about it: not a regular file,
+ * not a BPE file, CRLF line endings (dos2unix), another version,
+ * truncated, checksum mismatch, counts the file's size cannot hold,
+ * inconsistent ids, a symbol longer than BPE_MAX_SYMBOL_BYTES. Nothing is
+ * allocated for a count before the file is known to hold that many lines. */
 int bpe_load(Bpe *b, const char *path, char *err, size_t errlen);
 
 #endif
