@@ -154,6 +154,19 @@ static int setup_dir(void) {
 
 static void cleanup_dir(void) { remove_dir(dir); }
 
+/* Fails the test with a short message when cond is false, the run's whole
+ * output on stderr first (a Check message holds a few kB at most). */
+#define EXPECT(cond, ...)                                                 \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            fprintf(stderr, "---- the run's output:\n%s\n----\n", out);   \
+            ck_abort_msg(__VA_ARGS__);                                    \
+        }                                                                 \
+    } while (0)
+
+/* The last run's output holds want. */
+static void expect_in(const char *want) { EXPECT(strstr(out, want), "no \"%s\" in the output", want); }
+
 #define TINY "--layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 --test-size 20 --tokens 400"
 
 
@@ -359,6 +372,179 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* Issue 34, item 4: --translate with a vocabulary that is not the model's
+ * (a .bpe of another run beside the checkpoint) translated garbage with
+ * exit 0; a blank sentence became "." and was translated. Both exit 2. */
+START_TEST(test_translate_refuses) {
+    if (!setup_dir()) return;
+    char args[1024];
+    snprintf(args, sizeof args, "--train-size 300 " TINY " --steps 2 --checkpoint-every 0 --out %s/a", dir);
+    int rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    snprintf(args, sizeof args, "--train-size 300 " TINY " --vocab 150 --steps 2 --checkpoint-every 0 --out %s/b",
+             dir);
+    rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    /* blank: refused, whatever the model; empty too (the CLI: "needs a value") */
+    static const char *const blank[] = {"\" \"", "\"\"", "\"$(printf ' \\t  ')\""};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "--out %s/a --translate %s", dir, blank[i]);
+        rc = run(args);
+        EXPECT(rc == 2, "--translate %s: exit %d, want 2", blank[i], rc);
+        EXPECT((strstr(out, "--translate: the sentence is blank") || (i == 1 && strstr(out, "needs a value"))) &&
+                      !strstr(out, "de: "), "--translate %s: not refused as blank", blank[i]);
+    }
+    /* b's 150-symbol vocabulary beside a's 300-symbol model */
+    ck_assert_int_eq(sh("cp %s/b/model.ckpt.bpe %s/a/model.ckpt.bpe", dir, dir), 0);
+    snprintf(args, sizeof args, "--out %s/a --translate \"the man sees the dog\"", dir);
+    rc = run(args);
+    EXPECT(rc == 2, "a 150-symbol .bpe beside a 300-symbol model: exit %d, want 2", rc);
+    expect_in("has 150 symbols, but the model");
+    expect_in("was trained with 300");
+    ck_assert_ptr_null(strstr(out, "de: "));
+    cleanup_dir();
+}
+END_TEST
+
+/* Issue 34, item 4: on --resume, the average of the last checkpoints took
+ * whatever ckpt_STEP.ckpt files --out held when only their parameter count
+ * matched. Now a file joins the average only if it is a save of the
+ * resumed run: the same config, step, seed and vocabulary; each other one
+ * is named with the reason. */
+#define SMALL "--train-size 300 --layers 1 --d-model 32 --d-ff 64 --vocab 300 --dev-size 20 --test-size 20 " \
+              "--tokens 400 --checkpoint-every 10"
+START_TEST(test_average_this_run_only) {
+    if (!setup_dir()) return;
+    char args[1024], want[512];
+    /* X: h 4; Y: h 2, the same number of parameters */
+    snprintf(args, sizeof args, SMALL " --heads 4 --steps 20 --out %s/X", dir);
+    ck_assert_int_eq(run(args), 0);
+    snprintf(args, sizeof args, SMALL " --heads 2 --steps 20 --out %s/Y", dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(sh("cp -r %s/Y %s/Y2", dir, dir), 0);
+    /* Y resumed into X's folder: X's two files are another model's */
+    snprintf(args, sizeof args, SMALL " --heads 2 --steps 30 --resume %s/Y/model.ckpt --out %s/X", dir, dir);
+    int rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    for (int s = 10; s <= 20; s += 10) {
+        snprintf(want, sizeof want, "not averaged: %s/X/ckpt_%06d.ckpt is not a save of this run: another model "
+                 "(h 4, this run's 2)", dir, s);
+        expect_in(want);
+    }
+    EXPECT(!strstr(out, "average of last"), "another run's checkpoints averaged");
+    ck_assert_ptr_nonnull(strstr(out, "average: only 1 checkpoint saved"));
+    /* Y resumed into its own folder: its own two files join the third */
+    snprintf(args, sizeof args, SMALL " --heads 2 --steps 30 --resume %s/Y/model.ckpt --out %s/Y", dir, dir);
+    rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    ck_assert_ptr_null(strstr(out, "not averaged"));
+    ck_assert_ptr_nonnull(strstr(out, "average of last 3 checkpoints"));
+    /* a file whose vocabulary is another run's (seed 3's corpus) */
+    snprintf(args, sizeof args, SMALL " --heads 2 --seed 3 --steps 10 --out %s/Z", dir);
+    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(sh("cp %s/Z/ckpt_000010.ckpt.bpe %s/Y2/ckpt_000010.ckpt.bpe", dir, dir), 0);
+    snprintf(args, sizeof args, SMALL " --heads 2 --steps 30 --resume %s/Y2/model.ckpt --out %s/Y2", dir, dir);
+    rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    snprintf(want, sizeof want, "not averaged: %s/Y2/ckpt_000010.ckpt is not a save of this run: its .bpe is "
+             "another vocabulary", dir);
+    expect_in(want);
+    ck_assert_ptr_nonnull(strstr(out, "average of last 2 checkpoints"));
+    /* another --seed on the same data: a TSV corpus with --dev and --test
+     * files trains on all of it, so the vocabulary and the config are the
+     * same whatever the seed; the seed's data RNG tells the runs apart */
+    Corpus tr, dv, te;
+    char err[256], tsv[128], dev[128], test[128];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 300, 10, 10, 9, err, sizeof err), 0);
+    snprintf(tsv, sizeof tsv, "%s/pairs.tsv", dir);
+    snprintf(dev, sizeof dev, "%s/dev.tsv", dir);
+    snprintf(test, sizeof test, "%s/test.tsv", dir);
+    ck_assert_int_eq(corpus_save_tsv(&tr, tsv, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_save_tsv(&dv, dev, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_save_tsv(&te, test, err, sizeof err), 0);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    for (int seed = 1; seed <= 2; seed++) {
+        snprintf(args, sizeof args, "--corpus %s --dev %s --test %s " SMALL " --heads 2 --seed %d --steps 20 "
+                 "--out %s/S%d", tsv, dev, test, seed, dir, seed);
+        rc = run(args);
+        EXPECT(rc == 0, "seed %d: exit %d", seed, rc);
+    }
+    snprintf(args, sizeof args, "--corpus %s --dev %s --test %s " SMALL " --heads 2 --seed 2 --steps 30 "
+             "--resume %s/S2/model.ckpt --out %s/S1", tsv, dev, test, dir, dir);
+    rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    snprintf(want, sizeof want, "not averaged: %s/S1/ckpt_000020.ckpt is not a save of this run: another run "
+             "(another --seed)", dir);
+    expect_in(want);
+    EXPECT(!strstr(out, "average of last"), "another seed's checkpoints averaged");
+    cleanup_dir();
+}
+END_TEST
+
+/* Issue 34, item 5: typed words and corpus text reached the terminal raw.
+ * An ESC sequence or invalid UTF-8 typed into --translate, and a C1
+ * control (U+009B, CSI: valid UTF-8 that starts an escape sequence) in a
+ * corpus, print as \xHH; German and Chinese print as they are. */
+START_TEST(test_terminal_safe) {
+    if (!setup_dir()) return;
+    char args[1024], p[128], dev[128], test[128];
+    snprintf(p, sizeof p, "%s/pairs.tsv", dir);
+    snprintf(dev, sizeof dev, "%s/dev.tsv", dir);
+    snprintf(test, sizeof test, "%s/test.tsv", dir);
+    Corpus tr, dv, te;
+    char err[256];
+    ck_assert_int_eq(corpus_generate(&tr, &dv, &te, 300, 10, 10, 9, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_save_tsv(&dv, dev, err, sizeof err), 0);
+    ck_assert_int_eq(corpus_save_tsv(&te, test, err, sizeof err), 0);
+    /* the first training pair (printed in section 1) carries the CSI */
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "the \xc2\x9b" "31m dog 你好 .\tder \xc2\x9b" "31m große Hund .\n");
+    for (int i = 0; i < tr.n; i++) fprintf(f, "%s\t%s\n", tr.src[i], tr.tgt[i]);
+    fclose(f);
+    corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+    snprintf(args, sizeof args, "--corpus %s --dev %s --test %s " TINY " --steps 2 --checkpoint-every 0 --out %s/t",
+             p, dev, test, dir);
+    int rc = run(args);
+    EXPECT(rc == 0, "exit %d", rc);
+    EXPECT(!strstr(out, "\xc2\x9b"), "a raw CSI (U+009B) reached the output");
+    expect_in("en: the \\xc2\\x9b31m dog 你好 .\n");
+    expect_in("de: der \\xc2\\x9b31m große Hund .\n");
+    /* typed: an ESC sequence and a byte that is not UTF-8 */
+    snprintf(args, sizeof args, "--out %s/t --translate \"$(printf 'the \\033[31mman \\377 größer')\"", dir);
+    rc = run(args);
+    EXPECT(rc == 0, "translate: exit %d", rc);
+    EXPECT(!strchr(out, '\033'), "a raw ESC reached the output");
+    EXPECT(!strchr(out, '\377'), "a raw 0xFF reached the output");
+    expect_in("en: the \\x1b[31mman \\xff größer\n");
+    expect_in("e.g. \"\\x1b[31mman\"");
+    cleanup_dir();
+}
+END_TEST
+
+/* Issue 34, item 6: --corpus (and --dev, --test) given a FIFO or a folder
+ * exited 1 where --load and --resume exit 2 for the same: now 2, in the
+ * words checkpoint.c's loader uses, and at once (a FIFO is never read). */
+START_TEST(test_corpus_not_a_file) {
+    if (!setup_dir()) return;
+    char args[1024], fifo[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(sh("mkfifo %s", fifo), 0);
+    const char *flags[] = {"--corpus", "--dev", "--test"};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            const char *path = k ? dir : fifo;
+            if (i == 0) snprintf(args, sizeof args, "--corpus %s --out %s/o", path, dir);
+            else snprintf(args, sizeof args, "--train-size 300 %s %s --out %s/o", flags[i], path, dir);
+            int rc = run(args);
+            EXPECT(rc == 2, "%s %s: exit %d, want 2", flags[i], k ? "a folder" : "a FIFO", rc);
+            expect_in(k ? "is not a regular file (it is a folder)" : "is not a regular file (it is a FIFO)");
+            ck_assert_ptr_nonnull(strstr(out, flags[i]));
+        }
+    cleanup_dir();
+}
+END_TEST
+
 /* The chapter at its defaults (about a minute): BLEU >= 80 for the last and
  * the averaged checkpoint, greedy and beam, and the whole run under 90 s. Only with
  * AIYN_SLOW_TESTS=1, to keep `make test` fast. */
@@ -403,7 +589,8 @@ Suite *translation_suite(void) {
     suite_case(s, "Core", test_batches, test_default_padding, test_batch_independent);
     TCase *progs = suite_case(s, "Programs", test_tsv_end_to_end, test_translate_generated_form,
                               test_dev_test_files, test_ding_corpus, test_resume_exact,
-                              test_bad_input, test_default_run);
+                              test_bad_input, test_translate_refuses, test_average_this_run_only,
+                              test_terminal_safe, test_corpus_not_a_file, test_default_run);
     tcase_set_timeout(progs, 240);
     return s;
 }

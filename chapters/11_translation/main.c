@@ -49,6 +49,7 @@
 #include "model/decode.h"
 #include "dist/dist.h"
 #include "core/fail.h"
+#include "core/fileio.h"
 #include "model/model.h"
 #include "io/show.h"
 #include "io/plot.h"
@@ -76,8 +77,16 @@ static double now_s(void) {
 
 
 /* Prints "label text", wrapped at spaces so no line passes 100 columns
- * (continuation lines indented under the text). */
-static void print_wrapped(const char *label, const char *text) {
+ * (continuation lines indented under the text). The text comes from a
+ * corpus, a .bpe file or the command line, so it goes through fio_escape
+ * first: a control byte, a C1 control or invalid UTF-8 prints as \xHH (and
+ * '\' as "\\"), never as itself; printable UTF-8 (großen, 你好) is
+ * unchanged. The label is the caller's own text (print_ids escapes the
+ * word it puts in one). */
+static void print_wrapped(const char *label, const char *raw) {
+    size_t cap = 4 * strlen(raw) + 4;   /* the worst case: every byte \xHH */
+    char *safe = xmalloc(cap);
+    const char *text = fio_escape(safe, cap, raw, (size_t)-1);
     int indent = 0;
     for (const char *q = label; *q; q++) indent += ((unsigned char)*q & 0xC0) != 0x80;
     int col = indent;
@@ -98,6 +107,7 @@ static void print_wrapped(const char *label, const char *text) {
         while (*p == ' ') p++;
     }
     putchar('\n');
+    free(safe);
 }
 
 static int max2(int a, int b) { return a > b ? a : b; }
@@ -281,8 +291,11 @@ static void section_corpus(const Opts *o, Data *d) {
 }
 
 /* ---- section 2: byte-pair encoding ------------------------------------------------- */
-/* "  label      -> sym sym ...  (n tokens)", wrapped */
-static void print_ids(const Bpe *b, const char *label, const int *ids, int n) {
+/* "  label      -> sym sym ...  (n tokens)", wrapped; the label (a word of
+ * the corpus or of the user) escaped as print_wrapped escapes the symbols */
+static void print_ids(const Bpe *b, const char *raw_label, const int *ids, int n) {
+    char label[4 * 160 + 4];
+    fio_escape(label, sizeof label, raw_label, (size_t)-1);
     size_t cap = 64, len = 0;
     char *line = xmalloc(cap), sym[128];
     line[0] = 0;
@@ -294,7 +307,7 @@ static void print_ids(const Bpe *b, const char *label, const int *ids, int n) {
     }
     int w = 0;   /* pad to 10 columns by characters, not bytes (großen) */
     for (const char *q = label; *q; q++) w += ((unsigned char)*q & 0xC0) != 0x80;
-    char head[256];
+    char head[sizeof label + 32];
     snprintf(head, sizeof head, "  %s%*s -> ", label, w < 10 ? 10 - w : 0, "");
     char *text = xmalloc(len + 32);
     sprintf(text, "%s  (%d token%s)", line, n, n == 1 ? "" : "s");
@@ -424,10 +437,11 @@ static void section_bpe(const Opts *o, Data *d) {
     printf("first merges (most frequent pair first):");
     for (int i = 0; i < 8 && i < d->bpe.n_merges; i++) {
         const BpeSymbol *s = &d->bpe.sym[BPE_N_SPECIAL + d->bpe.n_chars + i];
-        char l[64], r[64];
+        char l[64], r[64], sl[4 * 64], sr[4 * 64];   /* symbols of the corpus: printed escaped */
         bpe_symbol_str(&d->bpe, s->left, l, sizeof l);
         bpe_symbol_str(&d->bpe, s->right, r, sizeof r);
-        printf("%s %s+%s", i % 4 == 0 ? "\n " : "", l, r);
+        printf("%s %s+%s", i % 4 == 0 ? "\n " : "", fio_escape(sl, sizeof sl, l, (size_t)-1),
+               fio_escape(sr, sizeof sr, r, (size_t)-1));
     }
     printf("\n");
     show_segmentations(d);
@@ -612,6 +626,74 @@ static void remember_ckpt(Run *r, const char *path, int keep) {
     snprintf(r->ckpt[r->n_ckpt++], sizeof r->ckpt[0], "%s", path);
 }
 
+/* 1 if a and b are one vocabulary, symbol for symbol */
+static int same_vocab(const Bpe *a, const Bpe *b) {
+    int same = a->vocab == b->vocab && a->n_chars == b->n_chars;
+    for (int i = 0; same && i < a->vocab; i++)
+        same = !strcmp(a->sym[i].text, b->sym[i].text) && a->sym[i].eow == b->sym[i].eow;
+    return same;
+}
+
+/* 0 if a and b are the same model architecture (every Config field but
+ * dropout, which is this invocation's --dropout and changes no weight's
+ * meaning); else 1, the first field that differs in why: "h 2, this run's 4" */
+static int config_differs(const Config *a, const Config *b, char *why, size_t cap) {
+    const char *name[] = {"N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab", "max_len", "pre_ln", "pad_id",
+                          "pos"};
+    const int va[] = {a->N, a->d_model, a->d_ff, a->h, a->d_k, a->d_v, a->vocab, a->max_len, a->pre_ln, a->pad_id,
+                      a->pos};
+    const int vb[] = {b->N, b->d_model, b->d_ff, b->h, b->d_k, b->d_v, b->vocab, b->max_len, b->pre_ln, b->pad_id,
+                      b->pos};
+    for (int i = 0; i < (int)(sizeof va / sizeof va[0]); i++)
+        if (va[i] != vb[i]) {
+            snprintf(why, cap, "%s %d, this run's %d", name[i], va[i], vb[i]);
+            return 1;
+        }
+    return 0;
+}
+
+/* Is `file`, a ckpt_STEP.ckpt found in --out when a run resumes, a save of
+ * the run being resumed (r, after trainer_resume), fit to be averaged with
+ * it? A folder may hold another run's files under the same names, and a
+ * parameter count says little (h 2 and h 4 have the same). A checkpoint
+ * holds no run id (checkpoint.h), so what identifies the run is what the
+ * files do hold:
+ *   - the model's config, field for field (config_differs);
+ *   - its training state: the step its name says, and the state of the
+ *     data RNG, which this chapter seeds from --seed and never draws from
+ *     (batches come from batch_for_step), so it names the run's seed;
+ *   - the vocabulary saved beside it (FILE.bpe, save_with_bpe), symbol for
+ *     symbol this run's: the same corpus, split and --vocab.
+ * Two runs equal in all of these differ at most in what only steers
+ * training (--factor, --warmup, --dropout, --tokens): those are recorded
+ * nowhere. Returns 1, or 0 with the reason in why. */
+static int ckpt_of_this_run(const char *file, uint64_t step, const Run *r, const Bpe *bpe, char *why, size_t cap) {
+    char err[512], bp[1100];
+    Model t;
+    TrainState ts = {0};   /* adam_m/v NULL: the step and RNGs only */
+    int has = 0;
+    if (model_load(&t, file, 1, 1, 1, &ts, &has, err, sizeof err)) {
+        snprintf(why, cap, "%s", err);
+        return 0;
+    }
+    char diff[96];
+    int differs = config_differs(&t.cfg, &r->m.cfg, diff, sizeof diff);
+    model_free(&t);
+    if (differs) return snprintf(why, cap, "another model (%s)", diff), 0;
+    if (!has) return snprintf(why, cap, "weights only, no training state"), 0;
+    if (ts.step != step)
+        return snprintf(why, cap, "it was saved at step %llu, not %llu", (unsigned long long)ts.step,
+                        (unsigned long long)step), 0;
+    if (ts.rng_state[0] != r->tr.data_rng.state) return snprintf(why, cap, "another run (another --seed)"), 0;
+    Bpe saved;
+    snprintf(bp, sizeof bp, "%s.bpe", file);
+    if (bpe_load(&saved, bp, err, sizeof err)) return snprintf(why, cap, "%s", err), 0;
+    int same = same_vocab(&saved, bpe);
+    bpe_free(&saved);
+    if (!same) return snprintf(why, cap, "its .bpe is another vocabulary (another corpus, --seed or --vocab)"), 0;
+    return 1;
+}
+
 /* Bytes resident now (Linux's /proc/self/statm); the peak so far where
  * that cannot be read. */
 static double rss_now(void) {
@@ -665,22 +747,25 @@ static void build_model(const Opts *o, const Data *d, const Batches *bs, Run *r)
         Bpe saved;
         snprintf(bp, sizeof bp, "%s.bpe", o->resume);
         if (bpe_load(&saved, bp, err, sizeof err)) cli_fail(PROG, "--resume: %s", err);
-        int same = saved.vocab == d->bpe.vocab && saved.n_chars == d->bpe.n_chars && r->m.cfg.vocab == saved.vocab;
-        for (int i = 0; same && i < saved.vocab; i++)
-            same = !strcmp(saved.sym[i].text, d->bpe.sym[i].text) && saved.sym[i].eow == d->bpe.sym[i].eow;
+        int same = same_vocab(&saved, &d->bpe) && r->m.cfg.vocab == saved.vocab;
         bpe_free(&saved);
         if (!same)
             cli_fail(PROG, "--resume %s: its vocabulary (%s) is not this run's: the corpus, --seed or --vocab "
                      "differ from the run that saved it", o->resume, bp);
         r->m.cfg.dropout = o->dropout;
         printf("resumed %s at step %llu\n", o->resume, (unsigned long long)r->tr.step);
-        /* the checkpoints the earlier run left, for the average */
+        /* the checkpoints the earlier run left, for the average: the last
+         * --average files of the save steps, those of this run only */
         char found[N_AVG_MAX][1024];
-        int nf = 0;
+        int nf = 0, seen = 0;
         for (uint64_t s = o->ckpt_every > 0 ? r->tr.step / o->ckpt_every * o->ckpt_every : 0;
-             o->ckpt_every > 0 && s > 0 && nf < o->n_avg; s -= (uint64_t)o->ckpt_every) {
+             o->ckpt_every > 0 && s > 0 && seen < o->n_avg; s -= (uint64_t)o->ckpt_every) {
+            char why[700];
             snprintf(found[nf], sizeof found[nf], "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)s);
-            if (access(found[nf], R_OK) == 0) nf++;
+            if (access(found[nf], F_OK) != 0) continue;
+            seen++;
+            if (ckpt_of_this_run(found[nf], s, r, &d->bpe, why, sizeof why)) nf++;
+            else printf("not averaged: %s is not a save of this run: %s\n", found[nf], why);
         }
         while (nf > 0) remember_ckpt(r, found[--nf], o->n_avg);
     } else {
@@ -812,14 +897,17 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
 
 /* ---- section 5: evaluation --------------------------------------------------------------- */
 
-/* avg (n floats) = the element-wise mean of the weights in files[0..k). */
-static void average_checkpoints(float *avg, size_t n, char (*files)[1024], int k) {
-    char err[512];
+/* avg (n floats) = the element-wise mean of the weights in files[0..k),
+ * each a model of config cfg (this run's saves: ckpt_of_this_run vetted
+ * those an earlier run left). */
+static void average_checkpoints(float *avg, size_t n, const Config *cfg, char (*files)[1024], int k) {
+    char err[512] = "";
     memset(avg, 0, n * sizeof(float));
     for (int f = 0; f < k; f++) {
         Model t;
         if (model_load(&t, files[f], 1, 1, 1, NULL, NULL, err, sizeof err)) cli_fail(PROG, "%s", err);
-        if (t.params.n != n) cli_fail(PROG, "%s: a different model than the one trained", files[f]);
+        if (config_differs(&t.cfg, cfg, err, sizeof err) || t.params.n != n)
+            cli_fail(PROG, "%s: a different model than the one trained (%s)", files[f], err);
         for (size_t i = 0; i < n; i++) avg[i] += t.params.mem[i];
         model_free(&t);
     }
@@ -971,7 +1059,7 @@ static void section_evaluate(const Opts *o, const Data *d, Run *r) {
         size_t n = r->m.params.n;
         float *keep = xmalloc(n * sizeof(float));
         memcpy(keep, r->m.params.mem, n * sizeof(float));
-        average_checkpoints(r->m.params.mem, n, r->ckpt, n_avg);
+        average_checkpoints(r->m.params.mem, n, &r->m.cfg, r->ckpt, n_avg);
         model_push(&r->m);
         char name[64], path[1100], err[512];
         double ppl_avg = perplexity(&r->m, &d->edev, &r->dev_b);
@@ -1366,30 +1454,53 @@ static void section_attention(const Opts *o, Run *r, const Data *d) {
 
 /* --translate: load the checkpoint and its vocabulary, translate one sentence. */
 static int run_translate(const Opts *o) {
-    char err[512], path[1100], bp[1200], unk[256];
+    char err[1400], path[1100], bp[1200], unk[256];
     snprintf(path, sizeof path, "%s", o->model ? o->model : "");
     if (!o->model) snprintf(path, sizeof path, "%s/model.ckpt", o->out);
     snprintf(bp, sizeof bp, "%s.bpe", path);
     Bpe bpe;
     Model m, one;
     int rc = bpe_load(&bpe, bp, err, sizeof err);
-    if (rc) {
+    if (rc == 1)   /* missing: training writes it */
         fprintf(stderr, "%s: error: %s\n  (train first: build/11_translation --out %s)\n", PROG, err, o->out);
-        return rc;
+    else if (rc)   /* there but unusable: bpe_load's message says what to do */
+        fprintf(stderr, "%s: error: %s\n", PROG, err);
+    if (rc) return rc;
+    /* Nothing but spaces is nothing to translate: refused before the
+     * generated corpus's form would make it "." */
+    if (!o->translate[strspn(o->translate, " \t\n\r\v\f")]) {
+        fprintf(stderr, "%s: error: --translate: the sentence is %s; give the English sentence to "
+                "translate\n", PROG, o->translate[0] ? "blank (only spaces)" : "empty");
+        bpe_free(&bpe);
+        return 2;
     }
     /* written as the training text was (bpe.h's tokenised): the generated
      * corpus's form, or as typed, with spaces squeezed */
     char *text = xmalloc(3 * strlen(o->translate) + 8);
     if (bpe.tokenised) normalise(o->translate, text, 3 * strlen(o->translate) + 8);
     else squeeze(o->translate, text);
-    if (!text[0]) {
-        fprintf(stderr, "%s: error: --translate: nothing to translate\n", PROG);
+    if (model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "%s: error: %s\n", PROG, err);
         free(text);
         bpe_free(&bpe);
         return 2;
     }
-    if (model_load(&m, path, 1, 1, 1, NULL, NULL, err, sizeof err)) {
-        fprintf(stderr, "%s: error: %s\n", PROG, err);
+    /* The vocabulary must be the model's: its ids index the model's
+     * embedding rows, so a .bpe of another run reads ids as the wrong
+     * subwords. A checkpoint records no identity of its BPE (checkpoint.h:
+     * the format has no field for one), only the vocabulary size in its
+     * config; both files are written together (save_with_bpe), so a
+     * mismatch means one of them was copied or replaced by hand. */
+    if (m.cfg.vocab != bpe.vocab || m.cfg.pad_id != BPE_PAD) {
+        if (m.cfg.vocab != bpe.vocab)
+            fprintf(stderr, "%s: error: --translate: the vocabulary %s has %d symbols, but the model %s was "
+                    "trained with %d: they come from different runs\n  (--translate reads MODEL.bpe: the "
+                    "vocabulary saved with that model, or train again: build/11_translation --out DIR)\n", PROG,
+                    bp, bpe.vocab, path, m.cfg.vocab);
+        else
+            fprintf(stderr, "%s: error: --translate: the model %s pads with id %d, not <pad> (%d): not a model "
+                    "of this chapter\n", PROG, path, m.cfg.pad_id, BPE_PAD);
+        model_free(&m);
         free(text);
         bpe_free(&bpe);
         return 2;
@@ -1409,10 +1520,15 @@ static int run_translate(const Opts *o) {
     show_section("Translate (beam search: beam 4, alpha 0.6; Sec. 6.1)");
     print_segmentation(&bpe, "source", text);
     /* nothing is refused: a new word is spelled from subwords, a new character is <unk> */
+    /* the user's words and characters, printed escaped (an ESC typed in is \x1b) */
+    char shown[4 * sizeof unk];
     if (bpe_unknown_word(&bpe, text, unk, sizeof unk))
-        printf("a word training never had, e.g. \"%s\": spelled from the subwords it did have\n", unk);
+        printf("a word training never had, e.g. \"%s\": spelled from the subwords it did have\n",
+               fio_escape(shown, sizeof shown, unk, (size_t)-1));
     int n_unk = bpe_unknown_chars(&bpe, text, unk, sizeof unk);
-    if (n_unk) printf("characters training never saw (%d, each one <unk>): %s\n", n_unk, unk);
+    if (n_unk)
+        printf("characters training never saw (%d, each one <unk>): %s\n", n_unk,
+               fio_escape(shown, sizeof shown, unk, (size_t)-1));
     show_alignment(&one, &bpe, text, NULL, 0, o->out, "translate_attn");
     model_free(&one);
     free(text);

@@ -258,9 +258,12 @@ typedef struct {
     int nul;        /* the current line held a NUL byte                     */
 } LineReader;
 
-/* Opens path, a regular file, for lines of up to max bytes. 0, or 1 with a
- * message: "PATH: why"; "PATH not found: MISSING" when missing is given;
- * "PATH is not a regular file (...); give GIVE" for a folder, FIFO, ... */
+/* Opens path, a regular file, for lines of up to max bytes. 0; 1 when it
+ * cannot be read: "PATH: why", or "PATH not found: MISSING" when missing is
+ * given; 2 when it is not a file to read at all, as checkpoint.c's loaders
+ * say it (fio_open_read: a folder, a FIFO, a device are refused before a
+ * byte is read, and a FIFO without a writer cannot hang us):
+ * "'PATH' is not a regular file (it is a FIFO); give GIVE". */
 static int lines_open(LineReader *r, const char *path, size_t max, const char *missing, const char *give,
                       char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
@@ -269,10 +272,12 @@ static int lines_open(LineReader *r, const char *path, size_t max, const char *m
         if (errno == ENOENT && missing) return fail_rc(1, err, errlen, "%s not found: %s", path, missing);
         return fail_rc(1, err, errlen, "%s: %s", path, strerror(errno));
     }
-    if (!S_ISREG(st.st_mode))
-        return fail_rc(1, err, errlen, "%s is not a regular file (a directory, FIFO or device); give %s", path, give);
-    r->f = fopen(path, "rb");
-    if (!r->f) return fail_rc(1, err, errlen, "%s: %s", path, strerror(errno));
+    char why[512];
+    r->f = fio_open_read(path, NULL, why, sizeof why);
+    if (!r->f) {   /* what is there now decides: something not a file is bad input (2) */
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return fail_rc(2, err, errlen, "%s; give %s", why, give);
+        return fail_rc(1, err, errlen, "%s", why);
+    }
     r->path = path;
     r->max = max;
     r->line = xmalloc(max + 2);
@@ -323,7 +328,8 @@ static void lines_close(LineReader *r) {
 int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     LineReader r;
-    if (lines_open(&r, path, CORPUS_MAX_LINE, NULL, "a .tsv file", err, errlen)) return 1;
+    int open_rc = lines_open(&r, path, CORPUS_MAX_LINE, NULL, "a .tsv file", err, errlen);
+    if (open_rc) return open_rc;
     char *line = r.line;
     int cap = 0, rc = 0, got;
     while ((got = lines_next(&r, err, errlen)) > 0) {
@@ -479,11 +485,11 @@ int corpus_load_ding(Corpus *sent, Corpus *phrases, const char *path, char *err,
     memset(sent, 0, sizeof *sent);
     if (phrases) memset(phrases, 0, sizeof *phrases);
     LineReader r;
-    if (lines_open(&r, path, DING_MAX_LINE,
-                   "the Ding dictionary comes with Debian's package trans-de-en; "
-                   "install it: apt-get install trans-de-en",
-                   "the Ding dictionary (" DING_PATH ", from trans-de-en)", err, errlen))
-        return 1;
+    int open_rc = lines_open(&r, path, DING_MAX_LINE,
+                             "the Ding dictionary comes with Debian's package trans-de-en; "
+                             "install it: apt-get install trans-de-en",
+                             "the Ding dictionary (" DING_PATH ", from trans-de-en)", err, errlen);
+    if (open_rc) return open_rc;
     DingReader d = {.sent = sent, .phrases = phrases};
     d.en_buf = xmalloc(DING_MAX_LINE + 2);
     d.de_buf = xmalloc(DING_MAX_LINE + 2);

@@ -67,7 +67,9 @@ int corpus_generate(Corpus *train, Corpus *dev, Corpus *test, int n_train, int n
  * name the line and the problem: no tab, more than one tab, an empty side,
  * invalid UTF-8 (with the byte offset), a control character, a line longer
  * than CORPUS_MAX_LINE bytes; an empty file is an error too. Returns 0, 1
- * (cannot read the file: missing, a directory, a FIFO) or 2 (bad content). */
+ * (cannot read the file: missing, unreadable) or 2 (bad content, or not a
+ * file at all: a folder, a FIFO or a device, refused as a checkpoint's
+ * loader refuses them: "'x' is not a regular file (it is a FIFO)"). */
 #define CORPUS_MAX_LINE 4096
 int corpus_load_tsv(Corpus *c, const char *path, char *err, size_t errlen);
 
@@ -108,9 +110,10 @@ int corpus_split(const Corpus *all, Corpus *train, Corpus *dev, Corpus *test, in
  *   "Hund {m} | Hunde {pl} :: dog | dogs" -> (dog, Hund), (dogs, Hunde)
  *
  * Returns 0; 1 when the file cannot be read (missing: the message says
- * "install it: apt-get install trans-de-en"; a directory, FIFO or device is
- * refused); 2 for bad content: invalid UTF-8 or a NUL byte (the message
- * names the line) or no sentence pair at all. On an error sent and phrases
+ * "install it: apt-get install trans-de-en"); 2 for a folder, FIFO or device
+ * (refused before a byte is read, as corpus_load_tsv does) and for bad
+ * content: invalid UTF-8 or a NUL byte (the message names the line) or no
+ * sentence pair at all. On an error sent and phrases
  * are left empty. The strings are owned by sent / phrases (corpus_free). */
 int corpus_load_ding(Corpus *sent, Corpus *phrases, const char *path, char *err, size_t errlen);
 
