@@ -22,12 +22,16 @@
 #include <string.h>
 #include "testutil.h"
 
-/* make's output (stdout + stderr) for "make BUILD=dir ARGS target", with
- * the calling make's jobserver and flags (make test runs us) kept out. */
+/* What the calling make (make test, make SANITIZE=1 test) passes down,
+ * kept out: its jobserver and flags, and the switches this test sets itself
+ * (a command line's SANITIZE=1 reaches us in the environment). */
+#define UNSET "-u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE -u PORTABLE -u BLAS -u MPI -u NO_OMP -u HAVE_OPENBLAS"
+
+/* make's output (stdout + stderr) for "make BUILD=dir ARGS target". */
 static char *make_in(const char *dir, const char *args, const char *target) {
     char *out = NULL;
     int rc = sh_captured(&out, NULL,
-                         "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make BUILD=%s CUDA=0 %s %s/%s 2>&1", dir, args, dir,
+                         "env " UNSET " make BUILD=%s CUDA=0 %s %s/%s 2>&1", dir, args, dir,
                          target);
     ck_assert_msg(rc == 0, "make BUILD=%s CUDA=0 %s %s/%s: exit %d\n%s", dir, args, dir, target, rc, out);
     return out;
@@ -105,7 +109,7 @@ START_TEST(test_bench_without_openblas) {
     if (!have_make()) return;
     char dir[256], *out = NULL;
     fresh_dir(dir, sizeof dir, "check_build");
-    ck_assert_int_eq(sh_captured(&out, NULL, "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n BUILD=%s CUDA=0 MPI=0 "
+    ck_assert_int_eq(sh_captured(&out, NULL, "env " UNSET " make -n BUILD=%s CUDA=0 MPI=0 "
                                  "HAVE_OPENBLAS= %s/bench 2>&1", dir, dir), 0);
     const char *line = strstr(out, "bench/bench.c");
     ck_assert_msg(line != NULL, "make -n did not show how build/bench is built:\n%s", out);
