@@ -1458,6 +1458,13 @@ static int run_translate(const Opts *o) {
     snprintf(path, sizeof path, "%s", o->model ? o->model : "");
     if (!o->model) snprintf(path, sizeof path, "%s/model.ckpt", o->out);
     snprintf(bp, sizeof bp, "%s.bpe", path);
+    /* Nothing but spaces is nothing to translate: refused before the
+     * generated corpus's form would make it ".", and before any file */
+    if (!o->translate[strspn(o->translate, " \t\n\r\v\f")]) {
+        fprintf(stderr, "%s: error: --translate: the sentence is %s; give the English sentence to "
+                "translate\n", PROG, o->translate[0] ? "blank (only spaces)" : "empty");
+        return 2;
+    }
     Bpe bpe;
     Model m, one;
     int rc = bpe_load(&bpe, bp, err, sizeof err);
@@ -1466,14 +1473,6 @@ static int run_translate(const Opts *o) {
     else if (rc)   /* there but unusable: bpe_load's message says what to do */
         fprintf(stderr, "%s: error: %s\n", PROG, err);
     if (rc) return rc;
-    /* Nothing but spaces is nothing to translate: refused before the
-     * generated corpus's form would make it "." */
-    if (!o->translate[strspn(o->translate, " \t\n\r\v\f")]) {
-        fprintf(stderr, "%s: error: --translate: the sentence is %s; give the English sentence to "
-                "translate\n", PROG, o->translate[0] ? "blank (only spaces)" : "empty");
-        bpe_free(&bpe);
-        return 2;
-    }
     /* written as the training text was (bpe.h's tokenised): the generated
      * corpus's form, or as typed, with spaces squeezed */
     char *text = xmalloc(3 * strlen(o->translate) + 8);
