@@ -30,6 +30,7 @@
 #   MPI=0        do not build the MPI path even if mpicc is found (chapter 13
 #              and 08 then run as one process; Debian: openmpi-bin libopenmpi-dev)
 
+.DEFAULT_GOAL := all
 CC      ?= gcc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 BUILD   ?= build
@@ -43,6 +44,15 @@ ifneq ($(PORTABLE),1)
 CFLAGS += -march=native
 endif
 
+# OpenMP when the compiler has it (Apple's clang has not without Homebrew's
+# libomp): otherwise the build goes on with NO_OMP=1 and says so
+ifneq ($(NO_OMP),1)
+OMP_OK := $(shell printf 'int main(void){return 0;}\n' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
+ifneq ($(OMP_OK),1)
+NO_OMP := 1
+OMP_WHY := $(CC) -fopenmp fails
+endif
+endif
 ifneq ($(NO_OMP),1)
 CFLAGS += -fopenmp
 LDLIBS += -fopenmp
@@ -63,11 +73,17 @@ CFLAGS += -DUSE_OPENBLAS $(shell pkg-config --cflags openblas 2>/dev/null || ech
 LDLIBS += $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 endif
 
-# CUDA builds when nvcc is found, unless CUDA=0
+# CUDA builds when nvcc is found AND a GPU is visible (a /dev/nvidiaN, or
+# nvidia-smi lists one), or when asked: `make cuda` (CUDA=1). Without a GPU,
+# compiling the kernels for five GPU generations took 63 of make's 80 s on
+# a machine where nothing can run them. CUDA=0: never.
+GPU_SEEN := $(if $(wildcard /dev/nvidia[0-9]*),1,$(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo 1))
 ifeq ($(NVCC),)
 CUDA ?= 0
-else
+else ifeq ($(GPU_SEEN),1)
 CUDA ?= 1
+else
+CUDA ?= 0
 endif
 # The CUDA backend is a shared object, build/libaiyn_cuda.so, that programs
 # dlopen() only when --device cuda asks: nothing here links cudart or cuBLAS
@@ -103,6 +119,31 @@ MPI_LIBS = $(shell $(MPICC) --showme:link 2>/dev/null)
 endif
 MPI_PROGRAMS = $(patsubst chapters/%/main.c,$(BUILD)/%,$(shell grep -l '"dist/dist.h"' chapters/*/main.c))
 
+HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
+comma := ,
+
+# ---- what this build found, make's first line ---------------------------------
+#   make: build/  ✓ OpenMP  ✗ CUDA (no GPU seen: make cuda builds it)  ✓ MPI  ...
+# and the compiler lines hidden unless V=1 (each step prints one short line)
+found  = $(if $(filter 1,$(1)),✓,✗) $(2)$(if $(3), ($(3)))
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(info make: $(BUILD)/  $(call found,$(if $(filter 1,$(NO_OMP)),0,1),OpenMP,$(or $(OMP_WHY),$(if $(filter \
+  1,$(NO_OMP)),NO_OMP=1)))  $(call \
+  found,$(CUDA),CUDA,$(if $(filter 1,$(CUDA)),,$(if $(filter command line,$(origin CUDA)),CUDA=0,$(if \
+  $(NVCC),$(if $(GPU_SEEN),CUDA=0,no GPU seen: make cuda builds it),no nvcc))))  $(call found,$(MPI),MPI,$(if $(MPICC),$(if $(filter 1,$(MPI)),,MPI=0),no \
+  mpicc))  $(call found,$(if $(HAVE_OPENBLAS),1,0),OpenBLAS,for make bench$(if $(HAVE_OPENBLAS),,: libopenblas-dev))\
+  $(if $(filter 1,$(V)),,  (V=1: compiler lines)))
+endif
+endif
+ifeq ($(V),1)
+Q   :=
+SAY := @:
+else
+Q   := @
+SAY := @printf '  %-6s %s\n'
+endif
+
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
@@ -117,7 +158,6 @@ CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsub
 #   config_bench.txt  OpenBLAS found or not: build/bench's OpenBLAS columns
 # (`:=`: each is read here, once, so a target's own additions, such as the MPI
 # programs' LDLIBS, do not make the recorded settings differ between targets)
-HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
 BENCH_BLAS     = $(if $(HAVE_OPENBLAS),-DUSE_OPENBLAS_REF $(shell pkg-config --cflags --libs openblas 2>/dev/null))
 CONFIG_c     := $(shell $(CC) --version 2>/dev/null | head -n 1) | $(CC) $(CFLAGS) | $(LDLIBS)
 CONFIG_mpi   := MPI=$(MPI) $(MPICC) $(MPI_LIBS)
@@ -126,7 +166,7 @@ CONFIG_bench := $(BENCH_BLAS)
 STAMP        = $(BUILD)/config
 
 $(STAMP)_%.txt: FORCE | dirs
-	$(file >$@.new,$(CONFIG_$*))
+	$(shell mkdir -p $(BUILD))$(file >$@.new,$(CONFIG_$*))
 	@if cmp -s $@.new $@; then rm -f $@.new; else \
 	  [ -f $@ ] && echo "make: the $* settings changed since the last build in $(BUILD): rebuilding what they affect"; \
 	  mv -f $@.new $@; fi
@@ -188,53 +228,64 @@ all: $(LIB) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(STAMP)_c.txt | dirs
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Icommon -Icuda -c $< -o $@
+	$(SAY) CC $<
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu $(HEADERS) $(STAMP)_cuda.txt | dirs
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(SAY) NVCC $<
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/pic/%.o: %.c $(HEADERS) $(STAMP)_c.txt | dirs
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fPIC -Icommon -Icuda -c $< -o $@
+	$(SAY) CC-PIC $<
+	$(Q)$(CC) $(CFLAGS) -fPIC -Icommon -Icuda -c $< -o $@
 
 $(BUILD)/pic/%.o: %.cu $(HEADERS) $(STAMP)_cuda.txt | dirs
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(SAY) NVCC $<
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # the one file that talks to MPI, compiled by mpicc when there is one
 ifeq ($(MPI),1)
 $(BUILD)/obj/common/dist/dist.o: common/dist/dist.c $(HEADERS) $(STAMP)_c.txt $(STAMP)_mpi.txt | dirs
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DAIYN_MPI -Icommon -Icuda -c $< -o $@
+	$(SAY) MPICC $<
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DAIYN_MPI -Icommon -Icuda -c $< -o $@
 $(MPI_PROGRAMS): LDLIBS += $(MPI_LIBS)
 endif
 $(BUILD)/obj/common/dist/dist.o $(MPI_PROGRAMS): $(STAMP)_mpi.txt
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $(filter %.o,$^)
+	$(SAY) AR $@
+	$(Q)ar rcs $@ $(filter %.o,$^)
 
 $(SHIM_SO): $(BUILD)/pic/cuda/backend_cuda.o $(BUILD)/pic/cuda/host_shim.o $(PIC_OBJ) $(STAMP)_c.txt
-	$(CC) $(CFLAGS) -shared $(filter %.o,$^) $(LDLIBS) -o $@
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -shared $(filter %.o,$^) $(LDLIBS) -o $@
 
 $(CUDA_SO): $(CUDA_OBJ) $(PIC_OBJ) $(STAMP)_c.txt $(STAMP)_cuda.txt
-	$(CC) $(CFLAGS) -shared $(filter %.o,$^) $(CUDA_LIBS) $(NCCL_LIBS) $(LDLIBS) -o $@
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -shared $(filter %.o,$^) $(CUDA_LIBS) $(NCCL_LIBS) $(LDLIBS) -o $@
 
 ifeq ($(NCCL),1)
 $(BUILD)/pic/cuda/nccl.o: cuda/nccl.c $(STAMP)_c.txt $(STAMP)_cuda.txt | dirs
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fPIC -I$(CUDA_HOME)/include -I$(NCCL_INC) -c $< -o $@
+	$(SAY) CC-PIC $<
+	$(Q)$(CC) $(CFLAGS) -fPIC -I$(CUDA_HOME)/include -I$(NCCL_INC) -c $< -o $@
 endif
 
 # a chapter is its folder's .c files (main.c and any code only it uses) + the library
 .SECONDEXPANSION:
 $(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB) $(STAMP)_c.txt
-	$(CC) $(CFLAGS) -Icommon -Icuda $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
 
 # the GPU tools call kernels directly: they link the CUDA backend's .so
 $(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO) $(STAMP)_c.txt
-	$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) -L$(BUILD) -laiyn_cuda -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda $< $(LIB) -L$(BUILD) -laiyn_cuda -Wl,-rpath,'$$ORIGIN' $(LDLIBS) -o $@
 
 dirs:
 	@mkdir -p $(BUILD)/obj
@@ -268,7 +319,8 @@ $(BUILD)/suites.h: $(TEST_SRC) | dirs
 
 $(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) \
              $(STAMP)_c.txt $(STAMP)_mpi.txt
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
 	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
@@ -325,7 +377,8 @@ plots:
 # installs it where it may, else builds the bench without its columns and the
 # bench says so
 $(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(LIB) $(STAMP)_c.txt $(STAMP)_bench.txt
-	$(CC) $(CFLAGS) -Icommon -Icuda $(wildcard bench/*.c) $(LIB) $(BENCH_BLAS) $(LDLIBS) -o $@
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda $(wildcard bench/*.c) $(LIB) $(BENCH_BLAS) $(LDLIBS) -o $@
 
 bench: all
 	@pkg-config --exists openblas 2>/dev/null || sh tools/deps.sh install bench libopenblas-dev || \
@@ -337,6 +390,11 @@ bench: all
 # e.g. --seeds 1 --steps 300 for a short look)
 bench-translate: deps-run all
 	sh bench/translate.sh $(BUILD) $(BT_FLAGS)
+
+# the CUDA backend on a machine without a GPU (CI: so it cannot rot)
+cuda:
+	@[ -n "$(NVCC)" ] || { echo "make cuda: nvcc not found (the CUDA toolkit: apt-get install -y nvidia-cuda-toolkit)"; exit 1; }
+	@$(MAKE) --no-print-directory CUDA=1 all
 
 cuda-check:
 	bash cuda/cuda_check.sh
@@ -364,5 +422,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run demo test smoke valgrind plots bench bench-translate cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs FORCE
+.PHONY: all run demo test smoke valgrind plots bench bench-translate cuda cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs FORCE
 .SECONDARY:

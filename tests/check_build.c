@@ -25,13 +25,13 @@
 /* What the calling make (make test, make SANITIZE=1 test) passes down,
  * kept out: its jobserver and flags, and the switches this test sets itself
  * (a command line's SANITIZE=1 reaches us in the environment). */
-#define UNSET "-u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE -u PORTABLE -u BLAS -u MPI -u NO_OMP -u HAVE_OPENBLAS"
+#define UNSET "-u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE -u PORTABLE -u BLAS -u MPI -u NO_OMP -u HAVE_OPENBLAS -u CUDA -u V -u GPU_SEEN"
 
 /* make's output (stdout + stderr) for "make BUILD=dir ARGS target". */
 static char *make_in(const char *dir, const char *args, const char *target) {
     char *out = NULL;
     int rc = sh_captured(&out, NULL,
-                         "env " UNSET " make BUILD=%s CUDA=0 %s %s/%s 2>&1", dir, args, dir,
+                         "env " UNSET " make V=1 BUILD=%s CUDA=0 %s %s/%s 2>&1", dir, args, dir,
                          target);
     ck_assert_msg(rc == 0, "make BUILD=%s CUDA=0 %s %s/%s: exit %d\n%s", dir, args, dir, target, rc, out);
     return out;
@@ -109,7 +109,7 @@ START_TEST(test_bench_without_openblas) {
     if (!have_make()) return;
     char dir[256], *out = NULL;
     fresh_dir(dir, sizeof dir, "check_build");
-    ck_assert_int_eq(sh_captured(&out, NULL, "env " UNSET " make -n BUILD=%s CUDA=0 MPI=0 "
+    ck_assert_int_eq(sh_captured(&out, NULL, "env " UNSET " make -n V=1 BUILD=%s CUDA=0 MPI=0 "
                                  "HAVE_OPENBLAS= %s/bench 2>&1", dir, dir), 0);
     const char *line = strstr(out, "bench/bench.c");
     ck_assert_msg(line != NULL, "make -n did not show how build/bench is built:\n%s", out);
@@ -126,10 +126,44 @@ START_TEST(test_bench_without_openblas) {
 }
 END_TEST
 
+/* Issue 36: with nvcc on the PATH but no GPU, `make` compiled the kernels
+ * for five GPU generations (63 of its 80 s) before a student saw anything.
+ * Now CUDA builds when a GPU is seen (GPU_SEEN= pretends none is) or when
+ * asked (make cuda), make's first line says what it found, and compiler
+ * lines show only with V=1. */
+START_TEST(test_first_line_and_no_cuda_without_gpu) {
+    if (!have_make()) return;
+    char dir[256], *out = NULL;
+    fresh_dir(dir, sizeof dir, "check_build");
+    ck_assert_int_eq(sh_captured(&out, NULL, "env " UNSET " make -n GPU_SEEN= BUILD=%s 2>&1", dir), 0);
+    ck_assert_msg(!strncmp(out, "make: ", 6), "make's first line is not what it found:\n%.300s", out);
+    const char *nl = strchr(out, '\n');
+    ck_assert_ptr_nonnull(nl);
+    const char *parts[] = {"OpenMP", "CUDA", "MPI", "OpenBLAS"};
+    for (int i = 0; i < 4; i++) {
+        const char *p = strstr(out, parts[i]);
+        ck_assert_msg(p && p < nl && (!strncmp(p - 4, "\u2713 ", 4) || !strncmp(p - 4, "\u2717 ", 4)),
+                      "the first line lacks a \u2713/\u2717 for %s:\n%.*s", parts[i], (int)(nl - out), out);
+    }
+    ck_assert_msg(!strstr(out, ".cu ") && !strstr(out, ".cu\n"), "make without a GPU compiles .cu files:\n%.2000s",
+                  strstr(out, ".cu") - 200 > out ? strstr(out, ".cu") - 200 : out);
+    free(out);
+    /* one file built: a short line, the compiler's only with V=1 */
+    ck_assert_int_eq(sh_captured(&out, NULL, "env " UNSET " make BUILD=%s %s/obj/common/core/rng.o 2>&1", dir, dir), 0);
+    ck_assert_msg(strstr(out, "common/core/rng.c") && !strstr(out, " -Wall "), "without V=1:\n%s", out);
+    free(out);
+    ck_assert_int_eq(sh_captured(&out, NULL, "env " UNSET " make V=1 PORTABLE=1 BUILD=%s %s/obj/common/core/rng.o 2>&1",
+                                 dir, dir), 0);
+    ck_assert_msg(strstr(out, " -Wall ") != NULL, "make V=1 does not show the compiler lines:\n%s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *build_suite(void) {
     Suite *s = suite_create("build");
     TCase *tc = suite_case(s, "Settings", test_flags_switch_rebuilds, test_mpi_appearing_rebuilds,
-                           test_bench_without_openblas);
+                           test_bench_without_openblas, test_first_line_and_no_cuda_without_gpu);
     tcase_set_timeout(tc, 300);
     return s;
 }
