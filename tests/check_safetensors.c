@@ -11,10 +11,19 @@
  * Core    a file with a matrix, a vector, a scalar, an I32 tensor and
  *         metadata obeys every rule and holds the same bytes; the model
  *         export names every tensor as the checkpoint does.
+ * Torch   the export in torch.nn.Transformer's layout (io/torch_export.h):
+ *         exactly the names and shapes a load_state_dict(strict=True)
+ *         wants, in_proj_weight = [W^Q^T; W^K^T; W^V^T], every Linear
+ *         weight [out, in], zero attention biases, the post-LN last norms
+ *         moved to the stack's final norm, pre-LN's copied; a model
+ *         nn.MultiheadAttention cannot hold is refused (2, nothing
+ *         written); 07_transformer --export-torch writes it, and refuses
+ *         the file it loads as its output.
  * Limits  a duplicate or unusable name is refused (2) with nothing written;
  *         an unwritable folder gives 1 and leaves the old file as it was.
  */
 #include <check.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +32,7 @@
 #include <unistd.h>
 #include "io/grad_dump.h"
 #include "io/safetensors.h"
+#include "io/torch_export.h"
 #include "testutil.h"
 
 static char dir[64], path[128];
@@ -199,10 +209,236 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
+/* ---- the torch.nn.Transformer layout ------------------------------------------ */
+
+/* Element k of an F32 tensor in the byte buffer, read little-endian */
+static float f32_at(const unsigned char *data, const Entry *e, size_t k) {
+    uint32_t u = 0;
+    for (int j = 0; j < 4; j++) u |= (uint32_t)data[e->begin + 4 * k + j] << (8 * j);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+typedef struct {
+    const char *json;
+    const unsigned char *data;
+    int found;               /* tensors looked up so far */
+} TorchFile;
+
+/* The entry called name (printf-style), which must have shape (d0) or (d0, d1) */
+__attribute__((format(printf, 4, 5)))
+static Entry tensor(TorchFile *f, int d0, int d1, const char *fmt, ...) {
+    char name[TORCH_NAME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    Entry e;
+    ck_assert_msg(find_entry(f->json, name, &e), "no tensor %s in the torch export", name);
+    ck_assert_str_eq(e.dtype, "F32");
+    ck_assert_msg(e.ndim == (d1 ? 2 : 1) && e.shape[0] == d0 && (!d1 || e.shape[1] == d1),
+                  "%s: shape [%lld, %lld] (ndim %d), want [%d, %d]", name, e.shape[0], e.shape[1], e.ndim, d0, d1);
+    f->found++;
+    return e;
+}
+
+/* e holds W^T (out, in) for the project's W (in, out) from row `row` on */
+static void is_transposed(TorchFile *f, const Entry *e, int row, const float *W, int in, int out, const char *what) {
+    for (int o = 0; o < out; o++)
+        for (int i = 0; i < in; i++)
+            ck_assert_msg(f32_at(f->data, e, (size_t)(row + o) * in + i) == W[(size_t)i * out + o],
+                          "%s: row %d column %d is not W[%d][%d]", what, row + o, i, i, o);
+}
+
+static void is_copy(TorchFile *f, const Entry *e, const float *x, size_t n, const char *what) {
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(f32_at(f->data, e, k) == (x ? x[k] : 0.0f), "%s: element %zu differs", what, k);
+}
+
+static void is_const(TorchFile *f, const Entry *e, float v, size_t n, const char *what) {
+    for (size_t k = 0; k < n; k++) ck_assert_msg(f32_at(f->data, e, k) == v, "%s: element %zu is not %g", what, k, v);
+}
+
+/* nn.MultiheadAttention "p": in_proj_weight rows Q, K, V transposed, out_proj = W^O^T, biases 0 */
+static void check_mha(TorchFile *f, const char *p, const MhaParams *w, int d) {
+    Entry in = tensor(f, 3 * d, d, "%s.in_proj_weight", p);
+    is_transposed(f, &in, 0, w->w_q, d, d, "in_proj_weight rows 0..d-1 (W^Q^T)");
+    is_transposed(f, &in, d, w->w_k, d, d, "in_proj_weight rows d..2d-1 (W^K^T)");
+    is_transposed(f, &in, 2 * d, w->w_v, d, d, "in_proj_weight rows 2d..3d-1 (W^V^T)");
+    Entry b = tensor(f, 3 * d, 0, "%s.in_proj_bias", p);
+    is_const(f, &b, 0, 3 * (size_t)d, "in_proj_bias");
+    Entry o = tensor(f, d, d, "%s.out_proj.weight", p);
+    is_transposed(f, &o, 0, w->w_o, d, d, "out_proj.weight (W^O^T)");
+    Entry ob = tensor(f, d, 0, "%s.out_proj.bias", p);
+    is_const(f, &ob, 0, (size_t)d, "out_proj.bias");
+}
+
+static void check_ffn(TorchFile *f, const char *p, const float *w1, const float *b1, const float *w2,
+                      const float *b2, int d, int d_ff) {
+    Entry e = tensor(f, d_ff, d, "%s.linear1.weight", p);
+    is_transposed(f, &e, 0, w1, d, d_ff, "linear1.weight (W1^T)");
+    e = tensor(f, d_ff, 0, "%s.linear1.bias", p), is_copy(f, &e, b1, (size_t)d_ff, "linear1.bias");
+    e = tensor(f, d, d_ff, "%s.linear2.weight", p);
+    is_transposed(f, &e, 0, w2, d_ff, d, "linear2.weight (W2^T)");
+    e = tensor(f, d, 0, "%s.linear2.bias", p), is_copy(f, &e, b2, (size_t)d, "linear2.bias");
+}
+
+/* nn.LayerNorm "p.name": weight g, bias b; g NULL: the centring norm (weight 2^20, bias 0) */
+static void check_norm(TorchFile *f, const char *p, const char *name, const float *g, const float *b, int d) {
+    Entry w = tensor(f, d, 0, "%s%s.weight", p, name), bb = tensor(f, d, 0, "%s%s.bias", p, name);
+    if (g) is_copy(f, &w, g, (size_t)d, name);
+    else is_const(f, &w, 1048576.0f, (size_t)d, name);
+    is_copy(f, &bb, b, (size_t)d, name);
+}
+
+/* Writes m's torch export and checks every tensor against m's weights */
+static void check_torch_export(Model *m) {
+    const Config *c = &m->cfg;
+    const Params *P = &m->params;
+    int d = c->d_model, V = c->vocab, N = c->N, post = !c->pre_ln;
+    /* distinct values everywhere (gains 1 and biases 0 at initialisation
+     * would hide a norm or bias in the wrong place) */
+    for (size_t i = 0; i < P->n; i++) P->mem[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+    char err[256];
+    ck_assert_int_eq(model_export_torch(m, path, err, sizeof err), 0);
+    char *json;
+    TorchFile f = {0};
+    size_t data_len;
+    unsigned char *buf = read_layout(path, &json, &f.data, &data_len);
+    f.json = json;
+
+    Entry e = tensor(&f, V, d, "embed.weight");
+    is_copy(&f, &e, P->embed, (size_t)V * d, "embed.weight");
+    e = tensor(&f, V, d, "generator.weight");
+    is_copy(&f, &e, P->embed, (size_t)V * d, "generator.weight (tied to the embedding, Sec. 3.4)");
+    if (c->pos == POS_LEARNED) {
+        e = tensor(&f, c->max_len, d, "pos_embed.weight");
+        is_copy(&f, &e, P->pos_embed, (size_t)c->max_len * d, "pos_embed.weight");
+    }
+    char p[64], q[80];
+    for (int l = 0; l < N; l++) {
+        const EncoderLayer *L = &P->enc[l];
+        snprintf(p, sizeof p, "transformer.encoder.layers.%d", l);
+        snprintf(q, sizeof q, "%s.self_attn", p), check_mha(&f, q, &L->self_attn, d);
+        check_ffn(&f, p, L->ffn_w1, L->ffn_b1, L->ffn_w2, L->ffn_b2, d, c->d_ff);
+        check_norm(&f, p, ".norm1", L->ln1_g, L->ln1_b, d);
+        int moved = post && l == N - 1;
+        check_norm(&f, p, ".norm2", moved ? NULL : L->ln2_g, moved ? NULL : L->ln2_b, d);
+    }
+    check_norm(&f, "transformer.encoder", ".norm", post ? P->enc[N - 1].ln2_g : P->enc_ln_g,
+               post ? P->enc[N - 1].ln2_b : P->enc_ln_b, d);
+    for (int l = 0; l < N; l++) {
+        const DecoderLayer *L = &P->dec[l];
+        snprintf(p, sizeof p, "transformer.decoder.layers.%d", l);
+        snprintf(q, sizeof q, "%s.self_attn", p), check_mha(&f, q, &L->self_attn, d);
+        snprintf(q, sizeof q, "%s.multihead_attn", p), check_mha(&f, q, &L->cross_attn, d);
+        check_ffn(&f, p, L->ffn_w1, L->ffn_b1, L->ffn_w2, L->ffn_b2, d, c->d_ff);
+        check_norm(&f, p, ".norm1", L->ln1_g, L->ln1_b, d);
+        check_norm(&f, p, ".norm2", L->ln2_g, L->ln2_b, d);
+        int moved = post && l == N - 1;
+        check_norm(&f, p, ".norm3", moved ? NULL : L->ln3_g, moved ? NULL : L->ln3_b, d);
+    }
+    check_norm(&f, "transformer.decoder", ".norm", post ? P->dec[N - 1].ln3_g : P->dec_ln_g,
+               post ? P->dec[N - 1].ln3_b : P->dec_ln_b, d);
+
+    /* nothing else: strict=True refuses an unexpected key as much as a missing one */
+    int entries = 0;
+    for (const char *s = json; (s = strstr(s, "\"data_offsets\"")); s++) entries++;
+    ck_assert_int_eq(entries, f.found);
+    /* embed, generator, [pos_embed]; per encoder layer 4 attention + 4 FFN + 4
+     * norm tensors; encoder.norm; per decoder layer 8 + 4 + 6; decoder.norm */
+    ck_assert_int_eq(f.found, 2 + (c->pos == POS_LEARNED) + N * 12 + 2 + N * 18 + 2);
+    char want[64];
+    snprintf(want, sizeof want, "\"nhead\":\"%d\"", c->h);
+    ck_assert_ptr_nonnull(strstr(json, want));
+    ck_assert_ptr_nonnull(strstr(json, post ? "\"norm_first\":\"False\"" : "\"norm_first\":\"True\""));
+    ck_assert_ptr_nonnull(strstr(json, post ? "\"last_norm_eps\":\"1099511627776\"" : "\"last_norm_eps\":\"1e-05\""));
+    free(buf), free(json);
+}
+
+START_TEST(test_torch_post_ln) {
+    Config c = test_config(2, 8, 12, 2, 4, 4, 11, 16, 0.1f);
+    c.pos = POS_LEARNED;
+    Model m;
+    char err[256];
+    ck_assert_int_eq(model_build(&m, &c, 1, 2, 2, 3, err, sizeof err), 0);
+    check_torch_export(&m);
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(test_torch_pre_ln) {
+    Config c = test_config(1, 6, 10, 3, 2, 2, 9, 8, 0.1f);
+    c.pre_ln = 1;
+    Model m;
+    char err[256];
+    ck_assert_int_eq(model_build(&m, &c, 1, 2, 2, 3, err, sizeof err), 0);
+    check_torch_export(&m);
+    model_free(&m);
+}
+END_TEST
+
+/* Table 3 row B: h d_k != d_model has no nn.MultiheadAttention twin */
+START_TEST(test_torch_refusals) {
+    Model m;
+    char err[256];
+    Config c = test_config_tiny(0.1f);   /* d_k 4, d_v 3: d_v != d_k */
+    ck_assert_int_eq(model_build(&m, &c, 1, 2, 2, 3, err, sizeof err), 0);
+    ck_assert_int_eq(torch_export_check(&c, err, sizeof err), 2);
+    ck_assert_int_eq(model_export_torch(&m, path, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "d_k = d_v = d_model / h") && strstr(err, "d_v 3"), "message: %s", err);
+    ck_assert_int_ne(access(path, F_OK), 0);   /* nothing written */
+    model_free(&m);
+    c = test_config(1, 8, 12, 2, 3, 3, 11, 16, 0.1f);   /* h d_k = 6 != 8 */
+    ck_assert_int_eq(torch_export_check(&c, err, sizeof err), 2);
+    c.d_k = c.d_v = 4;
+    ck_assert_int_eq(torch_export_check(&c, err, sizeof err), 0);
+    /* an unwritable folder: 1 */
+    c = test_config(1, 8, 12, 2, 4, 4, 11, 16, 0.1f);
+    ck_assert_int_eq(model_build(&m, &c, 1, 2, 2, 3, err, sizeof err), 0);
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/t.safetensors", dir);
+    ck_assert_int_eq(model_export_torch(&m, bad, err, sizeof err), 1);
+    model_free(&m);
+}
+END_TEST
+
+/* 07_transformer --export-torch: writes the export; refuses a model without
+ * a twin and an output that is the file it loads (exit 2, before writing) */
+START_TEST(test_torch_flag) {
+    char bin[512];
+    if (!chapter_binary(bin, sizeof bin, "check_safetensors", "07_transformer")) return;
+    char *out = NULL, *er = NULL;
+    int rc = sh_captured(&out, &er, "%s --no-color --out %s/o --save %s/m.ckpt --export-torch %s", bin, dir, dir, path);
+    ck_assert_msg(rc == 0, "--export-torch: exit %d: %s", rc, er);
+    ck_assert_ptr_nonnull(strstr(out, "torch.nn.Transformer's layout"));
+    free(out), free(er);
+    char *json;
+    const unsigned char *data;
+    size_t data_len;
+    free(read_layout(path, &json, &data, &data_len));
+    ck_assert_ptr_nonnull(strstr(json, "\"transformer.decoder.layers.1.multihead_attn.in_proj_weight\""));
+    free(json);
+
+    rc = sh_captured(&out, &er, "%s --no-color --out %s/o --d-k 5 --export-torch %s/x.st", bin, dir, dir);
+    ck_assert_msg(rc == 2 && strstr(er, "--export-torch") && strstr(er, "d_k 5"), "exit %d: %s", rc, er);
+    free(out), free(er);
+    ck_assert_int_eq(sh("cp %s/m.ckpt %s/keep.ckpt", dir, dir), 0);
+    rc = sh_captured(&out, &er, "%s --no-color --out %s/o --load %s/m.ckpt --export-torch %s/./m.ckpt", bin, dir,
+                     dir, dir);
+    ck_assert_msg(rc == 2 && strstr(er, "same file"), "exit %d: %s", rc, er);
+    free(out), free(er);
+    ck_assert_int_eq(sh("test ! -e %s/x.st && cmp -s %s/m.ckpt %s/keep.ckpt", dir, dir, dir), 0);
+}
+END_TEST
+
 Suite *safetensors_suite(void) {
     Suite *s = suite_create("safetensors");
     TCase *core = suite_case(s, "Core", test_rules_and_bytes, test_model_export);
     tcase_add_checked_fixture(core, setup, teardown);
+    TCase *torch = suite_case(s, "Torch", test_torch_post_ln, test_torch_pre_ln, test_torch_refusals, test_torch_flag);
+    tcase_add_checked_fixture(torch, setup, teardown);
     TCase *limits = suite_case(s, "Limits", test_refusals);
     tcase_add_checked_fixture(limits, setup, teardown);
     return s;

@@ -30,6 +30,9 @@
  *                         (and one Adam step) in safetensors files, to check
  *                         against PyTorch (tools/parity/, `make parity`)
  *   --export-safetensors F  the weights in the safetensors format
+ *   --export-torch F      the weights in torch.nn.Transformer's own layout
+ *                         (safetensors; load_state_dict(strict=True) takes
+ *                         them: common/io/torch_export.h, `make parity`)
  *
  * --device cuda runs the same model (common/model/model.c) with the CUDA backend's
  * kernels: the numbers printed, the guesses and the heatmaps are the GPU's;
@@ -54,6 +57,7 @@
 #include "core/rng.h"
 #include "io/show.h"
 #include "io/plot.h"
+#include "io/torch_export.h"
 #include "core/tensor.h"
 
 #define PROG "07_transformer"
@@ -460,6 +464,7 @@ typedef struct {
     uint64_t seed;
     const char *config, *out, *device, *save, *load, *src_s, *tgt_s, *dump_path;
     const char *batch_path, *grad_path, *adam_path, *st_path;   /* gradients on demand, safetensors */
+    const char *torch_path;                                      /* --export-torch */
     float eps_ls;
     int warmup;
     const Backend *be;   /* where the forward pass runs */
@@ -505,6 +510,7 @@ static void parse_flags(Opts *o, int argc, char **argv) {
         {"--label-smoothing", CLI_FLOAT, &o->eps_ls, "eps_ls of the --batch-file loss (Sec. 5.4)", 0, 0.99},
         {"--warmup",    CLI_INT,    &o->warmup,   "warmup_steps of the --adam-dump learning rate (Sec. 5.3)", 1, 10000000},
         {"--export-safetensors", CLI_STRING, &o->st_path, "write the weights in the safetensors format", 0, 0},
+        {"--export-torch", CLI_STRING, &o->torch_path, "write the weights for torch.nn.Transformer (safetensors)", 0, 0},
         {"--device",    CLI_STRING, &o->device,   "cpu or cuda (cuda: the forward pass runs on the GPU)", 0, 0},
         {"--out",       CLI_STRING, &o->out,      "output folder for heatmap data and PNGs", 0, 0},
     };
@@ -519,7 +525,7 @@ static void parse_flags(Opts *o, int argc, char **argv) {
         {"--load", o->load, FIO_READS},           {"--batch-file", o->batch_path, FIO_READS},
         {"--save", o->save, FIO_WRITES},          {"--dump", o->dump_path, FIO_WRITES},
         {"--grad-dump", o->grad_path, FIO_WRITES}, {"--adam-dump", o->adam_path, FIO_WRITES},
-        {"--export-safetensors", o->st_path, FIO_WRITES},
+        {"--export-safetensors", o->st_path, FIO_WRITES}, {"--export-torch", o->torch_path, FIO_WRITES},
     };
     char err[1400];
     if (fio_check_outputs(files, (int)(sizeof files / sizeof files[0]), err, sizeof err)) cli_fail(PROG, "%s", err);
@@ -563,6 +569,8 @@ static int info_only(const Opts *o, const Config *c) {
     if (o->batch_path) {   /* --batch-file: gradients on demand, then stop */
         if (o->be != backend_cpu())
             cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
+        if (o->torch_path)
+            cli_fail(PROG, "--export-torch does not combine with --batch-file; export with --load CKPT alone");
         GradJob job = {o->batch_path, o->load, o->grad_path, o->adam_path, o->st_path, o->eps_ls, o->warmup};
         int rc = grad_job_run(&job, c, o->seed, err, sizeof err);   /* common/io/grad_dump.c */
         if (rc) fail_rc(rc, err);
@@ -700,13 +708,14 @@ int main(int argc, char **argv) {
     input_alloc(&o, &in);
     Model m;
     build_model(&o, &c, &in, &m);
+    char err[512];
+    if (o.torch_path && torch_export_check(&c, err, sizeof err)) cli_fail(PROG, "--export-torch: %s", err);
     if (o.summary) {
         print_summary(&c, &m);
         model_free(&m), free(in.src), free(in.tgt);
         return 0;
     }
     input_fill(&o, &m, &in);
-    char err[512];
     if (model_to(&m, o.be, err, sizeof err)) cli_fail(PROG, "--device %s: %s", o.device, err);
     section_input(&o, &m, &in);
 
@@ -742,6 +751,11 @@ int main(int argc, char **argv) {
         int rc = model_export_safetensors(&m, o.st_path, err, sizeof err);
         if (rc) fail_rc(rc, err);
         printf("  wrote the weights to %s (safetensors)\n", o.st_path);
+    }
+    if (o.torch_path) {   /* PyTorch's own layout: common/io/torch_export.h */
+        int rc = model_export_torch(&m, o.torch_path, err, sizeof err);
+        if (rc) fail_rc(rc, err);
+        printf("  wrote the weights to %s (torch.nn.Transformer's layout, safetensors)\n", o.torch_path);
     }
     host_free();
     free(logp);

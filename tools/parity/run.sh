@@ -5,7 +5,9 @@
 #   2. a venv in BUILD/parity-venv that sees them, plus the `safetensors`
 #      package from PyPI (skipped, with a message, when it cannot be installed)
 #   3. the PyTorch comparison (parity.py), then safetensors exports from
-#      chapters 07 and 08 loaded with the safetensors package
+#      chapters 07 and 08 loaded with the safetensors package, then the
+#      export in PyTorch's own layout (07 --export-torch) loaded into
+#      torch.nn.Transformer with load_state_dict(strict=True) (torch_layout.py)
 set -e
 BUILD=${1:-build}
 PY=/usr/bin/python3
@@ -35,4 +37,8 @@ echo "== safetensors exports, loaded with the safetensors package"
 rc=0
 $PY tools/parity/check_safetensors.py "$OUT/07.safetensors" "$OUT/07.ckpt" "$OUT/08.safetensors" "$OUT/08.ckpt" || rc=$?
 [ "$rc" = 77 ] && rc=0
+
+echo
+echo "== PyTorch's own layout (07 --export-torch), loaded into torch.nn.Transformer"
+$PY tools/parity/torch_layout.py --build "$BUILD" --out "$OUT/torch" || rc=1
 exit $rc
