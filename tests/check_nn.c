@@ -23,9 +23,7 @@
 #include "core/rng.h"
 #include "testutil.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "fast/parallel.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -378,11 +376,11 @@ START_TEST(test_linear_sizes) {
 }
 END_TEST
 
-/* Sets the number of OpenMP threads (if built with OpenMP); returns the old one. */
+/* Sets the pool's thread count (if built with OpenMP); returns the old one. */
 static int set_threads(int n) {
 #ifdef _OPENMP
-    int old = omp_get_max_threads();
-    omp_set_num_threads(n);
+    int old = parallel_threads();
+    parallel_set_threads(n);
     return old;
 #else
     (void)n;

@@ -4,9 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "fast/parallel.h"
 #include "fast/optim_fast.h"
 #include "ref/optim.h"
 #include "testutil.h"
@@ -203,16 +201,16 @@ START_TEST(test_adam_step_thread_count) {
     size_t n = 40 * ADAM_CHUNK + 11;
     AdamState a = adam_state(n), b = adam_state(n);
 #ifdef _OPENMP
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
+    int threads = parallel_threads();
+    parallel_set_threads(1);
 #endif
     double s1 = adam_step(a.p, a.g, a.m, a.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, 1);
 #ifdef _OPENMP
-    omp_set_num_threads(threads > 1 ? threads : 2);
+    parallel_set_threads(threads > 1 ? threads : 2);
 #endif
     double s2 = adam_step(b.p, b.g, b.m, b.v, n, 1e-3f, 0.9f, 0.98f, 1e-9f, 1);
 #ifdef _OPENMP
-    omp_set_num_threads(threads);
+    parallel_set_threads(threads);
 #endif
     ck_assert_msg(memcmp(&s1, &s2, sizeof s1) == 0, "sum of squares %.17g (1 thread) vs %.17g", s1, s2);
     ck_assert(!memcmp(a.p, b.p, n * sizeof(float)) && !memcmp(a.v, b.v, n * sizeof(float)));

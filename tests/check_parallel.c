@@ -7,6 +7,11 @@
  *   Busy    with a busy-loop process on one of the CPUs: every job still
  *           finishes, covers [0, n) once, and Adam and gemm give the bits
  *           of one thread
+ *   Portable parallel.c calls only POSIX threads, C11 atomics and its shim
+ *           (fast/thread_shim.c), so it compiles for macOS, and never the
+ *           OpenMP runtime; the shim's
+ *           calls do what they say, or nothing where the build has no
+ *           affinity (-DAIYN_PORTABLE_THREADS, macOS)
  *
  * No assertion here depends on how fast anything runs: on a busy machine
  * a worker may get no turn at all, and then the caller does every chunk.
@@ -32,6 +37,7 @@
 #include "fast/gemm.h"
 #include "fast/optim_fast.h"
 #include "fast/parallel.h"
+#include "fast/thread_shim.h"
 #include "ref/optim.h"
 #include "testutil.h"
 
@@ -308,11 +314,129 @@ START_TEST(test_busy_neighbour) {
 }
 END_TEST
 
+/* ---- Portable: parallel.c beyond Linux ---------------------------------------- */
+/* the text of a C file with its comments blanked out (the caller frees it) */
+static char *code_without_comments(const char *path) {
+    size_t len;
+    char *s = read_file(path, &len);
+    ck_assert_msg(s != NULL, "cannot read %s: run the tests from the repository root", path);
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {                             /* a string: skip it whole */
+            for (i++; i < len && s[i] != '"' && s[i] != '\n'; i++)
+                if (s[i] == '\\') i++;
+        } else if (s[i] == '/' && i + 1 < len && s[i + 1] == '*') {
+            for (; i < len && !(s[i] == '*' && i + 1 < len && s[i + 1] == '/'); i++)
+                if (s[i] != '\n') s[i] = ' ';
+            if (i + 1 < len) s[i] = s[i + 1] = ' ';
+            i++;
+        } else if (s[i] == '/' && i + 1 < len && s[i + 1] == '/') {
+            for (; i < len && s[i] != '\n'; i++) s[i] = ' ';
+        }
+    }
+    return s;
+}
+
+/* the line number of offset `at` in s */
+static int line_of(const char *s, const char *at) {
+    int no = 1;
+    for (; s < at; s++) no += *s == '\n';
+    return no;
+}
+
+/* parallel.c and parallel.h include only C11 and POSIX headers (and the
+ * library's own), name no Linux call (everything else is the shim's,
+ * fast/thread_shim.c) and call no OpenMP runtime function. Fails on the
+ * pool that called sched_setaffinity and omp_get_max_threads itself. */
+START_TEST(test_pool_uses_portable_calls) {
+    static const char *const FILES[] = {"common/fast/parallel.c", "common/fast/parallel.h"};
+    static const char *const HEADERS[] = {
+        "pthread.h", "stdatomic.h", "stdint.h", "stddef.h", "stdbool.h", "stdio.h", "stdlib.h",
+        "string.h", "limits.h", "errno.h", "time.h",
+    };
+    static const char *const LINUX_ONLY[] = {
+        "_GNU_SOURCE", "sched_getcpu", "sched_setaffinity", "sched_getaffinity", "cpu_set_t",
+        "CPU_SET", "CPU_ISSET", "CPU_COUNT", "futex", "syscall", "prctl", "pthread_setaffinity_np",
+        "gettid", "__linux__", "immintrin", "_mm_pause", "__asm__",
+    };
+    int bad = 0;
+    for (int f = 0; f < 2; f++) {
+        char *code = code_without_comments(FILES[f]);
+        for (const char *p = strstr(code, "#include"); p; p = strstr(p + 1, "#include")) {
+            const char *name = p + strlen("#include");
+            name += strspn(name, " \t");
+            if (*name == '"') continue;                /* the library's own */
+            size_t n = strcspn(name + 1, ">\n");
+            int known = 0;
+            for (size_t h = 0; h < sizeof HEADERS / sizeof *HEADERS; h++)
+                known |= strlen(HEADERS[h]) == n && !strncmp(name + 1, HEADERS[h], n);
+            if (!known) {
+                fprintf(stderr, "check_parallel: %s:%d includes <%.*s>, not a C11 or POSIX header "
+                        "(platform calls belong in fast/thread_shim.c)\n", FILES[f], line_of(code, p),
+                        (int)n, name + 1);
+                bad++;
+            }
+        }
+        for (size_t w = 0; w < sizeof LINUX_ONLY / sizeof *LINUX_ONLY; w++)
+            for (const char *p = strstr(code, LINUX_ONLY[w]); p; p = strstr(p + 1, LINUX_ONLY[w])) {
+                fprintf(stderr, "check_parallel: %s:%d names %s (platform calls belong in "
+                        "fast/thread_shim.c)\n", FILES[f], line_of(code, p), LINUX_ONLY[w]);
+                bad++;
+            }
+        /* the OpenMP runtime: clang's (libomp 14) dies of SIGBUS at its first
+         * call under a file-size limit below 1 KiB (check_io's full disk) */
+        for (const char *p = strstr(code, "omp_"); p; p = strstr(p + 1, "omp_")) {
+            fprintf(stderr, "check_parallel: %s:%d calls the OpenMP runtime (the pool counts its own "
+                    "threads)\n", FILES[f], line_of(code, p));
+            bad++;
+        }
+        free(code);
+    }
+    ck_assert_msg(bad == 0, "%d platform-specific line(s) in the thread pool (listed above)", bad);
+}
+END_TEST
+
+/* The shim: a CPU count; on Linux a CPU number, and a step off the CPU that
+ * leaves the thread free to run on every CPU it had; with the fallbacks
+ * (AIYN_PORTABLE_THREADS, macOS) -1 and nothing. Either way the pool
+ * covers every chunk once. */
+START_TEST(test_shim_calls) {
+    int cpu = thread_shim_cpu();
+#if defined(__linux__) && !defined(AIYN_PORTABLE_THREADS)
+    ck_assert_int_eq(thread_shim_has_affinity(), 1);
+#else
+    ck_assert_int_eq(thread_shim_has_affinity(), 0);
+#endif
+    if (!thread_shim_has_affinity()) {
+        ck_assert_int_eq(cpu, -1);
+    } else {
+        ck_assert_int_ge(cpu, 0);
+#if defined(__linux__)
+        cpu_set_t before, after;
+        ck_assert_int_eq(sched_getaffinity(0, sizeof before, &before), 0);
+        thread_shim_save_cpus();
+        for (int r = 0; r < 20; r++) thread_shim_step_off(thread_shim_cpu());   /* (moves it if it can) */
+        thread_shim_step_off(-1);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof after, &after), 0);
+        ck_assert_msg(CPU_EQUAL(&before, &after), "thread_shim_step_off left the thread on %d of its %d CPUs",
+                      CPU_COUNT(&after), CPU_COUNT(&before));
+#endif
+    }
+    ck_assert_int_ge(thread_shim_cpu_count(), 1);
+    thread_shim_step_off(cpu);
+    for (int r = 0; r < 100; r++) thread_shim_pause();
+    thread_shim_yield();
+    int threads = want_two();
+    for (int rep = 0; rep < 3; rep++) run_and_check(1000, 7);
+    parallel_set_threads(threads);
+}
+END_TEST
+
 Suite *parallel_suite(void) {
     Suite *s = suite_create("parallel");
     suite_case(s, "Core", test_covers_once, test_one_thread_in_caller, test_nested_runs_inline, test_two_callers);
     tcase_set_timeout(suite_case(s, "Order", test_in_turn), 30);
     /* a busy machine, under valgrind too: slow, never timed */
     tcase_set_timeout(suite_case(s, "Busy", test_busy_neighbour), 120);
+    suite_case(s, "Portable", test_pool_uses_portable_calls, test_shim_calls);
     return s;
 }

@@ -27,9 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "fast/parallel.h"
 
 #include "io/cli.h"
 #include "model/decode.h"
@@ -435,8 +433,8 @@ static void section_cost(Ch *c) {
 #ifdef _OPENMP
     /* one thread both ways: on a busy machine a team of threads waits for its
      * slowest member, which turns some steps into scheduler time slices */
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
+    int threads = parallel_threads();
+    parallel_set_threads(1);
 #endif
     for (int cached = 1; cached >= 0; cached--) {
         run_or_die(decoder_begin(&d, c->ex, 1, T, 1, cached, err, sizeof err), err);
@@ -459,7 +457,7 @@ static void section_cost(Ch *c) {
         }
     }
 #ifdef _OPENMP
-    omp_set_num_threads(threads);
+    parallel_set_threads(threads);
 #endif
     printf("model N=%d, d_model=%d, h=%d, source %d tokens; 1 thread, best of 3 per position (a busy\n"
            "machine is noisy: compare the two columns, not the absolute times)\n", k.N, k.d_model, k.h, T);

@@ -35,9 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "fast/parallel.h"
 
 #include "layers/multihead.h"
 #include "io/cli.h"
@@ -642,7 +640,7 @@ int main(int argc, char **argv) {
     if (c.d_lo < c.h) c.d_lo = c.h;
     if (plot_mkdir(c.out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", c.out);
 #ifdef _OPENMP
-    omp_set_num_threads(c.threads);
+    parallel_set_threads(c.threads);
 #endif
     g_wall = c.wall || c.threads > 1;
     Rng rng;

@@ -46,9 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "fast/parallel.h"
 
 #include "io/cli.h"
 #include "core/fileio.h"
@@ -762,7 +760,7 @@ int main(int argc, char **argv) {
     Job jobs[MAX_JOBS];
     int n_jobs = jobs_for(&o, jobs);   /* a bad --rows stops the run before it starts */
 #ifdef _OPENMP
-    omp_set_num_threads(o.threads);
+    parallel_set_threads(o.threads);
 #endif
     if (plot_mkdir(o.out)) return 1;
     signal(SIGINT, on_sigint);

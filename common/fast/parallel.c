@@ -25,71 +25,88 @@
  * Between jobs a worker spins for POOL_SPIN_NS (a training step runs
  * hundreds of small jobs back to back, and waking a sleeping thread costs
  * more than most of them), then sleeps on a condition variable until the
- * next job. POSIX threads: it builds on Linux and macOS alike, with or
- * without OpenMP; one Linux-only step (a worker beside the caller) does
- * nothing elsewhere. */
-#define _GNU_SOURCE   /* Linux: sched_getcpu, sched_setaffinity, cpu_set_t */
+ * next job. Only POSIX threads and C11 atomics: it builds on Linux and
+ * macOS alike, with or without OpenMP (whose runtime it never calls). The few calls beyond them (a spin
+ * hint, and on Linux which CPU a thread is on) are in thread_shim.c, each
+ * with a fallback that does nothing where the platform lacks it. */
 #include "fast/parallel.h"
+#include "fast/thread_shim.h"
 
+#include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPU_RELAX() _mm_pause()           /* a spinning core lets its twin run */
-#elif defined(__aarch64__)
-#define CPU_RELAX() __asm__ __volatile__("yield")
-#else
-#define CPU_RELAX() ((void)0)
-#endif
 
 #define POOL_MAX 64           /* workers at most (threads - 1)                   */
 #define POOL_SPIN_NS 200000L  /* a worker spins this long for the next job, then sleeps */
 
-/* ---- the thread count ---------------------------------------------------- */
+/* ---- the thread count ----------------------------------------------------
+ * The pool's own number, first read the way OpenMP reads its own:
+ * OMP_NUM_THREADS (its first value) when set, else one thread per CPU this
+ * process may run on. The pool never calls the OpenMP runtime: OpenMP only
+ * vectorises loops here (SIMD, parallel.h), and LLVM's runtime (clang's
+ * libomp 14) dies of a bus error when it starts under a file-size limit
+ * below 1 KiB (it sizes a shared-memory file), as tests/check_io.c's full
+ * disk does. Without OpenMP (make NO_OMP=1): 1 thread unless asked. */
 /* this thread is running a chunk: a job inside a job runs in one piece
  * (initial-exec TLS: see tls_ws in gemm.c) */
 static _Thread_local int in_job __attribute__((tls_model("initial-exec")));
 
-#ifdef _OPENMP
-int parallel_threads(void) { return in_job ? 1 : omp_get_max_threads(); }
+static _Atomic int threads_wanted;   /* 0: not read yet */
 
-void parallel_set_threads(int n) { omp_set_num_threads(n); }
+#ifdef _OPENMP
+/* OMP_NUM_THREADS's first value ("4", "4,2"), else 0 */
+static int env_threads(void) {
+    const char *s = getenv("OMP_NUM_THREADS");
+    if (!s) return 0;
+    char *end;
+    long n = strtol(s, &end, 10);
+    while (*end == ' ' || *end == '\t') end++;
+    if (end == s || n < 1 || (*end && *end != ',')) return 0;
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+#endif
+
+static int threads_default(void) {
+#ifdef _OPENMP
+    int n = env_threads();
+    if (n) return n;
+    n = thread_shim_cpu_count();
+    return n > 0 ? n : 1;
+#else
+    return 1;
+#endif
+}
+
+int parallel_threads(void) {
+    if (in_job) return 1;
+    int n = atomic_load_explicit(&threads_wanted, memory_order_relaxed);
+    if (!n) {                 /* first use: unless parallel_set_threads came first */
+        int unset = 0, d = threads_default();
+        n = atomic_compare_exchange_strong(&threads_wanted, &unset, d) ? d : unset;
+    }
+    return n;
+}
+
+void parallel_set_threads(int n) { atomic_store(&threads_wanted, n < 1 ? 1 : n); }
 
 int parallel_cap_threads(const char *prog) {
-    /* libgomp reads OMP_NUM_THREADS when the program starts but starts no
-     * thread until the first parallel region: lowering the count here, in
-     * main, is in time. */
-    int procs = omp_get_num_procs();
-    int cap = PARALLEL_MAX_THREADS_PER_CPU * (procs > 0 ? procs : 1);
-    int want = omp_get_max_threads();
+    int procs = thread_shim_cpu_count();
+    if (procs < 1) procs = 1;
+    int cap = PARALLEL_MAX_THREADS_PER_CPU * procs;
+    int want = parallel_threads();
     if (want > cap) {
         fprintf(stderr, "%s: note: OMP_NUM_THREADS asks for %d threads on %d processor%s; using %d "
                 "(at most %d per processor)\n", prog, want, procs, procs == 1 ? "" : "s", cap,
                 PARALLEL_MAX_THREADS_PER_CPU);
-        omp_set_num_threads(cap);
+        parallel_set_threads(cap);
         want = cap;
     }
     return want;
 }
-#else
-static int threads_wanted = 1;   /* make NO_OMP=1: one thread unless asked */
-
-int parallel_threads(void) { return in_job ? 1 : threads_wanted; }
-
-void parallel_set_threads(int n) { threads_wanted = n < 1 ? 1 : n; }
-
-int parallel_cap_threads(const char *prog) {
-    (void)prog;
-    return threads_wanted;
-}
-#endif
 
 /* ---- the pool ------------------------------------------------------------ */
 #define LEFT(lo, hi) ((uint64_t)(hi) << 32 | (uint32_t)(lo))
@@ -109,10 +126,8 @@ static struct {
     pthread_mutex_t lock;       /* one caller at a time                        */
     pthread_mutex_t sleep_lock; /* with `wake`: where workers sleep            */
     pthread_cond_t wake;
-#ifdef __linux__
-    _Atomic int caller_cpu;     /* the CPU the caller ran on at its last job   */
-    cpu_set_t cpus;             /* the CPUs it could use when the pool started */
-#endif
+    _Atomic int caller_cpu;     /* the CPU the caller ran on at its last job
+                                 * (-1: the platform does not say)             */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER};
 
@@ -125,8 +140,8 @@ static long now_ns(void) {
 /* one turn of a wait for another thread: spin a while, then give the core
  * up (the thread waited for may be waiting for this very core) */
 static void wait_turn(int spins) {
-    if (spins < 2000) CPU_RELAX();
-    else sched_yield();
+    if (spins < 2000) thread_shim_pause();
+    else thread_shim_yield();
 }
 
 /* Takes a chunk, the first one left or (from_back) the last: 1 and its
@@ -155,7 +170,7 @@ static void run_chunks(int from_back) {
     }
 }
 
-/* ---- a worker beside the caller (Linux) -----------------------------------
+/* ---- a worker beside the caller -----------------------------------------
  * With every core busy (another program on the other one), Linux may put a
  * worker on the caller's own CPU, where it only takes turns with the
  * caller; the two places (worker beside the caller, or beside the other
@@ -167,26 +182,16 @@ static void run_chunks(int from_back) {
  * to 0.97 with it, 0.93 to 1.12 without (medians of 5-14 rounds, several
  * sets). The price: with four busy loops instead of one, where the two
  * threads do better taking turns on one core, 1.08 against 0.83.
- * Elsewhere (macOS) it does nothing. */
-#ifdef __linux__
+ * Where the platform cannot say which CPU a thread is on or move it
+ * (macOS; thread_shim.h) both steps do nothing. */
 static void note_caller(void) {
-    if (!pool.started) sched_getaffinity(0, sizeof pool.cpus, &pool.cpus);
-    atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);
+    if (!pool.started) thread_shim_save_cpus();   /* no worker yet reads the set */
+    atomic_store_explicit(&pool.caller_cpu, thread_shim_cpu(), memory_order_relaxed);
 }
 
 static void step_aside(void) {
-    int c = atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed);
-    if (sched_getcpu() != c || !CPU_ISSET(c, &pool.cpus) || CPU_COUNT(&pool.cpus) < 2) return;
-    cpu_set_t others = pool.cpus;
-    CPU_CLR(c, &others);
-    if (sched_setaffinity(0, sizeof others, &others) == 0)    /* moves it now */
-        sched_setaffinity(0, sizeof pool.cpus, &pool.cpus);
+    thread_shim_step_off(atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed));
 }
-#else
-static void note_caller(void) {}
-
-static void step_aside(void) {}
-#endif
 
 static void *pool_worker(void *arg) {
     int id = (int)(intptr_t)arg;

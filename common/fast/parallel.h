@@ -46,19 +46,20 @@ void parallel_run(long n, long grain, ParallelFn fn, void *ctx);
  * rows it wrote from its own cache. Otherwise the caller does both. */
 void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx);
 
-/* threads parallel_run would use now (1 inside a parallel_run): OpenMP's
- * count (omp_get_max_threads, so OMP_NUM_THREADS and omp_set_num_threads
- * set it too); without OpenMP 1 until parallel_set_threads says otherwise */
+/* threads parallel_run would use now (1 inside a parallel_run): the
+ * pool's own count, set by parallel_set_threads, at first OMP_NUM_THREADS
+ * (its first value) or else one per CPU this process may use, as OpenMP
+ * would count; without OpenMP 1 until parallel_set_threads says otherwise.
+ * The OpenMP runtime is never asked: omp_set_num_threads does not change it. */
 int parallel_threads(void);
 
-/* asks for n threads from now on (omp_set_num_threads with OpenMP) */
+/* asks for n threads from now on (n < 1: 1) */
 void parallel_set_threads(int n);
 
-/* Caps OpenMP's thread count at PARALLEL_MAX_THREADS_PER_CPU threads per
- * processor before the first parallel region: OMP_NUM_THREADS=100000 would
- * otherwise make libgomp try to start 100000 threads (and crash when their
- * stacks do not fit). Says so on stderr, naming prog, when it lowers the
- * count; returns the count in use (without OpenMP: parallel_threads()).
+/* Caps the thread count at PARALLEL_MAX_THREADS_PER_CPU threads per
+ * processor: OMP_NUM_THREADS=100000 once made libgomp try to start 100000
+ * threads (and crash when their stacks did not fit). Says so on stderr,
+ * naming prog, when it lowers the count; returns the count in use.
  * cli_parse calls it. */
 #define PARALLEL_MAX_THREADS_PER_CPU 4
 int parallel_cap_threads(const char *prog);
