@@ -11,6 +11,9 @@
 #                   Ding corpus), 3 seeds each: perplexity, BLEU, time (minutes)
 #   make parity     every logit, loss, gradient and an Adam step against PyTorch
 #                   (installs python3-torch/numpy; tools/parity/)
+#   make test-arm64 the tests cross-built for arm64 (Apple Silicon's instruction
+#                   set) and run under qemu-user; installs gcc-aarch64-linux-gnu,
+#                   qemu-user, check:arm64 (tools/test-arm64.sh)
 #   make fuzz       libFuzzer on the checkpoint loader and the Q/K/V parser
 #                   (needs clang; FUZZ_SECONDS=60 per target)
 #   make sacrebleu  build/venv with sacrebleu, the reference the BLEU test compares with
@@ -36,7 +39,10 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 BUILD   ?= build
 OUT     ?= out
 
+# -ffp-contract=off: a*b+c stays two roundings, as the plain twins and the
+# README quotes expect (GCC's default under -std=c11; clang fuses by default)
 CFLAGS  = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -D_DEFAULT_SOURCE
+CFLAGS += -ffp-contract=off
 CFLAGS += -DPLOTS_DIR='"$(CURDIR)/plots"'
 LDLIBS  = -lm -ldl
 
@@ -351,6 +357,11 @@ valgrind:
 	CK_FORK=no BUILD_DIR=build/valgrind DOCS_SKIP="$(SLOW_CHAPTERS)" $(VG) ./build/valgrind/check_all
 	$(foreach p,$(CHAPTERS),$(VG) ./build/valgrind/$(p) --out $(OUT)/valgrind/$(p) $(QUICK_$(p)) >/dev/null &&) true
 
+# arm64: cross-built with Debian's gcc-aarch64-linux-gnu into build/arm64 and run
+# under qemu-user: the plain-C branches of common/fast/ (no AVX there)
+test-arm64:
+	sh tools/test-arm64.sh
+
 # chapters that take long at their defaults get a short run under valgrind and sanitizers
 QUICK_08_training = --steps 5 --batch 16 --eval 10 --examples 1
 QUICK_09_decoding = --train-steps 5 --search 64 --cost-len 16
@@ -422,5 +433,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run demo test smoke valgrind plots bench bench-translate cuda cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs FORCE
+.PHONY: all run demo test test-arm64 smoke valgrind plots bench bench-translate cuda cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs FORCE
 .SECONDARY:

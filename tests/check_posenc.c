@@ -145,7 +145,10 @@ static void self_attention(float *out, const float *x, const float *w) {
 static double perm_gap(const float *out, const float *out_p, const int *perm, int d) {
     double m = 0.0;
     for (int i = 0; i < T; i++)
-        for (int c = 0; c < d; c++) m = fmax(m, fabs(out_p[i * d + c] - out[perm[i] * d + c]));
+        for (int c = 0; c < d; c++) {
+            double g = fabs(out_p[i * d + c] - out[perm[i] * d + c]);
+            if (g > m) m = g;   /* not fmax(): Debian's aarch64 gcc 12.2 crashes vectorizing it */
+        }
     return m;
 }
 

@@ -284,13 +284,13 @@ static void pack_b(float *Bp, const float *B, int ldb, int transB, int p0, int j
  * applies beta (and never reads C when beta == 0, so garbage or NaN there
  * cannot leak in); later blocks add on. One fmaf per element, the same
  * operation the vector paths do, so edge tiles round exactly like full ones. */
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 static inline float update_one(float acc, float c_old, float alpha, float beta, int first) {
     if (!first) return fmaf(alpha, acc, c_old);
     if (beta == 0.0f) return alpha * acc;
     return fmaf(alpha, acc, beta * c_old);
 }
 
-#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 /* tile (MR, NR) row-major -> the mr x nr corner of C (the portable kernel). */
 static void update_tile(float *C, int ldc, const float *tile, int mr, int nr,
                         float alpha, float beta, int first) {
