@@ -20,7 +20,7 @@
 #
 # Switches (each is `make VAR=1`):
 #   NO_OMP=1     build without OpenMP (the thread pool is POSIX threads; one thread
-#              unless a program asks for more)
+#              unless OMP_NUM_THREADS or a program's --threads asks for more)
 #   SANITIZE=1   AddressSanitizer + UBSan build, in build/sanitize (implies CUDA=0;
 #              a BUILD=... on the command line wins)
 #   CUDA=0       do not build the CUDA backend even if nvcc is found

@@ -57,7 +57,6 @@ static _Thread_local int in_job __attribute__((tls_model("initial-exec")));
 
 static _Atomic int threads_wanted;   /* 0: not read yet */
 
-#ifdef _OPENMP
 /* OMP_NUM_THREADS's first value ("4", "4,2"), else 0 */
 static int env_threads(void) {
     const char *s = getenv("OMP_NUM_THREADS");
@@ -68,12 +67,14 @@ static int env_threads(void) {
     if (end == s || n < 1 || (*end && *end != ',')) return 0;
     return n > INT_MAX ? INT_MAX : (int)n;
 }
-#endif
 
+/* OMP_NUM_THREADS when set (with or without OpenMP: it is the one knob
+ * every program shares); else, built with OpenMP, one per CPU, and
+ * without it (make NO_OMP=1, Apple's clang) 1 */
 static int threads_default(void) {
-#ifdef _OPENMP
     int n = env_threads();
     if (n) return n;
+#ifdef _OPENMP
     n = thread_shim_cpu_count();
     return n > 0 ? n : 1;
 #else

@@ -49,7 +49,8 @@ void parallel_in_turn(long n, long h, ParallelFn fn, void *ctx);
 /* threads parallel_run would use now (1 inside a parallel_run): the
  * pool's own count, set by parallel_set_threads, at first OMP_NUM_THREADS
  * (its first value) or else one per CPU this process may use, as OpenMP
- * would count; without OpenMP 1 until parallel_set_threads says otherwise.
+ * would count; without OpenMP OMP_NUM_THREADS or else 1, until
+ * parallel_set_threads says otherwise.
  * The OpenMP runtime is never asked: omp_set_num_threads does not change it. */
 int parallel_threads(void);
 
