@@ -25,7 +25,9 @@
 /* What the calling make (make test, make SANITIZE=1 test) passes down,
  * kept out: its jobserver and flags, and the switches this test sets itself
  * (a command line's SANITIZE=1 reaches us in the environment). */
-#define UNSET "-u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE -u PORTABLE -u BLAS -u MPI -u NO_OMP -u HAVE_OPENBLAS -u CUDA -u V -u GPU_SEEN"
+#define UNSET                                                                        \
+    "-u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE -u PORTABLE -u BLAS -u MPI -u NO_OMP " \
+    "-u HAVE_OPENBLAS -u CUDA -u V -u GPU_SEEN"
 
 /* make's output (stdout + stderr) for "make BUILD=dir ARGS target". */
 static char *make_in(const char *dir, const char *args, const char *target) {

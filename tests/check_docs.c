@@ -107,10 +107,12 @@ static char *chapter_output(const char *prog, const char *args, int *rc) {
     char here[1024], run[2300];
     ck_assert_ptr_nonnull(getcwd(here, sizeof here));
     snprintf(run, sizeof run, "%s/docs_run/%s_%08lx", build, key, h & 0xffffffffUL);
-    ck_assert_int_eq(sh("/bin/rm -rf '%s' && mkdir -p '%s' && ln -s '%s/chapters' '%s/chapters'", run, run, here, run), 0);
-    const char *abs = build[0] == '/' ? "" : here, *slash = build[0] == '/' ? "" : "/";
-    *rc = sh("cd '%s' && NO_COLOR=1 '%s%s%s' %s --no-color </dev/null >'%s%s%s' 2>/dev/null", run, abs, slash, bin,
-             args, abs, slash, cache);
+    ck_assert_int_eq(sh("/bin/rm -rf '%s' && mkdir -p '%s' && ln -s '%s/chapters' '%s/chapters'", run, run, here,
+                        run), 0);
+    char abin[3200], acache[3200];   /* as seen from the scratch folder */
+    snprintf(abin, sizeof abin, "%s%s%s", bin[0] == '/' ? "" : here, bin[0] == '/' ? "" : "/", bin);
+    snprintf(acache, sizeof acache, "%s%s%s", cache[0] == '/' ? "" : here, cache[0] == '/' ? "" : "/", cache);
+    *rc = sh("cd '%s' && NO_COLOR=1 '%s' %s --no-color </dev/null >'%s' 2>/dev/null", run, abin, args, acache);
     FILE *f = fopen(rcpath, "w");
     if (f) { fprintf(f, "%d\n", *rc); fclose(f); }
     return read_file(cache, NULL);

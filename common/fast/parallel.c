@@ -26,8 +26,9 @@
  * hundreds of small jobs back to back, and waking a sleeping thread costs
  * more than most of them), then sleeps on a condition variable until the
  * next job. Only POSIX threads and C11 atomics: it builds on Linux and
- * macOS alike, with or without OpenMP (whose runtime it never calls). The few calls beyond them (a spin
- * hint, and on Linux which CPU a thread is on) are in thread_shim.c, each
+ * macOS alike, with or without OpenMP (whose runtime it never calls). The
+ * few calls beyond them (a spin hint, and on Linux which CPU a thread is
+ * on) are in thread_shim.c, each
  * with a fallback that does nothing where the platform lacks it. */
 #include "fast/parallel.h"
 #include "fast/thread_shim.h"
