@@ -4,7 +4,9 @@
  * NAME.png with nothing else present: the .gp script carries its own
  * terminal, palette and labels, and names its data file relative to DIR.
  * Labels and the colour scale follow the terminal heatmaps of show.c
- * (show_label, show_scale_of).
+ * (show_label, show_scale_of). A heatmap's every size (cells, margins,
+ * canvas) is decided here in pixels (heat_layout) and written into the
+ * script as screen positions, so what fits is known before gnuplot runs.
  */
 #include "io/plot.h"
 #include "io/show.h"
@@ -125,6 +127,75 @@ static void gp_preamble(FILE *f, const char *name, const char *title, int w, int
     fprintf(f, "\nset palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n");
 }
 
+/* "set xlabel '...'" and "set ylabel '...'" (NULL: no label). */
+static void gp_axis_labels(FILE *f, const char *xlabel, const char *ylabel) {
+    fprintf(f, "set xlabel ");
+    gp_string(f, xlabel ? xlabel : "");
+    fprintf(f, "\nset ylabel ");
+    gp_string(f, ylabel ? ylabel : "");
+    fprintf(f, "\n");
+}
+
+static void say_written(const char *dir, const char *name, int rendered) {
+    if (rendered) printf("  [plot] %s/%s.png (+ .dat, .gp)\n", dir, name);
+    else printf("  [plot] %s/%s.dat + .gp (no PNG)\n", dir, name);
+}
+
+/* ---- heatmap labels, as a reader reads them ------------------------------------ */
+
+/* BPE pieces (text/bpe.h) mark the end of a word with "</w>": "Hund</w>",
+ * or "groß" "en</w>" for a word cut in two. On a picture every label ending
+ * in the marker is noise, so when a list of labels holds any "</w>" the
+ * plots drop it from the pieces that end a word and put a '·' after those
+ * that continue into the next ("laugh·" "s" is laughs); <s>, </s>, <pad>
+ * stay as they are. The .dat keeps the pieces exactly as they were. */
+static const char EOW[] = "</w>";
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
+static int bpe_labels(const char *const *labels, int n) {
+    for (int i = 0; labels && i < n; i++)
+        if (labels[i] && ends_with(labels[i], EOW)) return 1;
+    return 0;
+}
+
+/* Label i of a heatmap axis into buf (cap bytes), </w> handled as above
+ * when bpe is 1. A long label is cut at a character boundary. */
+static const char *label_text(const char *const *labels, int i, int bpe, char *buf, size_t cap) {
+    char num[32];
+    const char *s = show_label(labels, i, num, sizeof num);
+    size_t n = strlen(s), e = strlen(EOW);
+    int special = n >= 2 && s[0] == '<' && s[n - 1] == '>';
+    const char *tail = "";
+    if (bpe && !special) {
+        if (ends_with(s, EOW)) n -= e;
+        else tail = "\xc2\xb7";   /* U+00B7 MIDDLE DOT: the word goes on */
+    }
+    if (bpe && n == 0) n = strlen(s);   /* a bare "</w>" stays visible */
+    size_t room = cap - 1 - strlen(tail);
+    if (n > room) {
+        n = room;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;   /* not inside a UTF-8 character */
+    }
+    memcpy(buf, s, n);
+    strcpy(buf + n, tail);
+    return buf;
+}
+
+/* Widest label (in characters) of n labels, as drawn. */
+static int widest_label(const char *const *labels, int n, int bpe) {
+    char lb[96];
+    int w = 1;
+    for (int i = 0; i < n; i++) {
+        int k = show_text_width(label_text(labels, i, bpe, lb, sizeof lb));
+        if (k > w) w = k;
+    }
+    return w;
+}
+
 /* How many labels fit along an axis of px pixels when each needs need px:
  * the step between labelled tics, rounded up to 1, 2, 5, 10, 20, 50, ... so
  * that the labelled indices are easy to count. */
@@ -143,71 +214,178 @@ static int tic_step(int n, double px, double need) {
 /* "set xtics ('the' 0, 'cat' 1, ...)": every label when they fit, else
  * every step-th (the index then says where one is). */
 static void gp_tics(FILE *f, const char *which, const char *const *labels, int n, int step) {
-    char lb[32];
+    char lb[96];
+    int bpe = bpe_labels(labels, n);
     fprintf(f, "set %s (", which);
     for (int i = 0; i < n; i += step) {
         if (i) fprintf(f, ", ");
-        gp_string(f, show_label(labels, i, lb, sizeof lb));
+        gp_string(f, label_text(labels, i, bpe, lb, sizeof lb));
         fprintf(f, " %d", i);
     }
     fprintf(f, ")\n");
 }
 
-/* "set xlabel '...'" and "set ylabel '...'" (NULL: no label). */
-static void gp_axis_labels(FILE *f, const char *xlabel, const char *ylabel) {
-    fprintf(f, "set xlabel ");
-    gp_string(f, xlabel ? xlabel : "");
-    fprintf(f, "\nset ylabel ");
-    gp_string(f, ylabel ? ylabel : "");
-    fprintf(f, "\n");
+/* ---- heatmap layout, in pixels -------------------------------------------------- */
+
+/* Sizes of the 10 pt tic font of pngcairo (about: Sans's average letter)
+ * and of the 9 pt font the cell values are written in. */
+#define CHAR_PX 7.0    /* one character of a tic label */
+#define LINE_PX 16.0   /* one line of text */
+#define DIGIT_PX 6.5   /* one character of a cell value */
+#define CBAR_PX 140    /* the colour bar's band on the right: gap, bar, tics, label */
+
+/* Where everything of a heatmap picture goes. Each panel (one per head) is
+ * its cells plus margins for the labels; panels sit in a grid of gc x gr,
+ * the one colour bar right of them all. Every size is decided here, from
+ * the map and its labels, and written into the script as screen positions
+ * (set lmargin at screen ...), so a cell is as large as planned: gnuplot's
+ * own layout shrank 5 x 5 maps to 120 px with half the canvas left white. */
+typedef struct {
+    int gc, gr;                 /* panels across, down */
+    double cw, ch;              /* one cell, px */
+    double left, top, bottom;   /* around one panel's cells: labels, title */
+    double pw, ph;              /* one panel with its margins and the gap after it, px */
+    double x0, head;            /* left edge of the first panel; band above the panels */
+    int W, H;                   /* the canvas */
+    int xstep, ystep, xrot;     /* every step-th label; x labels upright */
+    int numbers;                /* 1: each cell carries its value */
+    int bpe_note;               /* 1: a line under the panels says what '·' means */
+} HeatLayout;
+
+/* Pixels for one cell along an axis of n cells: area / n, at most most;
+ * at least one text line when that keeps the axis under 1200 px (so every
+ * label gets its line) and at least enough for a 300 px side. */
+static double cell_px(int n, double area, double most, double side) {
+    double c = area / n;
+    if (c > most) c = most;
+    if (c < LINE_PX && n * LINE_PX <= 1200) c = LINE_PX;
+    if (n * c < side) c = fmin(side / n, 64);
+    return c;
 }
 
-static void say_written(const char *dir, const char *name, int rendered) {
-    if (rendered) printf("  [plot] %s/%s.png (+ .dat, .gp)\n", dir, name);
-    else printf("  [plot] %s/%s.dat + .gp (no PNG)\n", dir, name);
-}
-
-/* Widest label (in characters) of n labels. */
-static int widest_label(const char *const *labels, int n) {
-    char lb[32];
+/* Characters of the widest cell value as "%.2f" writes it (NaN: 3). */
+static int widest_value(const float *x, long n) {
     int w = 1;
-    for (int i = 0; i < n; i++) {
-        int k = show_text_width(show_label(labels, i, lb, sizeof lb));
+    char b[64];
+    for (long i = 0; i < n; i++) {
+        int k = isfinite(x[i]) ? snprintf(b, sizeof b, "%.2f", (double)x[i]) : 3;
         if (k > w) w = k;
     }
     return w;
 }
 
-/* One heatmap panel's axes: ranges with row 0 at the top (like the matrix
- * on paper), tic labels that stay readable on a panel of pw x ph pixels
- * (short labels across, long ones turned upright, thinned when crowded),
- * and the colour range: the fixed 0..1 of probabilities, or the map's own
- * min..max, named on the colour bar. */
-static void gp_heat_axes(FILE *f, int rows, int cols, const char *const *row_labels,
-                         const char *const *col_labels, double pw, double ph, ShowScale sc) {
-    fprintf(f, "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset tics scale 0\n", cols - 1, rows - 1);
-    int xw = widest_label(col_labels, cols), yw = widest_label(row_labels, rows);
-    (void)yw;
-    /* 7 px a character at 10 pt; an upright label needs only its height */
-    int across = xw <= 3;
-    if (across) fprintf(f, "set xtics norotate\n");
-    else fprintf(f, "set xtics rotate by 90 right\n");
-    gp_tics(f, "xtics", col_labels, cols, tic_step(cols, pw, across ? 7.0 * xw + 8 : 16));
-    gp_tics(f, "ytics", row_labels, rows, tic_step(rows, ph, 16));
-    if (sc == SHOW_SCALE_PROB) fprintf(f, "set cbrange [0:1]\nset cblabel 'weight (fixed scale 0..1)'\n");
-    else fprintf(f, "set autoscale cb\nset cblabel 'value (scale: min..max of this map)'\n");
+/* The layout of `panels` maps of rows x cols (x holds all their values),
+ * titled title: over the whole figure for a grid (grid = 1, each panel
+ * then has a title of its own), over the one panel otherwise. */
+static HeatLayout heat_layout(int grid, int panels, int rows, int cols, const float *x,
+                              const char *const *row_labels, const char *const *col_labels,
+                              const char *xlabel, const char *ylabel, const char *title) {
+    HeatLayout L = {0};
+    /* 2 columns for 4 heads, 4 for the paper's 8: wide rather than tall */
+    L.gc = panels <= 3 ? panels : panels == 4 ? 2 : panels <= 6 ? 3 : 4;
+    L.gr = (panels + L.gc - 1) / L.gc;
+    /* a single map gets more room than each panel of a grid */
+    double area = grid ? 560 : 640, most = grid ? 44 : 56, side = grid ? 200 : 300;
+    L.cw = cell_px(cols, area, most, side);
+    L.ch = cell_px(rows, area, most, side);
+    if (rows <= 2 * cols && cols <= 2 * rows) L.cw = L.ch = fmin(L.cw, L.ch);   /* square cells */
+
+    int xw = widest_label(col_labels, cols, bpe_labels(col_labels, cols));
+    int yw = widest_label(row_labels, rows, bpe_labels(row_labels, rows));
+    /* x labels across when each fits its cell, else turned upright */
+    L.xrot = xw * CHAR_PX + 6 > L.cw;
+    double xneed = L.xrot ? LINE_PX - 2 : xw * CHAR_PX + 6;
+    L.xstep = L.cw >= xneed ? 1 : tic_step(cols, cols * L.cw, xneed);
+    L.ystep = L.ch >= LINE_PX - 2 ? 1 : tic_step(rows, rows * L.ch, LINE_PX - 2);
+    /* "0.56" in 9 pt needs 4 x 6.5 px and a line; a map wider than 12 keys
+     * is read by its colours (the terminal prints numbers for small maps
+     * only, too) */
+    int vw = widest_value(x, (long)panels * rows * cols);
+    L.numbers = cols <= 12 && L.cw >= vw * DIGIT_PX + 6 && L.ch >= LINE_PX;
+
+    int has_x = xlabel && *xlabel, has_y = ylabel && *ylabel;
+    L.left = 10 + (has_y ? LINE_PX + 6 : 0) + yw * CHAR_PX + 8;
+    L.bottom = 8 + (L.xrot ? xw * CHAR_PX : LINE_PX) + 8 + (has_x ? LINE_PX + 6 : 0) + 18;
+    L.top = LINE_PX + 16;
+    L.pw = L.left + cols * L.cw + 24;
+    L.ph = L.top + rows * L.ch + L.bottom;
+    L.head = grid ? 36 : 0;
+    double w = L.gc * L.pw + CBAR_PX, need = show_text_width(title ? title : "") * CHAR_PX + 60;
+    L.x0 = need > w ? (need - w) / 2 : 0;   /* a long title: centre the panels under it */
+    L.W = (int)ceil(fmax(w, need));
+    L.bpe_note = bpe_labels(row_labels, rows) || bpe_labels(col_labels, cols);
+    L.H = (int)ceil(L.head + L.gr * L.ph + 8);
+    if (L.H < L.head + L.top + 160 + 30) L.H = (int)(L.head + L.top + 160 + 30);   /* the colour bar's room */
+    if (L.bpe_note) L.H += (int)LINE_PX + 4;
+    return L;
 }
 
-/* The numbers of a small map of n values, written on its cells: the plot
- * clause that follows the data file's name. Dark text on the light (upper)
- * half of the colour range, white below. */
+/* Panel p's margins as screen fractions: its cells and nothing else fill
+ * the plot area. */
+static void gp_panel_margins(FILE *f, const HeatLayout *L, int p, int rows, int cols) {
+    double x = L->x0 + (p % L->gc) * L->pw + L->left, y = L->head + (p / L->gc) * L->ph + L->top;
+    fprintf(f, "set lmargin at screen %.5f\nset rmargin at screen %.5f\n", x / L->W, (x + cols * L->cw) / L->W);
+    fprintf(f, "set tmargin at screen %.5f\nset bmargin at screen %.5f\n", 1 - y / L->H,
+            1 - (y + rows * L->ch) / L->H);
+}
+
+/* The one colour bar, right of every panel, as tall as the cells (at
+ * least 160 px); its tics and label get the CBAR_PX band, so the label is
+ * never cut at the canvas edge. */
+static void gp_colorbox(FILE *f, const HeatLayout *L, int rows) {
+    double x = L->x0 + L->gc * L->pw + 10, top = L->head + L->top;
+    double bot = L->head + (L->gr - 1) * L->ph + L->top + rows * L->ch;
+    if (bot - top < 160) bot = top + 160;
+    fprintf(f, "set colorbox user origin screen %.5f, screen %.5f size screen %.5f, screen %.5f\n", x / L->W,
+            1 - bot / L->H, 18.0 / L->W, (bot - top) / L->H);
+}
+
+/* Under BPE labels, one line in the bottom left corner: what the '·' of
+ * label_text means. */
+static void gp_bpe_note(FILE *f, const HeatLayout *L) {
+    if (!L->bpe_note) return;
+    fprintf(f, "set label 'labels are BPE pieces: \xc2\xb7 = the word goes on in the next piece' "
+               "at screen %.5f, screen %.5f left font ',9'\n", 10.0 / L->W, 8.0 / L->H);
+}
+
+/* A heatmap's axes: ranges with row 0 at the top (like the matrix on
+ * paper), tic labels as the layout placed them, and the colour range: the
+ * fixed 0..1 of probabilities, the min..max of all the panels together
+ * (one bar serves them all), or, for one map, its own min..max. x holds
+ * the n values the colours cover. */
+static void gp_heat_axes(FILE *f, const HeatLayout *L, int rows, int cols, const char *const *row_labels,
+                         const char *const *col_labels, ShowScale sc, int panels, const float *x, long n) {
+    fprintf(f, "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset tics scale 0\n", cols - 1, rows - 1);
+    fprintf(f, "%s", L->xrot ? "set xtics rotate by 90 right\n" : "set xtics norotate\n");
+    gp_tics(f, "xtics", col_labels, cols, L->xstep);
+    gp_tics(f, "ytics", row_labels, rows, L->ystep);
+    double lo = INFINITY, hi = -INFINITY;
+    for (long i = 0; i < n; i++)
+        if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
+    /* gnuplot sets the label of a placed colour bar as if its tic labels
+     * were one character wide ("-3" ran into it): moved right by 2
+     * characters, more for longer numbers */
+    char b[2][64];
+    int tw = sc == SHOW_SCALE_PROB || !(lo <= hi) ? 3 : (int)fmax(snprintf(b[0], sizeof b[0], "%.3g", lo),
+                                                            snprintf(b[1], sizeof b[1], "%.3g", hi));
+    int off = 2 + (tw > 4 ? (tw - 4 < 4 ? tw - 4 : 4) : 0);
+    if (sc == SHOW_SCALE_PROB) fprintf(f, "set cbrange [0:1]\nset cblabel 'weight (fixed scale 0..1)'");
+    else if (panels > 1 && lo < hi)
+        fprintf(f, "set cbrange [%.9g:%.9g]\nset cblabel 'value (scale: min..max of these maps)'", lo, hi);
+    else fprintf(f, "set autoscale cb\nset cblabel 'value (scale: min..max of this map)'");
+    fprintf(f, " offset %d,0\n", off);
+}
+
+/* The values of a map written on its cells: the plot clause that follows
+ * the data file's name. Dark text on the light (upper) half of the colour
+ * range, white below; x holds the n values the colours are scaled over. */
 static void gp_cell_numbers(FILE *f, const float *x, long n, ShowScale sc) {
     double lo = INFINITY, hi = -INFINITY;
     for (long i = 0; i < n; i++)
         if (isfinite(x[i])) { lo = fmin(lo, x[i]); hi = fmax(hi, x[i]); }
     double mid = sc == SHOW_SCALE_PROB ? 0.5 : lo <= hi ? 0.5 * (lo + hi) : 0;
     fprintf(f, " matrix using 1:2:(sprintf('%%.2f', $3)):($3 > %.9g ? 0 : 0xffffff) "
-               "with labels textcolor rgb variable notitle", mid);
+               "with labels font 'Sans,9' textcolor rgb variable notitle", mid);
 }
 
 /* The '#' header and the matrix of one map, as gnuplot reads it. */
@@ -226,10 +404,6 @@ static void dat_matrix(FILE *f, const char *title, const float *x, int rows, int
         fputc('\n', f);
     }
 }
-
-/* Pixels for a heatmap of rows x cols cells: about 30 px a cell, between
- * 480 and 1200 wide, 400 and 1000 tall. */
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 int plot_heatmap(const char *dir, const char *name, const char *title,
                   const float *x, int rows, int cols,
@@ -256,22 +430,18 @@ int plot_heatmap(const char *dir, const char *name, const char *title,
 
     f = open_in(&fw, dir, name, "gp");
     if (!f) return -1;
-    /* square cells when the map is roughly square; a long thin map (128
-     * positions x 32 dimensions) fills the canvas instead of a sliver */
-    int w = clampi(260 + 30 * cols, 480, 1200), h = clampi(180 + 30 * rows, 400, 1000);
-    int square = rows <= 2 * cols && cols <= 2 * rows;
-    if (square) w = h = clampi(200 + 30 * (cols > rows ? cols : rows), 480, 1000), w += 160;
-    gp_preamble(f, name, title, w, h);
+    HeatLayout L = heat_layout(0, 1, rows, cols, x, row_labels, col_labels, xlabel, ylabel, title);
+    gp_preamble(f, name, title, L.W, L.H);
     gp_axis_labels(f, xlabel, ylabel);
-    fprintf(f, "%s", square ? "set size ratio -1\n" : "");
-    double pw = square ? h - 160 : w - 260, ph = h - 160;
-    gp_heat_axes(f, rows, cols, row_labels, col_labels, pw, ph, sc);
+    gp_heat_axes(f, &L, rows, cols, row_labels, col_labels, sc, 1, x, (long)rows * cols);
+    gp_panel_margins(f, &L, 0, rows, cols);
+    gp_colorbox(f, &L, rows);
+    gp_bpe_note(f, &L);
     fprintf(f, "plot ");
     snprintf(path, sizeof path, "%s.dat", name);
     gp_string(f, path);
     fprintf(f, " matrix using 1:2:3 with image notitle");
-    /* small maps carry their numbers, as in the terminal */
-    if (rows <= 10 && cols <= 10) {
+    if (L.numbers) {   /* values where they fit, as in the terminal */
         fprintf(f, ", \\\n     ''");
         gp_cell_numbers(f, x, (long)rows * cols, sc);
     }
@@ -310,27 +480,30 @@ int plot_heads_grid(const char *dir, const char *name, const char *title,
 
     f = open_in(&fw, dir, name, "gp");
     if (!f) return -1;
-    int gc = 1;
-    while (gc * gc < heads) gc++;
-    int gr = (heads + gc - 1) / gc;
-    int pw = clampi(120 + 24 * cols, 320, 560), ph = clampi(120 + 24 * rows, 300, 560);
-    gp_preamble(f, name, "", gc * pw, gr * ph + 40);
-    fprintf(f, "unset title\nset size ratio -1\n");
-    gp_heat_axes(f, rows, cols, row_labels, col_labels, pw - 140, ph - 130, sc);
+    HeatLayout L = heat_layout(1, heads, rows, cols, w, row_labels, col_labels, xlabel, ylabel, title);
+    gp_preamble(f, name, "", L.W, L.H);
+    fprintf(f, "unset title\n");
+    gp_heat_axes(f, &L, rows, cols, row_labels, col_labels, sc, heads, w, per * heads);
     gp_axis_labels(f, xlabel, ylabel);
-    fprintf(f, "set multiplot layout %d,%d title ", gr, gc);
+    /* the layout's rows and columns; each panel's margins then place it */
+    fprintf(f, "set multiplot layout %d,%d title ", L.gr, L.gc);
     gp_string(f, title);
-    fprintf(f, "\n");
+    fprintf(f, "\nunset colorbox\n");
     snprintf(path, sizeof path, "%s.dat", name);
     for (int hh = 0; hh < heads; hh++) {
+        gp_panel_margins(f, &L, hh, rows, cols);
+        if (hh == heads - 1) {   /* drawn once, with the last panel */
+            gp_colorbox(f, &L, rows);
+            gp_bpe_note(f, &L);
+        }
         fprintf(f, "set title 'head %d of %d'\nplot ", hh + 1, heads);
         gp_string(f, path);
         fprintf(f, " index %d matrix using 1:2:3 with image notitle", hh);
-        if (rows <= 8 && cols <= 8) {
+        if (L.numbers) {
             fprintf(f, ", \\\n     ");
             gp_string(f, path);
             fprintf(f, " index %d", hh);   /* this head's block only ('' would read every block) */
-            gp_cell_numbers(f, w + per * hh, per, sc);
+            gp_cell_numbers(f, w, per * heads, sc);
         }
         fprintf(f, "\n");
     }
@@ -339,6 +512,40 @@ int plot_heads_grid(const char *dir, const char *name, const char *title,
 
     say_written(dir, name, plot_render(dir, name));
     return 0;
+}
+
+/* ---- line plots ----------------------------------------------------------------- */
+
+/* Dash types (1 solid, 2 dashed, 3 dotted, 4 dash-dot, 5 dash-dot-dot, ...)
+ * and point types (7 filled circle, 4 open square, 9 filled triangle, 6
+ * open circle, 13 filled diamond, ...) of series 0, 1, 2, ...; earlier
+ * series get larger markers, so one under another still peeks out. */
+enum { NSTYLE = 6 };
+static const int LINE_DT[NSTYLE] = {1, 2, 3, 4, 5, 6};
+static const int LINE_PT[NSTYLE] = {7, 4, 9, 6, 13, 8};
+/* gnuplot's own colours, its light blue and pale yellow darkened: every line shows on white */
+static const char *const LINE_LC[NSTYLE] = {"#9400d3", "#009e73", "#0072b2", "#e69f00", "#b8860b", "#cc79a7"};
+
+/* "set yrange [lo:hi]" a little past the data: a series lying at the
+ * smallest or largest value (1 on a log axis, 0 on a linear one) is drawn
+ * inside the frame, not on it. Log axes pad by a factor of 1.5, linear ones
+ * by 6% of the span. Nothing finite (or nothing positive on a log axis):
+ * gnuplot's own autoscale. */
+static void gp_value_range(FILE *f, const float *const *series, int nseries, int n, int logy) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int s = 0; s < nseries; s++)
+        for (int i = 0; i < n; i++) {
+            double v = series[s][i];
+            if (!isfinite(v) || (logy && v <= 0)) continue;
+            lo = fmin(lo, v), hi = fmax(hi, v);
+        }
+    if (!(lo <= hi)) return;
+    if (logy) lo /= 1.5, hi *= 1.5;
+    else {
+        double pad = hi > lo ? 0.06 * (hi - lo) : fmax(0.1 * fabs(hi), 0.5);
+        lo -= pad, hi += pad;
+    }
+    fprintf(f, "set yrange [%.6g:%.6g]\n", lo, hi);
 }
 
 int plot_lines(const char *dir, const char *name, const char *title,
@@ -383,7 +590,8 @@ int plot_lines_marked(const char *dir, const char *name, const char *title,
     if (!f) return -1;
     gp_preamble(f, name, title, 800, 560);
     gp_axis_labels(f, xlabel, ylabel);
-    fprintf(f, "set key below\nset grid\n");  /* a legend never covers the data */
+    fprintf(f, "set key below height 1.5\nset grid\n");  /* a legend never covers the data nor the x label */
+    gp_value_range(f, series, nseries, n, logy);
     /* base 2 when x spans a few octaves (d_k = 1, 2, 4, ...), else base 10 */
     if (logx) {
         double x0 = n > 0 ? x[0] : 1, x1 = n > 0 ? x[n - 1] : 1;
@@ -391,19 +599,28 @@ int plot_lines_marked(const char *dir, const char *name, const char *title,
         fprintf(f, "set logscale x %d\n", base2 ? 2 : 10);
     }
     if (logy) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
-    /* a dashed vertical line at xmark, labelled at the top */
+    /* a dashed vertical line at xmark, labelled just above the plot; the
+     * title moves up a line and the top margin holds both */
     if (isfinite(xmark)) {
         fprintf(f, "set arrow from %.9g, graph 0 to %.9g, graph 1 nohead dashtype 2 lw 2 lc rgb '#444444'\n",
                 xmark, xmark);
         fprintf(f, "set label ");
         gp_string(f, mark_label ? mark_label : "");
-        fprintf(f, " at %.9g, graph 1.02 center\n", xmark);
+        fprintf(f, " at %.9g, graph 1 center offset 0,0.8\n", xmark);
+        fprintf(f, "set title ");
+        gp_string(f, title);
+        fprintf(f, " offset 0,1\nset tmargin 4\n");
     }
     fprintf(f, "plot ");
     for (int s = 0; s < nseries; s++) {
         if (s) fprintf(f, ", \\\n     ''");
         else { snprintf(path, sizeof path, "%s.dat", name); gp_string(f, path); }
-        fprintf(f, " using 1:%d with linespoints lw 2 pt 7 ps 0.7 title ", s + 2);
+        /* each series its own dash and marker: one drawn over another
+         * (chapter 10's n and n - 1) still shows, and the key tells them
+         * apart without colour; markers every pi-th point on long series */
+        fprintf(f, " using 1:%d with linespoints lw 2 lc rgb '%s' dt %d pt %d ps %.2f pi %d title ", s + 2,
+                LINE_LC[s % NSTYLE], LINE_DT[s % NSTYLE], LINE_PT[s % NSTYLE], s < NSTYLE ? 1.3 - 0.15 * s : 0.7,
+                n > 24 ? n / 12 : 1);
         gp_string(f, show_label(series_names, s, lb, sizeof lb));
     }
     if (nseries == 0) fprintf(f, "'%s.dat' using 1:1 notitle", name);

@@ -6,6 +6,15 @@
  * fixed 0..1 colour range, anything else min..max, the colour bar says
  * which. Without gnuplot it prints one hint line once and carries on;
  * `make plots` renders every script later.
+ *
+ * Heatmaps are laid out in pixels from the map itself: cells large enough
+ * that every key and query gets its label (turned upright when it is wider
+ * than its cell), a value written in a cell only where "0.56" fits, one
+ * colour bar with room for its label. Labels are drawn as a reader writes
+ * them: BPE's end-of-word "</w>" dropped, a piece that continues its word
+ * marked with a trailing '·' ("laugh·" "s"); the .dat keeps them as given.
+ * Line plots give each series its own colour, dash and marker, and keep
+ * the data off the frame.
  */
 #ifndef PLOT_H
 #define PLOT_H
@@ -39,9 +48,11 @@ int plot_lines_marked(const char *dir, const char *name, const char *title,
                        const char *const *series_names, int nseries, int logx, int logy,
                        double xmark, const char *mark_label);
 
-/* Every head of one layer in one PNG, a grid of panels (gnuplot multiplot):
+/* Every head of one layer in one PNG, a grid of panels (gnuplot multiplot;
+ * 2 columns for 4 heads, 4 for 8; the canvas grows with heads and tokens):
  * w is [heads, rows, cols]; name is e.g. "heads_layer1". Weights get the
- * fixed 0..1 colour range, shared by every panel, so heads compare. */
+ * fixed 0..1 colour range, anything else the min..max of all heads; one
+ * colour bar serves every panel, so heads compare. */
 int plot_heads_grid(const char *dir, const char *name, const char *title,
                      const float *w, int heads, int rows, int cols,
                      const char *const *row_labels, const char *const *col_labels,
