@@ -323,19 +323,20 @@ demo: all
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
 
-$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) \
-             $(STAMP)_c.txt $(STAMP)_mpi.txt
+# bench/figures.c: the bench's printed ratios, tested by check_bench.c (no timing)
+$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c bench/figures.h \
+             $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) $(STAMP)_c.txt $(STAMP)_mpi.txt
 	$(SAY) LINK $@
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
-	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
+	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
 # for the width and height checks); under SANITIZE=1 and valgrind it leaves
 # out the ones that train for a while (minutes under ASan; the plain `make
 # test` runs them, and `make smoke` runs them short under the sanitizers).
-# 12_variations trains 18 models at its defaults: check_docs.c runs it at its
-# defaults on the recorded results of such a run (nothing trains), and
-# check_variations.c trains it on a tiny budget and counts a row's lines
+# 12_variations trains 6 models at its defaults (2-3 minutes): check_docs.c
+# runs it, and its `--all`, on the recorded results of such runs (nothing
+# trains), and check_variations.c trains it on a tiny budget
 SLOW_CHAPTERS = 08_training 09_decoding 11_translation 12_variations 13_data_parallel
 ifeq ($(SANITIZE),1)
 DOCS_SKIP ?= $(SLOW_CHAPTERS)
