@@ -769,6 +769,53 @@ START_TEST(test_chapter_bad_flags) {
 }
 END_TEST
 
+/* Issue 35 item 5: chapter 09 took about 5 s at its defaults, a third of
+ * it timing outputs of 256 tokens uncached in section 5. The default is now
+ * 128 (--cost-len 256 and up by flag), and the totals table has a row per
+ * doubling of the output length, so a shorter default still shows the
+ * uncached total growing as the square: rows 16, 32, 64 for --cost-len 64.
+ * A checkpoint that is cut short or not chapter 08's is refused with a
+ * message naming --load and the file. */
+START_TEST(test_chapter_defaults_and_load) {
+    char bin[1024], *text, *err;
+    if (!chapter_binary(bin, sizeof bin, "check_decode", "09_decoding")) return;
+    const char *build = getenv("BUILD_DIR");
+    ck_assert_int_eq(sh_captured(&text, NULL, "'%s' --help", bin), 0);
+    const char *line = strstr(text, "--cost-len N");
+    ck_assert_msg(line && strstr(line, "[128]") && strstr(line, "[128]") < strchr(line, '\n'),
+                  "--cost-len's default is not 128:\n%s", text);
+    free(text);
+    ck_assert_int_eq(sh_captured(&text, NULL, "'%s' --train-steps 5 --search 64 --cost-len 64 --no-color --section 5 "
+                                 "--out '%s/cd09'", bin, build), 0);
+    for (int n = 16; n <= 64; n *= 2) {
+        char row[32];
+        snprintf(row, sizeof row, "\n  %13d | ", n);
+        ck_assert_msg(strstr(text, row), "no totals row for %d tokens:\n%s", n, text);
+    }
+    free(text);
+    /* a checkpoint cut short, and one of another model (vocabulary 12) */
+    char ck[1100], cut[1100];
+    snprintf(ck, sizeof ck, "%s/check_decode_load_%d.ckpt", build, (int)getpid());
+    snprintf(cut, sizeof cut, "%s/check_decode_cut_%d.ckpt", build, (int)getpid());
+    Model m;
+    char e[256];
+    Config c = test_config(1, 8, 8, 2, 4, 4, 12, 16, 0.1f);
+    ck_assert_int_eq(model_build(&m, &c, 1, 4, 4, 1, e, sizeof e), 0);
+    ck_assert_int_eq(model_save(&m, ck, NULL, e, sizeof e), 0);
+    model_free(&m);
+    ck_assert_int_eq(sh("head -c 100 '%s' > '%s'", ck, cut), 0);
+    const char *files[2] = {cut, ck}, *why[2] = {"truncated", "not chapter 08's copy model"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(sh_captured(&text, &err, "'%s' --load '%s' --out '%s/cd09'", bin, files[i], build), 2);
+        ck_assert_msg(strstr(err, "--load") && strstr(err, files[i]) && strstr(err, why[i]),
+                      "--load %s: message lacks '--load', the file or '%s':\n%s", files[i], why[i], err);
+        ck_assert_msg(*text == '\0', "--load %s printed before refusing:\n%s", files[i], text);
+        free(text), free(err);
+    }
+    unlink(ck), unlink(cut);
+}
+END_TEST
+
 Suite *decode_suite(void) {
     Suite *s = suite_create("decode");
     TCase *core = tcase_create("Core");
@@ -804,6 +851,7 @@ Suite *decode_suite(void) {
     suite_add_tcase(s, lim);
     TCase *prog = tcase_create("Program");     /* runs build/09_decoding: slow under sanitizers */
     tcase_add_test(prog, test_chapter_bad_flags);
+    tcase_add_test(prog, test_chapter_defaults_and_load);
     tcase_set_timeout(prog, 60);
     suite_add_tcase(s, prog);
     return s;

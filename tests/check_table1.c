@@ -7,7 +7,8 @@
  *   Flops     the counters against closed forms written out by hand
  *   Exponents the log-log exponents of the counted FLOPs, at chapter 10's
  *             default sweeps, within 0.25 of Table 1's (and the values its
- *             README quotes)
+ *             README quotes); the chapter's defaults are those sweeps; its
+ *             time-vs-FLOPs sentence agrees with its own numbers
  *   Paths     maximum path length for n = 16 against hand-derived values;
  *             larger n against the closed forms
  *   Connect   the probed connectivity (perturb an input, watch the outputs)
@@ -222,16 +223,18 @@ START_TEST(test_flops_restricted) {
 END_TEST
 
 /* ---- Exponents -------------------------------------------------------------------
- * Chapter 10's default sweeps: n = 8, 12, 16, ..., 1024 at d = 64 and
- * d = 16, 24, ..., 512 at n = 64, h = 8, k = 3, r = 4; the fit is over
- * t1_fit_from's range, as the chapter does it. */
+ * Chapter 10's default sweeps: n = 8, 12, 16, ..., 512 at d = 64 and
+ * d = 16, 24, ..., 512 at n = 64, h = 8, k = 3, r = 4 (test_defaults_are_these
+ * holds the chapter to them); the fit is over t1_fit_from's range, as the
+ * chapter does it. sweep_n goes on to 1024, where --n-max 1024 takes it. */
 
 static const double sweep_n[] = {8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
 static const double sweep_d[] = {16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+enum { N_DEFAULT = 13, N_TO_1024 = 15 };   /* points of sweep_n: to 512 (the default), to 1024 */
 
-static double flop_exponent(T1Kind kind, int over_n, int *from_out) {
+static double flop_exponent_m(T1Kind kind, int over_n, int m_n, int *from_out) {
     const double *x = over_n ? sweep_n : sweep_d;
-    int m = over_n ? 15 : 11;
+    int m = over_n ? m_n : 11;
     double fl[16], share[16];
     for (int p = 0; p < m; p++) {
         int n = over_n ? (int)x[p] : 64, d = over_n ? 64 : (int)x[p];
@@ -243,6 +246,10 @@ static double flop_exponent(T1Kind kind, int over_n, int *from_out) {
     if (from_out) *from_out = from;
     ck_assert_msg(m - from >= 2, "Table 1's term does not dominate at the end of the sweep");
     return t1_loglog_slope(x, fl, from, m);
+}
+
+static double flop_exponent(T1Kind kind, int over_n, int *from_out) {
+    return flop_exponent_m(kind, over_n, N_DEFAULT, from_out);
 }
 
 START_TEST(test_exponents_within_table1) {
@@ -258,8 +265,11 @@ START_TEST(test_exponents_within_table1) {
     ck_assert_msg(fabs(rn - 1) <= 0.25, "recurrent in n: %.3f", rn);
     ck_assert_msg(fabs(rd - 2) <= 0.25, "recurrent in d: %.3f", rd);
     ck_assert_msg(fabs(cd - 2) <= 0.25, "convolution in d: %.3f", cd);
-    /* the values chapter 10's README quotes from its default run */
-    ck_assert_msg(fabs(sa - 1.85) < 0.005, "self-attention in n: %.3f, README says 1.85", sa);
+    /* the values chapter 10's README quotes from its default run, and from --n-max 1024 */
+    ck_assert_msg(fabs(sa - 1.80) < 0.005, "self-attention in n: %.3f, README says 1.80", sa);
+    double sa1024 = flop_exponent_m(T1_SELF_ATTENTION, 1, N_TO_1024, &from);
+    ck_assert_int_eq((int)sweep_n[from], 384);
+    ck_assert_msg(fabs(sa1024 - 1.85) < 0.005, "self-attention in n to 1024: %.3f, README says 1.85", sa1024);
     ck_assert_msg(fabs(rn - 1.00) < 0.005, "recurrent in n: %.3f, README says 1.00", rn);
     ck_assert_msg(fabs(rd - 2.00) < 0.005, "recurrent in d: %.3f, README says 2.00", rd);
     ck_assert_msg(fabs(cd - 2.00) < 0.005, "convolution in d: %.3f, README says 2.00", cd);
@@ -293,6 +303,69 @@ START_TEST(test_flop_crossover) {
     ck_assert_int_eq(always, 1);
     /* never crossing: -1 */
     ck_assert_double_eq(t1_crossover(sweep_n, fr, fa, 9, &always), -1);
+    /* --full's n sweep is at d = 512: n = (4 d^2 + 2d - h) / (4d + 6h) = 500.8, which the
+     * README gives as the chapter prints it (n = 501, n/d = 0.98); its points up to 512 */
+    double ga[N_DEFAULT], gr[N_DEFAULT];
+    for (int p = 0; p < N_DEFAULT; p++) {
+        int n = (int)sweep_n[p];
+        Flops a = run(T1_SELF_ATTENTION, n, 512, 8, 3, 4, 1), r = run(T1_RECURRENT, n, 512, 8, 3, 4, 1);
+        ga[p] = (double)a.table;
+        gr[p] = (double)(r.table + r.other);
+    }
+    cx = t1_crossover(sweep_n, ga, gr, N_DEFAULT, &always);
+    ck_assert_int_eq(always, 0);
+    ck_assert_int_eq((int)lround(cx), 501);
+    ck_assert_msg(fabs(cx / 512 - 0.98) < 0.005, "n/d = %.4f", cx / 512);
+}
+END_TEST
+
+/* Issue 35 item 5: chapter 10 took about 5 s at its defaults; they are now
+ * the sweeps above (n to 512) and 3 timed runs a point. Its --help lists
+ * each default: they must be the sweeps this file computes the README's
+ * exponents from. */
+START_TEST(test_defaults_are_these) {
+    char bin[1024], *help;
+    if (!chapter_binary(bin, sizeof bin, "check_table1", "10_why_self_attention")) return;
+    ck_assert_int_eq(sh_captured(&help, NULL, "'%s' --help", bin), 0);
+    static const char *const want[][2] = {{"--d N", "[64]"}, {"--n-max N", "[512]"}, {"--n N", "[64]"},
+                                          {"--d-max N", "[512]"}, {"--heads N", "[8]"}, {"--k N", "[3]"},
+                                          {"--r N", "[4]"}, {"--repeats N", "[3]"}, {"--path-max N", "[1024]"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char flag[32];
+        snprintf(flag, sizeof flag, "\n  %s ", want[i][0]);
+        const char *line = strstr(help, flag), *end = line ? strchr(line + 1, '\n') : NULL;
+        ck_assert_msg(line && end, "--help lacks %s:\n%s", want[i][0], help);
+        const char *def = strstr(line, want[i][1]);
+        ck_assert_msg(def && def < end, "%s: default is not %s:\n%.*s", want[i][0], want[i][1], (int)(end - line), line);
+    }
+    free(help);
+}
+END_TEST
+
+/* Section 3's sentence on self-attention's time against its FLOPs says what
+ * its own two exponents say: "fell" when time grew faster than the FLOPs,
+ * "rose" when slower. A short run (make smoke's flags). */
+START_TEST(test_time_vs_flops_sentence) {
+    char bin[1024], dir[256], *out;
+    if (!chapter_binary(bin, sizeof bin, "check_table1", "10_why_self_attention")) return;
+    fresh_dir(dir, sizeof dir, "check_table1");
+    ck_assert_int_eq(sh_captured(&out, NULL, "'%s' --n-max 128 --d-max 64 --path-max 64 --repeats 1 --no-color "
+                                 "--out '%s' --section 3", bin, dir), 0);
+    const char *p = strstr(out, "Self-attention over n = ");
+    ck_assert_msg(p != NULL, "no time-vs-FLOPs sentence:\n%s", out);
+    int a, b;
+    double t, f, ra, rb;
+    char clock[16], verdict[32];
+    ck_assert_msg(sscanf(p, "Self-attention over n = %d..%d: %15s time grew as n^%lf, its FLOPs as n^%lf,\n"
+                         "  so its FLOP rate %31[a-z]: %lf GFLOP/s at n = %*d, %lf", &a, &b, clock, &t, &f,
+                         verdict, &ra, &rb) == 8, "sentence not as expected:\n%s", p);
+    ck_assert_str_eq(clock, "CPU");
+    ck_assert_int_eq(b, 128);
+    if (t > f + 0.005) ck_assert_str_eq(verdict, "fell");
+    else if (t < f - 0.005) ck_assert_str_eq(verdict, "rose");
+    ck_assert_msg(ra > 0 && rb > 0, "rates %g, %g", ra, rb);
+    free(out);
+    remove_dir(dir);
 }
 END_TEST
 
@@ -447,7 +520,8 @@ Suite *table1_suite(void) {
                test_restricted_is_band_masked_attention, test_plain_layers_against_double);
     suite_case(s, "Flops", test_flops_self_attention, test_flops_recurrent, test_flops_convolution,
                test_flops_separable, test_flops_restricted);
-    tcase_set_timeout(suite_case(s, "Exponents", test_exponents_within_table1, test_flop_crossover),
+    tcase_set_timeout(suite_case(s, "Exponents", test_exponents_within_table1, test_flop_crossover,
+                                 test_defaults_are_these, test_time_vs_flops_sentence),
                       120);
     tcase_set_timeout(suite_case(s, "Paths", test_paths_n16_by_hand, test_paths_large_n), 60);
     suite_case(s, "Connect", test_probe_matches_taps, test_sequential_ops);

@@ -17,7 +17,7 @@
  *   6. the cache's memory, here and for the paper's base model;
  *   7. the cross-attention of the decoded output as a heatmap.
  *
- *   build/09_decoding                                   trains a small copy model (~3 s) first
+ *   build/09_decoding                                   trains a small copy model (~1 s) first
  *   build/08_training && build/09_decoding --load out/08_training/copy.ckpt
  *   build/09_decoding --beam 8 --alpha 1.0 --end 5
  *   build/09_decoding --device cuda                      the decoder on the GPU (CPU if none)
@@ -84,7 +84,7 @@ static void run_or_die(int rc, const char *err) {
     if (rc) cli_fail(PROG, "%s", err);
 }
 
-/* ---- setup: load chapter 08's checkpoint, or train for a few seconds -------- */
+/* ---- setup: load chapter 08's checkpoint, or train for about a second ------ */
 static void setup_model(Ch *c, const char *load, int steps) {
     char err[512];
     int cap = NS > MAXK ? NS : MAXK;
@@ -469,7 +469,7 @@ static void section_cost(Ch *c) {
                decode_flops_cached(&k, t, T) / 1e6, decode_flops_uncached(&k, t, T) / 1e6);
     }
     printf("  output length | total ms cached | total ms uncached | ratio\n");
-    for (int n = 16; n <= L; n *= 4) {
+    for (int n = 16; n <= L; n *= 2) {
         double s[2] = {0, 0};
         for (int t = 0; t < n; t++) s[0] += ms[0][t], s[1] += ms[1][t];
         printf("  %13d | %15.2f | %17.2f | %5.1fx\n", n, s[1], s[0], s[0] / s[1]);
@@ -523,7 +523,7 @@ static void section_attention(const Ch *c, const float *heat, const int *ys, int
 }
 
 int main(int argc, char **argv) {
-    Ch c = {.beam = 4, .alpha = 0.6f, .offset = -1, .end_id = 2, .n_search = 512, .cost_len = 256,
+    Ch c = {.beam = 4, .alpha = 0.6f, .offset = -1, .end_id = 2, .n_search = 512, .cost_len = 128,
             .seed = 42, .out = "out/09_decoding"};
     const char *load = NULL, *device = "cpu";
     int steps = 120;

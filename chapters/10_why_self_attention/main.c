@@ -26,7 +26,9 @@
  *   9. Table 1 rebuilt with the measured figures beside the paper's.
  *
  * Run:  build/10_why_self_attention [--full] [--d N] [--n-max N] [--heads N] [--k K] [--r R]
- *       (--full: n = 8..4096 at d = 512 and d = 64..2048 at n = 64, about a minute or more)
+ *       (default: n = 8..512 at d = 64 and d = 16..512 at n = 64, 3 timed runs a point, a
+ *       second or two; --full: n = 8..4096 at d = 512 and d = 64..2048 at n = 64, about a
+ *       minute or more)
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +51,7 @@
 #define MAXP 48            /* points per sweep */
 #define SHARE 0.75         /* fit where Table 1's term is >= 75% of the FLOPs */
 #define TOL 0.25           /* how close an exponent must be to Table 1's */
+#define MIN_POINT_S 3e-3   /* a point's repeats take at least this long (s) */
 #define NK T1_KINDS
 
 typedef struct {
@@ -269,9 +272,9 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
                 s->acts_floats[p] = (double)mha_acts_size(1, n, n, c->h, d / c->h, d / c->h);
             if (kd == T1_RESTRICTED)         /* one query's window of weights at a time */
                 s->window_floats[p] = (double)(L.n_work - 8 * (size_t)L.n_max * L.d);
-            /* median of repeats; tiny runs are repeated more (to ~5 ms, at most 51) */
+            /* median of repeats; tiny runs are repeated more (to ~MIN_POINT_S, at most 51) */
             int reps = c->repeats;
-            if (first * reps < 5e-3) reps = (int)fmin(51, ceil(5e-3 / fmax(first, 1e-7)));
+            if (first * reps < MIN_POINT_S) reps = (int)fmin(51, ceil(MIN_POINT_S / fmax(first, 1e-7)));
             double t[64], tw[64];
             for (int r = 0; r < reps; r++) {
                 double w0 = clock_s(CLOCK_MONOTONIC);
@@ -349,6 +352,21 @@ static void print_fits(const Sweep *s, const double *paper, Fit *fits) {
                    100 * s->share[kd][s->m - 1], v, (int)s->x[s->m - 1]);
 }
 
+/* Self-attention's time exponent against its FLOP exponent over the same
+ * points, and what the gap means: the FLOP rate (FLOPs / time) at both ends
+ * of the fit fell (time grew faster than the count) or rose. This run's
+ * numbers; the README explains why the rate falls as n grows. */
+static void say_time_vs_flops(const Sweep *s, const Fit *f) {
+    int a = f->from, b = s->m - 1, kd = T1_SELF_ATTENTION;
+    double ra = 1e-6 * s->flops[kd][a] / s->ms[kd][a], rb = 1e-6 * s->flops[kd][b] / s->ms[kd][b];  /* GFLOP/s */
+    double t = g_wall ? f->wall : f->time, gap = t - f->flops;
+    printf("  Self-attention over n = %d..%d: %s grew as n^%.2f, its FLOPs as n^%.2f,\n"
+           "  %s: %.2f GFLOP/s at n = %d, %.2f at n = %d.\n", (int)s->x[a], (int)s->x[b],
+           g_wall ? "wall-clock time" : "CPU time", t, f->flops,
+           gap > 0.005 ? "so its FLOP rate fell" : gap < -0.005 ? "so its FLOP rate rose" : "at a steady FLOP rate",
+           ra, (int)s->x[a], rb, (int)s->x[b]);
+}
+
 static void section_complexity_n(const Config *c, Rng *rng, Sweep *sn, Fit *fn) {
     show_section("3. Complexity per layer over n: FLOPs counted as the layers run, and time");
     printf("  Every layer counts the FLOPs of each library call it makes (multiply-add = 2).\n"
@@ -363,6 +381,7 @@ static void section_complexity_n(const Config *c, Rng *rng, Sweep *sn, Fit *fn) 
     run_sweep(sn, c, rng, c->d_n);
     print_sweep(sn, "n", c->d_n);
     print_fits(sn, paper_n, fn);
+    say_time_vs_flops(sn, &fn[T1_SELF_ATTENTION]);
 }
 
 static void section_complexity_d(const Config *c, Rng *rng, Sweep *sd, Fit *fd) {
@@ -432,33 +451,15 @@ static double section_crossover(const Config *c, const Sweep *s, double *flop_cr
         for (int p = 0; p < s->m; p++) ser[kd][p] = (float)s->ms[kd][p];
         sp[kd] = ser[kd];
     }
-    char title[160];
+    char title[160], mark[48];
     if (cx > 0)
         snprintf(title, sizeof title, "time vs n at d = %d; self-attention costlier than recurrent "
                  "from n = %.0f (marked)", c->d_n, cx);
     else
         snprintf(title, sizeof title, "time vs n at d = %d (no crossover in this range)", c->d_n);
-    plot_lines(c->out, "time_vs_n", title, "n (sequence length)", time_label(), xs, s->m, sp,
-               short_name, NK, 1, 1);
-    if (cx > 0) {
-        /* re-render with a vertical line at the crossover */
-        char path[4096];
-        snprintf(path, sizeof path, "%s/time_vs_n.gp", c->out);
-        FILE *g = fopen(path, "r");
-        char body[8192];
-        size_t len = g ? fread(body, 1, sizeof body - 1, g) : 0;
-        if (g) fclose(g);
-        body[len] = 0;
-        char *plot = len < sizeof body - 1 ? strstr(body, "\nplot ") : NULL;
-        if (plot && (g = fopen(path, "w"))) {
-            fwrite(body, 1, (size_t)(plot - body) + 1, g);
-            fprintf(g, "set arrow from %.1f, graph 0 to %.1f, graph 1 nohead dt 2 lw 2 lc 'black'\n", cx, cx);
-            fprintf(g, "set label 'crossover n = %.0f' at %.1f, graph 0.95 offset 1,0\n", cx, cx);
-            fprintf(g, "set key bottom right\n");
-            fputs(plot + 1, g);
-            if (fclose(g) == 0) plot_render(c->out, "time_vs_n");
-        }
-    }
+    snprintf(mark, sizeof mark, "crossover n = %.0f", cx);
+    plot_lines_marked(c->out, "time_vs_n", title, "n (sequence length)", time_label(), xs, s->m, sp,
+                      short_name, NK, 1, 1, cx > 0 ? cx : NAN, mark);
     return cx;
 }
 
@@ -612,8 +613,8 @@ static void section_table1(const Config *c, const Fit *fn, const Fit *fd, const 
 }
 
 int main(int argc, char **argv) {
-    Config c = {.d_n = 64, .n_lo = 8, .n_hi = 1024, .n_d = 64, .d_lo = 16, .d_hi = 512, .h = 8, .k = 3,
-                .r = 4, .repeats = 5, .full = 0, .path_max = 1024, .threads = 1, .seed = 42,
+    Config c = {.d_n = 64, .n_lo = 8, .n_hi = 512, .n_d = 64, .d_lo = 16, .d_hi = 512, .h = 8, .k = 3,
+                .r = 4, .repeats = 3, .full = 0, .path_max = 1024, .threads = 1, .seed = 42,
                 .out = "out/10_why_self_attention"};
     CliOption opts[] = {
         {"--full",     CLI_FLAG,   &c.full,     "the complete sweep: n 8..4096 at d 512, d 64..2048 at n 64", 0, 0},

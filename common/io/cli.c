@@ -160,6 +160,7 @@ void cli_parse(int argc, char **argv, const char *prog, const char *about,
 
 _Noreturn void cli_fail(const char *prog, const char *fmt, ...) {
     va_list ap;
+    show_progress_clear();       /* under --section N: the message starts its own line */
     va_start(ap, fmt);
     fio_vfail(2, prog, fmt, ap);
 }

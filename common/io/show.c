@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SCREEN_W 80          /* every line printed here fits in this      */
@@ -153,6 +154,95 @@ static const char *g_prog = "";
 void show_set_pause(int on) { g_pause = on; }
 void show_set_only_section(int n) { g_only = n > 0 ? n : 0; }
 
+/* ---- progress while --section N hides the work ------------------------------ */
+
+/* `08_training --section 8` trains for 20 s before section 8 has anything
+ * to print; with stdout hidden that was a blank screen. While the work of
+ * the hidden sections runs, one line on stderr says what it is waiting for:
+ *
+ *   08_training: computing sections 1-7 before section 8... section 6, step 120/600
+ *
+ * On a terminal it is one line redrawn in place (\r), with the seconds
+ * spent when they fit in 79 columns: at most every 0.1 s once the hidden
+ * work has taken 0.25 s (so a fast chapter shows next to nothing), always
+ * at the end of a loop, and wiped before section N prints. When stderr is
+ * not a terminal (a log, a test) it writes plain lines, only for the loops
+ * that report progress, at each quarter of the loop: a few lines, the same
+ * ones every run (no clock in them). stdout is untouched: what --section N
+ * prints is byte for byte section N of a plain run. */
+static int g_err_tty = -1;          /* stderr is a terminal (-1: not asked yet) */
+static int g_line_len = 0;          /* columns of the line on the terminal now   */
+static double g_hide_t0 = -1;       /* when the hidden work began                */
+static double g_drawn = 0;          /* when the line was last drawn              */
+static long g_span_total = -1;      /* the loop being reported, and the last     */
+static long g_span_quarter = 0;     /* quarter of it written as a plain line     */
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Wipes the progress line off the terminal (spaces over it, cursor back). */
+static void progress_clear(void) {
+    if (g_line_len > 0) {
+        fprintf(stderr, "\r%*s\r", g_line_len, "");
+        fflush(stderr);
+    }
+    g_line_len = 0;
+}
+
+void show_progress_clear(void) { progress_clear(); }
+
+/* "08_training: computing sections 1-7 before section 8" into buf */
+static void progress_what(char *buf, size_t cap) {
+    if (g_cur > g_only)
+        snprintf(buf, cap, "%s: section %d done; finishing section %d, output hidden", g_prog, g_only, g_cur);
+    else if (g_only == 1)
+        snprintf(buf, cap, "%s: setting up before section 1", g_prog);
+    else if (g_only == 2)
+        snprintf(buf, cap, "%s: computing section 1 before section 2", g_prog);
+    else
+        snprintf(buf, cap, "%s: computing sections 1-%d before section %d", g_prog, g_only - 1, g_only);
+}
+
+void show_progress(const char *unit, long done, long total) {
+    if (!g_only || g_saved_out < 0) return;          /* nothing is hidden: the program speaks */
+    if (g_err_tty < 0) g_err_tty = isatty(STDERR_FILENO);
+    double now = mono_s();
+    if (g_hide_t0 < 0) g_hide_t0 = now;
+    int loop = unit && total > 0, last = loop && done >= total;
+    if (!g_err_tty) {                                /* plain lines at each quarter of a loop */
+        if (!loop) return;
+        if (total != g_span_total || done * 4 / total < g_span_quarter) g_span_total = total, g_span_quarter = 0;
+        if (done * 4 / total <= g_span_quarter) return;
+        g_span_quarter = done * 4 / total;
+    } else if (!last && (now - g_hide_t0 < 0.25 || (loop && now - g_drawn < 0.1))) {
+        return;                                      /* the end of a loop is always drawn */
+    }
+    char what[160], where[32] = "", step[64] = "", clock[32] = "", full[320], line[SCREEN_W * 4 + 1];
+    progress_what(what, sizeof what);
+    if (g_cur > 0 && g_cur < g_only) snprintf(where, sizeof where, "... section %d", g_cur);
+    if (loop) snprintf(step, sizeof step, "%s %s %ld/%ld", *where ? "," : "...", unit, done, total);
+    if (g_err_tty) snprintf(clock, sizeof clock, " (%.0f s)", now - g_hide_t0);
+    /* within 79 columns: the clock goes first, then which section it is in */
+    snprintf(full, sizeof full, "%s%s%s%s", what, where, step, clock);
+    if (show_text_width(full) > SCREEN_W - 1) snprintf(full, sizeof full, "%s%s%s", what, where, step);
+    if (show_text_width(full) > SCREEN_W - 1) snprintf(full, sizeof full, "%s%s%s", what, *where ? "..." : "",
+                                                       step + (*where && loop ? 2 : 0));
+    int w = text_fit(line, sizeof line, full, SCREEN_W - 1);
+    if (!g_err_tty) {
+        fprintf(stderr, "%s\n", line);
+    } else {
+        /* the new text over the old, spaces over what is left of it, cursor after the text */
+        fprintf(stderr, "\r%s", line);
+        if (g_line_len > w) fprintf(stderr, "%*s\r%s", g_line_len - w, "", line);
+        g_line_len = w;
+        g_drawn = now;
+    }
+    fflush(stderr);
+}
+
 static void hide_stdout(int hide) {
     if (hide == (g_saved_out >= 0)) return;
     fflush(stdout);
@@ -173,6 +263,7 @@ static void hide_stdout(int hide) {
  * 1..most): stdout back, say so, exit 2 (_exit: lecture_end may be the
  * caller, already inside exit). */
 static void no_such_section(int most) {
+    progress_clear();
     hide_stdout(0);
     fflush(stdout);
     fprintf(stderr, "%s: error: --section %d: this program has sections 1..%d\n", g_prog, g_only, most);
@@ -184,6 +275,7 @@ static void no_such_section(int most) {
  * (status 2), not an empty success. The safety net behind
  * show_lecture_sections, which refuses it before the run. */
 static void lecture_end(void) {
+    progress_clear();
     hide_stdout(0);
     fflush(stdout);
     if (g_only && g_most < g_only) no_such_section(g_most);
@@ -199,6 +291,7 @@ void show_lecture_begin(const char *prog) {
     if (!g_only && !g_pause) return;
     if (!registered && atexit(lecture_end) == 0) registered = 1;
     (void)show_color();         /* decided on the real stdout, before any hiding */
+    if (g_only) g_hide_t0 = mono_s();   /* the hidden work's clock (show_progress) */
     if (g_only) hide_stdout(1); /* the header before section 1 belongs to no section */
 }
 
@@ -236,7 +329,9 @@ void show_section(const char *title) {
         }
         g_cur = num;
         if (num > g_most) g_most = num;
+        if (g_only && num == g_only) progress_clear();   /* the section's own lines start clean */
         if (g_only) hide_stdout(num != g_only);
+        if (g_only && num != g_only) show_progress(NULL, 0, 0);
     }
     text_fit(buf, sizeof buf, title ? title : "", SCREEN_W - 6);
     if (show_color()) printf("\n\033[1m== %s ==\033[0m\n", buf);

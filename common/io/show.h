@@ -37,6 +37,16 @@ void show_lecture_begin(const char *prog);
  * --section N > n at once (exit 2, "has sections 1..n"), before any work,
  * rather than after the whole run. */
 void show_lecture_sections(int n);
+/* Progress of the hidden work under --section N (show.c says how it looks):
+ * a loop that takes seconds calls show_progress("step", step, steps) each
+ * iteration; it writes one line on stderr (redrawn in place on a terminal,
+ * a plain line at each quarter of the loop otherwise) while stdout is
+ * hidden, and does nothing at all otherwise - a plain run and section N's
+ * own stdout are unchanged. unit NULL: no loop, just "still working".
+ * show_progress_clear wipes the line off the terminal (before an error
+ * message; show_section does it before section N prints). */
+void show_progress(const char *unit, long done, long total);
+void show_progress_clear(void);
 /* "  Q [batch=2, seq=5, d_k=8]" plus an optional note after it */
 void show_shape(const Tensor *t, const char *note);
 /* A small matrix of numbers with optional labels (NULL: indices). */
