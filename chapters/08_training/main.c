@@ -17,8 +17,10 @@
  * after training: in the terminal one layer and one head (or their mean),
  * chosen by --attn-layer / --attn-head, with a per-head count of the
  * cross-attention heads that learned to point at the token to copy; every
- * head of every layer as PNGs in --out. Checkpoints (with optimizer state)
- * can be resumed and land on the same weights, bit for bit.
+ * head of every layer as PNGs in --out; then the encoder's attention as the
+ * paper draws its Figures 3-5, lines whose opacity is the weight
+ * (lines_fig{3,4,5}.png, attention_lines.html). Checkpoints (with optimizer
+ * state) can be resumed and land on the same weights, bit for bit.
  *
  * --device cuda picks the CUDA backend once (trainer_to: the model, Adam's
  * m, v and the step's buffers move to the GPU); every call after that is
@@ -56,6 +58,7 @@
 #include "model/backend.h"
 #include "io/checkpoint.h"
 #include "io/grad_dump.h"
+#include "io/lineview.h"
 #include "model/model.h"
 #include "ref/nn.h"
 #include "ref/optim.h"
@@ -494,6 +497,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
         done = i + 1;
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
         if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
+        if (dist_rank() == 0) show_progress("step", (long)tr->step, o->steps);   /* stderr, only under --section N */
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
             /* rank 0 alone writes; every rank learns how it went and all stop together */
             int save_rc = dist_rank() == 0 ? trainer_save(tr, o->ckpt_path, err, sizeof err) : 0;   /* 1: I/O, 2: not finite */
@@ -600,7 +604,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
     };
     cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
               opts, CLI_COUNT(opts));
-    show_lecture_sections(9);   /* its banners: "1." .. "9." */
+    show_lecture_sections(10);   /* its banners: "1." .. "10." */
     if (r->no_reg) r->dropout = 0, r->eps_ls = 0;
     if (!(r->be = backend_select(r->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", r->device);
     if (!r->resume && r->d_model % r->heads)
@@ -683,7 +687,8 @@ static void print_memory(const Model *m) {
            ru.ru_maxrss / 1024.0, m->params.n, 4.0 * m->params.n * sizeof(float) / (1 << 20));
 }
 
-/* sections 7 and 8: decoded examples, accuracy, attention after training */
+/* sections 7, 8 and 9: decoded examples, accuracy, attention after training
+ * (as heatmaps, then as the paper's line views: common/io/lineview.h) */
 static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng) {
     const int T = COPY_LEN;
     int tmp_in[COPY_LEN], tmp_out[COPY_LEN], ex_ys[COPY_LEN];
@@ -707,13 +712,18 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
     show_attention(m, &r->attn, ex_src, ex_ys, T, "after", r->out);
     printf("To copy, decoder position i (fed token i) must output source token i+1, so a head that has\n"
            "learned the task looks at source position i+1. Compare section 5; other views: --attn-head H.\n");
+    show_section("9. After training: attention as lines (Figures 3-5)");
+    char lab[COPY_LEN][8];   /* section 8's encoder attention, drawn as the paper draws it */
+    const char *lp[COPY_LEN];
+    for (int i = 0; i < T; i++) token_label(lab[i], sizeof lab[i], ex_src[i]), lp[i] = lab[i];
+    lineview_encoder(r->out, m, T, lp, "copy task, after training");
 }
 
-/* section 9: the checkpoint (brought to the host by trainer_save), and the
+/* section 10: the checkpoint (brought to the host by trainer_save), and the
  * safetensors export if asked. 0, or 1 (I/O) / 2 (a state that is not finite). */
 static int section_checkpoint(const Run *r, Trainer *tr) {
     char err[512];
-    show_section("9. Checkpoint");
+    show_section("10. Checkpoint");
     int rc = trainer_save(tr, r->ckpt_path, err, sizeof err);
     if (rc) {
         fprintf(stderr, "%s: %s\n", PROG, err);

@@ -13,7 +13,8 @@
  * of the last 5 checkpoints (Sec. 6.1), dev perplexity per subword (Table 3),
  * what the run's memory went to, and the cross-attention alignment of a
  * sentence (for the generated corpus one whose verb moves to the end;
- * Figures 3-5).
+ * Figures 3-5), then its encoder self-attention drawn as the paper draws
+ * Figures 3-5: lines whose opacity is the weight (common/io/lineview.h).
  *
  *   build/11_translation                          generate, BPE, train, evaluate
  *   build/11_translation --corpus ding            the Ding dictionary's ~14,700 sentence pairs
@@ -53,6 +54,7 @@
 #include "model/model.h"
 #include "io/show.h"
 #include "io/plot.h"
+#include "io/lineview.h"
 #include "core/tensor.h"
 #include "model/train.h"
 #include "task/translate.h"
@@ -858,6 +860,7 @@ static void section_train(const Opts *o, const Data *d, const Batches *bs, Run *
             dist_exit(1, "training stopped at step %llu: %s; try a smaller --factor",
                       (unsigned long long)r->tr.step + 1, train_status_str(ts));
         r->tokens += st.n_tokens;
+        if (dist_rank() == 0) show_progress("step", (long)r->tr.step, o->steps);   /* stderr, only under --section N */
         if (o->ckpt_every > 0 && r->tr.step % (uint64_t)o->ckpt_every == 0 && i != todo - 1) {
             snprintf(path, sizeof path, "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)r->tr.step);
             save_with_bpe(r, d, path);
@@ -932,6 +935,7 @@ static void run_system(System *s, const char *name, Model *m, const Data *d, Run
     DecodeOpts paper = decode_opts_paper(BPE_BOS, BPE_EOS);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->hyp = xcalloc((size_t)d->test.n, sizeof(char *));
+    show_progress(NULL, 0, 0);   /* under --section 6: the stderr line's clock moves on */
     double t0 = now_s();
     if (translate_split(m, &d->bpe, &d->etest, &r->test_b, &paper, greedy, s->hyp, err, sizeof err))
         cli_fail(PROG, "%s: %s", greedy ? "greedy decoding" : "beam search", err);
@@ -1421,6 +1425,10 @@ static void show_alignment(Model *m, const Bpe *bpe, const char *en, const Trace
         alignment_in_words(avg, Tt, Ts);
     }
     if (heads) encoder_heads(m, Ts, slp, out, !tr);
+    if (heads) {   /* section 6's sentence, its encoder drawn as the paper draws Figures 3-5 */
+        show_section("7. Attention as lines: Figures 3-5 as the paper draws them");
+        lineview_encoder(out, m, Ts, slp, tr ? "translation, generated corpus" : "translation, a dev sentence");
+    }
     free(avg);
     free(slp);
     free(tlp);
@@ -1576,7 +1584,7 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv, PROG);      /* one rank unless started by mpirun (chapter 13) */
     cli_parse(argc, argv, PROG, "English->German translation end to end (Sec. 5.1, 6.1, Table 2)", opts,
               CLI_COUNT(opts));
-    show_lecture_sections(5);   /* its banners: "1." .. "5." */
+    show_lecture_sections(7);   /* its banners: "1." .. "7." */
     corpus_config(&o);
     if (o.d_model % o.heads) cli_fail(PROG, "--d-model (%d) must be divisible by --heads (%d)", o.d_model, o.heads);
     if (o.ding_phrases && !(o.corpus && !strcmp(o.corpus, "ding"))) cli_fail(PROG, "--ding-phrases needs --corpus ding");
