@@ -10,18 +10,24 @@
  *   (C) N, d_model, d_ff each halved and doubled
  *   (D) P_drop 0 and 0.2, eps_ls 0 and 0.2
  *   (E) learned positional embeddings instead of the sinusoids (Sec. 3.5)
- * The base runs with 3 seeds: a row "differs" from base only when it lies
- * outside the spread of those three.
+ * The base runs with several seeds (2; 3 with --all): a row "differs" from
+ * base only when it lies outside their spread, a direction within twice it
+ * is weak, a row whose dev PPL is over twice the base's has not converged
+ * and is not counted, and a base with dev BLEU under 10 has not learned
+ * enough for any comparison (verdict.h).
  *
- *   build/12_variations                    every row (resumes a stopped run)
- *   build/12_variations --rows A,E         some groups (base, A, B, C, D, E)
+ *   build/12_variations                    the default: the base (2 seeds) and 4 rows,
+ *                                          6 models, 2-3 minutes (resumes a stopped run)
+ *   build/12_variations --all              every row of Table 3, 3 base seeds (18 models)
+ *   build/12_variations --rows A,E         some groups (base, A, B, C, D, E) or rows (h=1, N/2)
  *   build/12_variations --steps 100        a shorter budget (a new results file key)
  *   build/12_variations --corpus ding      real sentences: the Ding dictionary (apt-get
  *                                          install trans-de-en; common/text/corpus.h)
  *
  * Files in --out: results.tsv (one line per finished row, rewritten
  * atomically after each: Ctrl-C loses at most the row in progress), table.md,
- * variations.dat/.gp/.png (BLEU and PPL per row).
+ * variations.dat/.gp/.png (each row's PPL and BLEU minus the base's, beside
+ * the paper's on the same axis, with the base seeds' band).
  *
  * A rewrite of results.tsv loses no line it read. Rows of other settings
  * (another --steps, --seed, ...) are kept as they were, however many. Two
@@ -55,6 +61,8 @@
 #include "io/plot.h"
 #include "model/train.h"
 #include "task/translate.h"
+
+#include "verdict.h"
 
 static const char *PROG = "12_variations";
 
@@ -95,15 +103,17 @@ static const Row ROWS[] = {
 #define MAX_SEEDS 5
 #define MAX_JOBS (N_ROWS + MAX_SEEDS)
 
-/* The paper's direction of a row against its base, PPL and BLEU apart
- * (label smoothing moves them opposite ways, Sec. 5.4): lower PPL / higher
- * BLEU is better; a difference within these bands counts as "same" (the
- * paper gives no spread; h=16's 4.91 vs 4.92 is the same model quality). */
-#define PAPER_SAME_PPL 0.025
-#define PAPER_SAME_BLEU 0.15
+/* The default run: the base with 2 seeds (a spread to judge by) and four
+ * rows whose directions the recorded run shows far outside it at 600 steps,
+ * two as the paper has them on both columns (h=1, N/2), label smoothing's
+ * split (eps_ls=0: better PPL, worse BLEU, as Sec. 5.4 says) and one
+ * against the paper (learned positions); 6 models, 2-3 minutes. --all:
+ * every row, 3 base seeds (18 models, the recorded run). */
+static const char DEFAULT_ROWS[] = "base,h=1,N/2,eps_ls=0,E";
+static const char ALL_ROWS[] = "base,A,B,C,D,E";
 
 typedef struct {
-    int n_train, n_dev, vocab, tokens, max_rows, steps, warmup, seeds, threads;
+    int n_train, n_dev, vocab, tokens, max_rows, steps, warmup, seeds, threads, all;
     int layers, d_model, d_ff, heads;
     float factor, eps_ls, dropout;
     uint64_t seed;
@@ -450,33 +460,39 @@ typedef struct {
     char key[32];
 } Job;
 
+/* Does the name p (len bytes, not 0-terminated) spell word, in any case? */
+static int name_is(const char *p, size_t len, const char *word) {
+    return len == strlen(word) && !strncasecmp(p, word, len);
+}
+
 /* The jobs of --rows, in Table 3's order, into jobs (room for MAX_JOBS);
- * returns how many. A name that is not a group, or an empty one ("," "",
- * "A,,B", "A,"), is a flag error: exit 2 before anything runs. */
+ * returns how many. Each comma-separated name is a group (base, A..E: all
+ * its rows), a row's name (h=1, N/2, eps_ls=0) or its key (A:h=1), in any
+ * case. A name that is none of these, or an empty one ("," "", "A,,B",
+ * "A,"), is a flag error: exit 2 before anything runs. */
 static int jobs_for(const Opts *o, Job *jobs) {
-    static const char *const groups[6] = {"base", "A", "B", "C", "D", "E"};
-    int want[6] = {0}, n = 0;
-    char esc[256];
+    int want[N_ROWS] = {0}, n = 0;
+    char esc[256], key[32];
     for (const char *p = o->rows;; p++) {   /* each name up to the next ',' */
         size_t len = strcspn(p, ",");
-        int g = -1;
-        for (int k = 0; k < 6; k++)
-            if (len == strlen(groups[k]) && !strncasecmp(p, groups[k], len)) g = k;
         if (!len)
             cli_fail(PROG, "--rows '%s': a group name is empty (two commas in a row, or one at an end); use "
                      "base, A, B, C, D, E, one comma between two (e.g. --rows A,E)",
                      fio_escape(esc, sizeof esc, o->rows, (size_t)-1));
-        if (g < 0)
-            cli_fail(PROG, "--rows: '%s' is not a group; use base, A, B, C, D, E (e.g. --rows A,E)",
-                     fio_escape(esc, sizeof esc, p, len));
-        want[g] = 1;
+        int found = 0;
+        for (int i = 0; i < N_ROWS; i++) {
+            snprintf(key, sizeof key, "%s:%s", ROWS[i].group, ROWS[i].label);
+            if (name_is(p, len, ROWS[i].group) || name_is(p, len, ROWS[i].label) || name_is(p, len, key))
+                want[i] = 1, found = 1;
+        }
+        if (!found)
+            cli_fail(PROG, "--rows: '%s' is not a group or a row; use base, A, B, C, D, E or a row's name "
+                     "(h=1, d_k/2, N/2, 2d_model, eps_ls=0, ...; e.g. --rows A,E)", fio_escape(esc, sizeof esc, p, len));
         if (!p[len]) break;
         p += len;
     }
     for (int i = 0; i < N_ROWS; i++) {
-        int g = 0;
-        while (strcmp(ROWS[i].group, groups[g])) g++;
-        if (!want[g]) continue;
+        if (!want[i]) continue;
         for (int s = 0; s < (ROWS[i].edit == E_BASE ? o->seeds : 1); s++, n++) {
             jobs[n] = (Job){&ROWS[i], s, ""};
             if (ROWS[i].edit == E_BASE) snprintf(jobs[n].key, sizeof jobs[n].key, "base#%d", s + 1);
@@ -563,6 +579,8 @@ static void section_rows(const Opts *o, TrTask *t, Results *res, const Job *jobs
     for (int k = 0; k < n; k++) todo += !results_find(res, jobs[k].key);
     printf("%d model%s for --rows %s: %d finished earlier, %d to train\n", n, n == 1 ? "" : "s", o->rows,
            n - todo, todo);
+    if (o->rows == DEFAULT_ROWS)
+        printf("(the default: 4 rows of Table 3 and the base; --all trains every row, 3 base seeds)\n");
     double spent = 0;
     for (int k = 0; k < n; k++) {
         const Result *r = results_find(res, jobs[k].key);
@@ -583,14 +601,6 @@ static void section_rows(const Opts *o, TrTask *t, Results *res, const Job *jobs
 }
 
 /* ---- section 3: the table ---------------------------------------------------------------- */
-/* +1 better, -1 worse, 0 same: d is (row - base), lower is better when
- * lower_better; within band is the same */
-static int direction(double d, double band, int lower_better) {
-    if (fabs(d) <= band) return 0;
-    return (d < 0) == lower_better ? 1 : -1;
-}
-static char dir_ch(int d) { return d > 0 ? '+' : d < 0 ? '-' : '='; }
-
 static void write_or_die(FioWriter *w) {
     char err[512];
     if (fio_commit(w, err, sizeof err)) {
@@ -625,51 +635,120 @@ static void write_both_or_die(FioWriter *a, FioWriter *b) {
     exit(1);
 }
 
-static void write_plot(const char *out) {
-    char path[1100], err[512];
+/* variations.gp: each row's difference from its base, ours beside the
+ * paper's on ONE axis per column (PPL, BLEU), so a step of 0.1 is as long
+ * for both; a bar per row, nothing joins rows (they are categories, not a
+ * series). Behind ours: the base seeds' band (a row inside it is "=") and
+ * twice the band (a direction there is weak); the base seeds' own
+ * differences from their mean are the dots on the base row. Reads
+ * variations.dat: block 0 one line per row, block 1 one per base seed. */
+static void write_plot(const Opts *o, const VBase *b, int n_rows, int short_run) {
+    char path[1100], err[512], what[160];
     FioWriter w;
-    snprintf(path, sizeof path, "%s/variations.gp", out);
+    snprintf(path, sizeof path, "%s/variations.gp", o->out);
     if (fio_create(&w, path, err, sizeof err)) cli_fail(PROG, "%s", err);
-    fprintf(w.f, "set terminal pngcairo size 1100,760 noenhanced\nset output 'variations.png'\nset multiplot layout 2,1\n"
-                 "set style data linespoints\nset xtics rotate by -40\nset grid ytics\nset key outside right\n"
-                 "set ytics nomirror\nset y2tics\n"
-                 "set title 'Table 3 in miniature: dev BLEU per row (ours greedy; paper beam)'\n"
-                 "set ylabel 'BLEU (ours)'\nset y2label 'BLEU (paper)'\n"
-                 "plot 'variations.dat' using 0:3:xtic(1) title 'ours' pt 7, '' using 0:5 axes x1y2 title "
-                 "'paper' pt 5 dt 2\n"
-                 "set title 'dev perplexity per subword (lower is better; ours on a log scale)'\n"
-                 "set logscale y\n"
-                 "set ylabel 'PPL (ours)'\nset y2label 'PPL (paper)'\n"
-                 "plot 'variations.dat' using 0:2:xtic(1) title 'ours' pt 7, '' using 0:4 axes x1y2 title "
-                 "'paper' pt 5 dt 2\nunset multiplot\n");
+    FILE *f = w.f;
+    if (short_run)
+        snprintf(what, sizeof what, "too short to compare: the base's dev BLEU %.2f is under %g", b->bleu,
+                 V_SHORT_BLEU);
+    else if (b->n < 2)
+        snprintf(what, sizeof what, "one base seed: no spread to judge by, every direction is weak");
+    else
+        snprintf(what, sizeof what, "dark band: the %d base seeds' spread (a row inside it is the same as base), "
+                 "light band: twice it (weak)", b->n);
+    int height = 190 + 34 * n_rows;
+    fprintf(f, "# variations.gp - written by 12_variations: each row minus its base, ours beside the paper's\n"
+               "set terminal pngcairo size 1400,%d noenhanced font 'Sans,11'\nset output 'variations.png'\n"
+               "set multiplot layout 1,2 title \"Table 3 in miniature: each row minus its base, ours beside the "
+               "paper's, on one scale\\nblue: ours, %d steps, one seed a row (grey: not converged); orange: the "
+               "paper's, 100K steps; dots: our base seeds\\n%s\" font 'Sans,12'\n",
+               height < 440 ? 440 : height, o->steps, what);
+    /* rows top to bottom; the legend is the title's second line */
+    fprintf(f, "set yrange [%d.5:-0.5]\nset ytics scale 0\nset grid xtics lc rgb '#bbbbbb'\n"
+               "set yzeroaxis lt -1 lw 1.5\nset style fill solid 0.9 noborder\nunset key\n"
+               "set offsets graph 0.14, graph 0.14, 0, 0\nset lmargin 14\nset tmargin 3\n", n_rows - 1);
+    static const char *const col[2][4] = {
+        /* title, x label, ours' column, the paper's column */
+        {"dev PPL, row - base (lower is better)", "ours per subword, the paper per wordpiece", "6", "8"},
+        {"dev BLEU, row - base (higher is better)", "ours greedy, the paper beam search", "7", "9"}};
+    for (int c = 0; c < 2; c++) {
+        double band = c ? b->band_bleu : b->band_ppl;
+        const char *fmt = c ? "%+.2f" : "%+.3f", *ou = col[c][2], *pa = col[c][3];
+        fprintf(f, "unset object\n");
+        if (b->n > 1)
+            fprintf(f, "set object 1 rect from -%.4f, graph 0 to %.4f, graph 1 fc rgb '#ececec' fs solid "
+                       "noborder behind\nset object 2 rect from -%.4f, graph 0 to %.4f, graph 1 fc rgb '#c8c8c8' "
+                       "fs solid noborder behind\n", V_WEAK_X * band, V_WEAK_X * band, band, band);
+        fprintf(f, "set title '%s'\nset xlabel '%s'\n", col[c][0], col[c][1]);
+        /* a bar from 0 to the difference: centre d/2, half-width |d|/2; ours
+         * above the row's line, the paper's below; rows that had not
+         * converged in grey; each bar's value at its end */
+        fprintf(f, "plot 'variations.dat' index 0 using ($%s/2):($0-0.19):(abs($%s)/2):(0.17):($10 > 0 ? 0x1f77b4 : "
+                   "0xaaaaaa):ytic(1) with boxxyerror lc rgb variable, \\\n"
+                   "     '' index 0 using ($%s/2):($0+0.19):(abs($%s)/2):(0.17) with boxxyerror lc rgb '#ff7f0e', "
+                   "\\\n", ou, ou, pa, pa);
+        for (int k = 0; k < 2; k++) {   /* value labels, ours then the paper's (none on the base row) */
+            const char *v = k ? pa : ou, *dy = k ? "+0.19" : "-0.19";
+            fprintf(f, "     '' index 0 using ($0 > 0 && $%s >= 0 ? $%s : 1/0):($0%s):(sprintf('%s', $%s)) with "
+                       "labels left offset 0.4,0 font 'Sans,9' notitle, \\\n"
+                       "     '' index 0 using ($0 > 0 && $%s < 0 ? $%s : 1/0):($0%s):(sprintf('%s', $%s)) with "
+                       "labels right offset -0.4,0 font 'Sans,9' notitle, \\\n", v, v, dy, fmt, v, v, v, dy, fmt, v);
+        }
+        fprintf(f, "     '' index 1 using %d:(0) with points pt 7 ps 0.8 lc rgb 'black'\n",
+                c ? 3 : 2);
+    }
+    fprintf(f, "unset multiplot\n");
     write_or_die(&w);
-    if (plot_render(out, "variations")) printf("  [plot] %s/variations.png (+ .dat, .gp)\n", out);
+    if (plot_render(o->out, "variations")) printf("  [plot] %s/variations.png (+ .dat, .gp)\n", o->out);
 }
 
-static void section_table(const Opts *o, const Results *res) {
+/* "- -? yes": the paper's direction, ours ('?' when weak), whether they
+ * agree; "slow" for a row not converged (shown, not counted) */
+static void dir_cell(char *s, size_t n, VDir v, int converged) {
+    snprintf(s, n, "%c %c%c %s", v_dir_char(v.paper), v_dir_char(v.ours), v.weak ? '?' : ' ',
+             !converged ? "slow" : v.agree ? "yes" : "no");
+}
+
+/* Is key one of this run's jobs? */
+static int job_of(const Job *jobs, int n, const char *key) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(jobs[k].key, key)) return 1;
+    return 0;
+}
+
+/* The table of this run's rows (--rows, --seeds): rows of other runs kept
+ * in the same results file are not in it. */
+static void section_table(const Opts *o, const Results *res, const Job *jobs, int n_jobs) {
     show_section("3. Ours beside the paper's Table 3");
-    double lo_p = 1e30, hi_p = -1e30, lo_b = 1e30, hi_b = -1e30, sum_p = 0, sum_b = 0;
+    double sp[MAX_SEEDS], sb[MAX_SEEDS];
     int nb = 0;
     for (int s = 0; s < MAX_SEEDS; s++) {
         char key[32];
         snprintf(key, sizeof key, "base#%d", s + 1);
-        const Result *r = results_find(res, key);
-        if (!r) continue;
-        nb++, sum_p += r->ppl, sum_b += r->bleu;
-        lo_p = fmin(lo_p, r->ppl), hi_p = fmax(hi_p, r->ppl), lo_b = fmin(lo_b, r->bleu), hi_b = fmax(hi_b, r->bleu);
+        const Result *r = job_of(jobs, n_jobs, key) ? results_find(res, key) : NULL;
+        if (r) sp[nb] = r->ppl, sb[nb] = r->bleu, nb++;
     }
     if (!nb) {
         printf("no base row finished with this budget yet: run --rows base for the comparison\n");
         return;
     }
-    double mp = sum_p / nb, mb = sum_b / nb;
-    /* ours: a row differs only outside the seeds' range around their mean */
-    double bp = nb > 1 ? fmax(mp - lo_p, hi_p - mp) : 0, bb = nb > 1 ? fmax(mb - lo_b, hi_b - mb) : 0;
+    VBase b;
+    vbase_init(&b, sp, sb, nb);
+    int short_run = vbase_too_short(&b);
     printf("base, %d seed%s: dev PPL %.3f (range %.3f..%.3f), dev BLEU %.2f (range %.2f..%.2f)\n", nb,
-           nb == 1 ? "" : "s", mp, lo_p, hi_p, mb, lo_b, hi_b);
-    printf("direction against base: + better, - worse, = same (ours: within the seeds' range,\n"
-           "PPL +-%.3f, BLEU +-%.2f; paper: PPL +-%.3f, BLEU +-%.2f)%s\n", bp, bb, PAPER_SAME_PPL,
-           PAPER_SAME_BLEU, nb < 2 ? "\none base seed: no range, every difference counts" : "");
+           nb == 1 ? "" : "s", b.ppl, b.lo_ppl, b.hi_ppl, b.bleu, b.lo_bleu, b.hi_bleu);
+    if (short_run)
+        printf("too short to compare with the paper: the base's dev BLEU %.2f is under %g, so it has not\n"
+               "learned the task yet, and rows would differ in how fast they start, not where they end;\n"
+               "train longer (more --steps) for a table worth comparing\n", b.bleu, V_SHORT_BLEU);
+    else
+        printf("direction against base: + better, - worse, = same; paper: = within PPL +-%.3f, BLEU +-%.2f\n",
+               V_PAPER_SAME_PPL, V_PAPER_SAME_BLEU);
+    if (!short_run && nb > 1)
+        printf("ours: = within the farthest base seed's distance from the mean (PPL +-%.3f, BLEU +-%.2f),\n"
+               "? = weak, within twice that (each row has one seed)\n", b.band_ppl, b.band_bleu);
+    else if (!short_run)
+        printf("ours: one base seed, so no spread to judge by: every difference is a direction, a weak one (?)\n");
     char path[1100], dat[1100], err[512];
     FioWriter w, dw;
     snprintf(path, sizeof path, "%s/table.md", o->out);
@@ -678,63 +757,90 @@ static void section_table(const Opts *o, const Results *res) {
     if (fio_create(&dw, dat, err, sizeof err)) fio_abort(&w), cli_fail(PROG, "%s", err);
     fprintf(w.f, "| row | PPL | BLEU | params | time | paper row | PPL | BLEU | params (M) | PPL dir. paper / ours "
                  "| BLEU dir. paper / ours |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    fprintf(dw.f, "# row ours_ppl ours_bleu paper_ppl paper_bleu\n");
-    printf("  %-12s %7s %6s %7s %5s | %-14s %4s %4s %3s | %-8s %-8s\n", "ours", "PPL", "BLEU", "params", "time",
-           "paper", "PPL", "BLEU", "M", "PPL p/o", "BLEU p/o");
-    int n_cmp = 0, hold_p = 0, hold_b = 0, n_far = 0;
+    fprintf(dw.f, "# row ours_ppl ours_bleu paper_ppl paper_bleu, then each minus its base: ours_dppl ours_dbleu "
+                  "paper_dppl paper_dbleu, converged (1: dev PPL at most %g x the base's)\n", V_CONVERGED_X);
+    printf("  %-12s %7s %6s %7s %5s | %-14s %4s %4s %3s%s\n", "ours", "PPL", "BLEU", "params", "time", "paper",
+           "PPL", "BLEU", "M", short_run ? "" : " | PPL p/o   BLEU p/o");
+    VTally tally = {0};
     char far[512] = "";
     size_t far_line = 0;   /* where far's current output line starts */
+    int n_plotted = 0;
     for (int i = 0; i < N_ROWS; i++) {
         const Row *rw = &ROWS[i];
-        int base = rw->edit == E_BASE;
+        int base = rw->edit == E_BASE, conv = 1;
         char key[32], pm[16] = "-", lab[40], dp[16] = "", db[16] = "";
         if (base) snprintf(key, sizeof key, "base#1");
         else snprintf(key, sizeof key, "%s:%s", rw->group, rw->label);
-        const Result *r = results_find(res, key);
+        const Result *r = job_of(jobs, n_jobs, key) ? results_find(res, key) : NULL;
         if (!r) continue;
-        double ppl = base ? mp : r->ppl, bleu = base ? mb : r->bleu;
+        double ppl = base ? b.ppl : r->ppl, bleu = base ? b.bleu : r->bleu;
         if (rw->p_params) snprintf(pm, sizeof pm, "%d", rw->p_params);
         snprintf(lab, sizeof lab, "%s%s%s", base ? "" : rw->group, base ? "" : " ", rw->label);
         if (!base) {
-            int pp = direction(rw->p_ppl - ROWS[0].p_ppl, PAPER_SAME_PPL, 1);
-            int pb = direction(rw->p_bleu - ROWS[0].p_bleu, PAPER_SAME_BLEU, 0);
-            int op = direction(ppl - mp, bp, 1), ob = direction(bleu - mb, bb, 0);
-            n_cmp++, hold_p += pp == op, hold_b += pb == ob;
-            if (ppl > 2 * mp) {   /* a row this far off is listed below */
+            VDir vp = v_judge(ppl - b.ppl, b.band_ppl, nb, rw->p_ppl - ROWS[0].p_ppl, V_PAPER_SAME_PPL, 1);
+            VDir vb = v_judge(bleu - b.bleu, b.band_bleu, nb, rw->p_bleu - ROWS[0].p_bleu, V_PAPER_SAME_BLEU, 0);
+            conv = v_converged(ppl, &b);
+            vtally_add(&tally, conv, vp, vb);
+            if (!conv) {   /* a row this far off is named below */
                 size_t l = strlen(far);
                 int wrap = l - far_line + strlen(lab) > 90;   /* keep lines under 100 columns */
-                snprintf(far + l, sizeof far - l, "%s%s%s", n_far ? "," : "", wrap ? "\n  " : n_far ? " " : "", lab);
-                n_far++;
+                snprintf(far + l, sizeof far - l, "%s%s%s", tally.rows - tally.converged > 1 ? "," : "",
+                         wrap ? "\n  " : tally.rows - tally.converged > 1 ? " " : "", lab);
                 if (wrap) far_line = l + 2;
             }
-            snprintf(dp, sizeof dp, "%c %c %s", dir_ch(pp), dir_ch(op), pp == op ? "yes" : "no");
-            snprintf(db, sizeof db, "%c %c %s", dir_ch(pb), dir_ch(ob), pb == ob ? "yes" : "no");
+            dir_cell(dp, sizeof dp, vp, conv), dir_cell(db, sizeof db, vb, conv);
         }
-        printf("  %-12s %7.3f %6.2f %7zu %4.0fs | %-14s %4.2f %4.1f %3s | %-8s %-8s\n", lab, ppl, bleu, r->params,
-               r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm, dp, db);
+        printf("  %-12s %7.3f %6.2f %7zu %4.0fs | %-14s %4.2f %4.1f %3s", lab, ppl, bleu, r->params,
+               r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm);
+        if (!short_run) printf(base ? " |" : " | %-9s %s", dp, db);
+        printf("\n");
         fprintf(w.f, "| %s | %.3f | %.2f | %zu | %.0f s | %s | %.2f | %.1f | %s | %s | %s |\n", lab, ppl, bleu,
-                r->params, r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm, dp, db);
-        fprintf(dw.f, "\"%s\" %.4f %.2f %.2f %.1f\n", lab, ppl, bleu, rw->p_ppl, rw->p_bleu);
+                r->params, r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm,
+                short_run ? "too short" : dp, short_run ? "too short" : db);
+        fprintf(dw.f, "\"%s\" %.4f %.2f %.2f %.1f %.4f %.2f %.3f %.2f %d\n", lab, ppl, bleu, rw->p_ppl, rw->p_bleu,
+                ppl - b.ppl, bleu - b.bleu, rw->p_ppl - ROWS[0].p_ppl, rw->p_bleu - ROWS[0].p_bleu, conv);
+        n_plotted++;
     }
+    fprintf(dw.f, "\n\n# the base seeds, each minus the base mean: dppl dbleu\n");
+    for (int s = 0; s < nb; s++) fprintf(dw.f, "\"seed %d\" %.4f %.2f\n", s + 1, sp[s] - b.ppl, sb[s] - b.bleu);
     write_both_or_die(&w, &dw);
-    printf("(base: mean of %d seed%s; p/o = paper's direction, ours, and whether they agree)\n", nb,
-           nb == 1 ? "" : "s");
-    printf("the paper's direction holds here in %d of %d rows for PPL, %d of %d for BLEU\n", hold_p, n_cmp, hold_b,
-           n_cmp);
-    if (n_far)
-        printf("%d row%s ended with dev PPL over twice the base's %.3f:\n  %s\n(read their loss lines in "
-               "section 2 before reading their direction)\n", n_far, n_far == 1 ? "" : "s", mp, far);
+    printf("(base: mean of %d seed%s%s)\n", nb, nb == 1 ? "" : "s",
+           short_run ? "" : "; p/o = the paper's direction, ours, and whether they agree");
+    if (!short_run) {
+        int left = tally.rows - tally.converged;
+        printf("converged: %d of %d row%s (dev PPL at most twice the base's %.3f)%s\n", tally.converged, tally.rows,
+               tally.rows == 1 ? "" : "s", b.ppl, left ? "; left out of the count:" : "");
+        if (left) printf("  %s (still learning at this budget: see their loss lines in section 2)\n", far);
+        printf("the paper's direction holds in %d of %d converged rows for PPL, %d of %d for BLEU;\n",
+               tally.hold_ppl, tally.converged, tally.hold_bleu, tally.converged);
+        if (nb > 1)
+            printf("of these, %d (PPL) and %d (BLEU) differ from base by more than twice the seeds' spread%s\n",
+                   tally.clear_ppl, tally.clear_bleu, tally.clear_ppl + tally.clear_bleu < tally.hold_ppl +
+                   tally.hold_bleu ? ";\nthe others are weak (?) or the same as the base (=)" : "");
+        else
+            printf("with one base seed no difference is strong: there is no spread to measure it against\n"
+                   "(--seeds 2 or more)\n");
+    }
     printf("table: %s\n", path);
-    write_plot(o->out);
+    write_plot(o, &b, n_plotted, short_run);
+}
+
+/* Was flag given on the command line ("--seeds 4" or "--seeds=4")? */
+static int flag_given(int argc, char **argv, const char *flag) {
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], flag, n) && (argv[i][n] == '\0' || argv[i][n] == '=')) return 1;
+    return 0;
 }
 
 int main(int argc, char **argv) {
     Opts o = {.n_train = 6000, .n_dev = 300, .vocab = 800, .tokens = 1000, .max_rows = 96, .steps = 600,
-              .warmup = 200, .seeds = 3, .threads = 1, .layers = 2, .d_model = 64, .d_ff = 256, .heads = 8,
-              .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42, .rows = "base,A,B,C,D,E",
+              .warmup = 200, .seeds = 2, .threads = 1, .layers = 2, .d_model = 64, .d_ff = 256, .heads = 8,
+              .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42, .rows = DEFAULT_ROWS,
               .out = "out/12_variations"};
     CliOption opts[] = {
-        {"--rows", CLI_STRING, &o.rows, "groups of Table 3 to run: base,A,B,C,D,E", 0, 0},
+        {"--rows", CLI_STRING, &o.rows, "groups (base,A..E) or rows (h=1, N/2, ...)", 0, 0},
+        {"--all", CLI_FLAG, &o.all, "every row of Table 3, 3 base seeds unless --seeds (18 models)", 0, 0},
         {"--steps", CLI_INT, &o.steps, "training steps, every row (paper: 100000)", 1, 10000000},
         {"--seeds", CLI_INT, &o.seeds, "seeds of the base row (its spread)", 1, MAX_SEEDS},
         {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 10, 1000000},
@@ -757,6 +863,11 @@ int main(int argc, char **argv) {
     cli_parse(argc, argv, PROG, "Table 3's variations in miniature on chapter 11's translation task", opts,
               CLI_COUNT(opts));
     show_lecture_sections(3);   /* its banners: "1." .. "3." */
+    if (o.all) {
+        if (o.rows != DEFAULT_ROWS) cli_fail(PROG, "--all runs every row; give --all or --rows, not both");
+        o.rows = ALL_ROWS;
+        if (!flag_given(argc, argv, "--seeds")) o.seeds = 3;
+    }
     Job jobs[MAX_JOBS];
     int n_jobs = jobs_for(&o, jobs);   /* a bad --rows stops the run before it starts */
 #ifdef _OPENMP
@@ -772,7 +883,7 @@ int main(int argc, char **argv) {
     jobs_check(&o, &t, jobs, n_jobs);
     results_load(&res);
     section_rows(&o, &t, &res, jobs, n_jobs);
-    section_table(&o, &res);
+    section_table(&o, &res, jobs, n_jobs);
     trtask_free(&t);
     lines_free(&res.other);
     lines_free(&res.unused);
