@@ -33,9 +33,20 @@
  *
  * Unmarked blocks are compared on both. A build with neither (PORTABLE=1,
  * valgrind's) or with OpenBLAS's gemm rounds differently again: it
- * compares no quote, and says so. */
+ * compares no quote, and says so.
+ *
+ * Figures in prose. A number that README prose or a `make demo` recap
+ * (tools/demo_recaps.txt) states about a run is tied to the line of output
+ * it comes from by an entry in FIGURES below: the words around it in the
+ * file, the command, and the words around it in the output, each figure
+ * written {}. The check finds both, takes the figures out of each and
+ * compares them in order: the prose may round (48% for a printed 48.3%),
+ * nothing else. A changed figure in the prose, a run that prints another
+ * one, or prose or output reworded so that an entry no longer finds its
+ * words: each fails the check and names the entry. */
 #include <check.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +273,301 @@ static int check_readme(const char *path, int *blocks, int *other, FILE *report)
 }
 
 
+/* ---- figures in prose, tied to the run that prints them ------------------------ */
+
+/* One figure (or several) that prose states about a run. In both texts runs
+ * of blanks and line breaks count as one space (prose and output wrap where
+ * they like); {} stands for a number (-12, 0.94, 5.59e-02), " ... " for
+ * words left out. The prose's figures are compared with the output's in
+ * order: equal, or the output's rounded to the digits the prose gives. In
+ * the output, {N} pairs a figure with the prose's Nth (where a table puts
+ * columns in another order, or one prose figure stands for two printed
+ * ones: "2.00 for recurrent and for convolution") and {_} is a number left
+ * uncompared. An entry
+ * with no {} checks that the run still prints the words a claim rests on. */
+typedef struct {
+    const char *file;     /* README.md, chapters/NN_name/README.md or tools/demo_recaps.txt */
+    const char *prose;    /* the file's words, as written there, {} for each figure */
+    const char *kernels;  /* NULL: any build; "avx512" or "avx2": a figure that depends on the kernels */
+    const char *run;      /* the command, as an output marker names it: "11_translation", "06_masking --lengths 8" */
+    const char *output;   /* the words of the output that print the same figures, {} for each */
+} Figure;
+
+/* The entries live in tests/docs_figures.h, one file per README in order.
+ * To add one: copy the words from the file, put {} where each figure is;
+ * copy the output line (from $BUILD_DIR/docs_cache/, or a run), the same.
+ * Keep enough words around a figure to say what it is. */
+static const Figure FIGURES[] = {
+#include "docs_figures.h"
+};
+
+enum { FIG_MAX = 16, FIG_LEN = 40 };
+typedef struct {
+    int n, seq;                 /* figures found; {} seen so far */
+    char v[FIG_MAX][FIG_LEN];   /* each figure as written */
+    int slot[FIG_MAX];          /* the prose figure it goes with (0-based), -1 for {_} */
+} Figs;
+
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+
+/* length of the number at s ([-]digits[.digits][e[-]digits]), 0 if none */
+static size_t number_len(const char *s) {
+    size_t i = (*s == '-' && IS_DIGIT(s[1])) ? 1 : 0, d = 0;
+    while (IS_DIGIT(s[i])) i++, d++;
+    if (!d) return 0;
+    if (s[i] == '.' && IS_DIGIT(s[i + 1])) {
+        i++;
+        while (IS_DIGIT(s[i])) i++;
+    }
+    if (s[i] == 'e' && (IS_DIGIT(s[i + 1]) || ((s[i + 1] == '-' || s[i + 1] == '+') && IS_DIGIT(s[i + 2])))) {
+        i += 2;
+        while (IS_DIGIT(s[i])) i++;
+    }
+    return i;
+}
+
+/* the place of a number's last digit: 0.01 for "0.94", 1 for "48", 1e-4 for "5.59e-02" */
+static double last_place(const char *num) {
+    const char *dot = strchr(num, '.'), *e = strchr(num, 'e');
+    int decimals = dot ? (int)((e ? (size_t)(e - dot) : strlen(dot)) - 1) : 0;
+    return pow(10.0, (e ? atoi(e + 1) : 0) - decimals);
+}
+
+/* Does pattern p match text s from its start? Figures go to f. */
+static int fig_match_here(const char *p, const char *s, Figs *f) {
+    while (*p) {
+        size_t close = p[0] == '{' ? strspn(p + 1, "0123456789_") + 1 : 0;
+        if (close && p[close] == '}') {   /* {}, {N} or {_} */
+            size_t n = number_len(s);
+            if (!n || f->n >= FIG_MAX) return 0;
+            f->slot[f->n] = close == 1 ? f->seq++ : p[1] == '_' ? -1 : atoi(p + 1) - 1;
+            snprintf(f->v[f->n++], FIG_LEN, "%.*s", (int)n, s);
+            p += close + 1, s += n;
+        } else if (!strncmp(p, "...", 3)) {
+            int keep = f->n, keep_seq = f->seq;
+            for (const char *t = s;; t++) {
+                f->n = keep, f->seq = keep_seq;
+                if (fig_match_here(p + 3, t, f)) return 1;
+                if (!*t) return 0;
+            }
+        } else if (*p++ != *s++) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The first place the pattern matches in text, its figures in f; 0 if none. */
+static int fig_find(const char *pattern, const char *text, Figs *f) {
+    char pat[2048];
+    squeeze(pat, sizeof pat, pattern, strlen(pattern));
+    for (const char *s = text; *s; s++) {
+        f->n = f->seq = 0;
+        if (fig_match_here(pat, s, f)) return 1;
+    }
+    return 0;
+}
+
+/* A whole text with every run of blanks and line breaks as one space (malloc'd). */
+static char *squeeze_all(const char *text) {
+    size_t n = strlen(text);
+    char *s = malloc(n + 2);
+    ck_assert_ptr_nonnull(s);
+    size_t o = 0;
+    int space = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = text[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') { space = o > 0; continue; }
+        if (space) s[o++] = ' ';
+        space = 0;
+        s[o++] = c;
+    }
+    s[o] = '\0';
+    return s;
+}
+
+/* Is the prose's figure the output's, or the output's rounded to the
+ * prose's digits? ("48" for "48.3", "1.8" for "1.79", "0.286" for
+ * "2.86e-01"; not "0.95" for "0.94", nor "0.940" for "0.94") */
+static int fig_agrees(const char *prose, const char *out) {
+    if (!strcmp(prose, out)) return 1;
+    double p = last_place(prose);
+    if (p < last_place(out) * (1 - 1e-9)) return 0;   /* more digits than the run gives */
+    return fabs(atof(out) - atof(prose)) <= 0.5 * p * (1 + 1e-9);
+}
+
+/* Checks one entry; prints what is wrong to report. Returns 0 when the
+ * prose agrees with the run, 1 when not, -1 when it was not compared
+ * (skipped chapter, other kernels). */
+static int check_figure(const Figure *e, FILE *report) {
+    const char *kernels = DOCS_KERNELS;
+    if (e->kernels && (!kernels || strcmp(e->kernels, kernels))) return -1;
+    char prog[256];
+    size_t pl = strcspn(e->run, " ");
+    snprintf(prog, sizeof prog, "%.*s", (int)pl, e->run);
+    if (skipped(prog)) return -1;
+    char *doc = read_file(e->file, NULL);
+    if (!doc) {
+        fprintf(report, "%s: cannot read it (an entry of FIGURES in tests/check_docs.c names it)\n", e->file);
+        return 1;
+    }
+    char *prose_text = squeeze_all(doc);
+    free(doc);
+    Figs fp = {0}, fo = {0};
+    int bad = 0;
+    if (!fig_find(e->prose, prose_text, &fp)) {
+        fprintf(report, "%s: the words '%s' are not there: the prose changed; update its entry in "
+                        "tests/docs_figures.h (or drop it with the figure)\n", e->file, e->prose);
+        bad = 1;
+    }
+    int rc = -1;
+    char *out = bad ? NULL : chapter_output(prog, e->run + pl, &rc);
+    char *out_text = out ? squeeze_all(out) : NULL;
+    if (bad) {
+        /* said above */
+    } else if (!out) {
+        fprintf(report, "%s: no binary for '%s' in $BUILD_DIR\n", e->file, prog);
+        bad = 1;
+    } else if (rc != 0) {
+        fprintf(report, "%s: '%s' exited with status %d\n", e->file, e->run, rc);
+        bad = 1;
+    } else if (!fig_find(e->output, out_text, &fo)) {
+        fprintf(report, "%s: '%s' no longer prints '%s', which the prose '%s' rests on\n", e->file, e->run,
+                e->output, e->prose);
+        bad = 1;
+    } else {
+        int used[FIG_MAX] = {0};   /* how many output figures go with each prose figure: one or more */
+        for (int i = 0; i < fo.n; i++) {
+            int k = fo.slot[i];
+            if (k < 0) continue;
+            ck_assert_msg(k < fp.n, "%s: the entry for '%s' pairs output figure %d with prose figure %d of %d",
+                          e->file, e->prose, i + 1, k + 1, fp.n);
+            used[k]++;
+            if (!fig_agrees(fp.v[k], fo.v[i])) {
+                fprintf(report, "%s: says %s in '%s', where '%s' prints %s ('%s')\n", e->file, fp.v[k], e->prose,
+                        e->run, fo.v[i], e->output);
+                bad = 1;
+            }
+        }
+        for (int k = 0; k < fp.n; k++)
+            ck_assert_msg(used[k] >= 1, "%s: the entry for '%s': prose figure %d goes with no output figure",
+                          e->file, e->prose, k + 1);
+    }
+    free(out_text);
+    free(out);
+    free(prose_text);
+    return bad;
+}
+
+/* The matcher and the comparison can fail: rounding is allowed, another
+ * figure or a figure more precise than the output is not; " ... " skips
+ * words; a figure in the prose against text that has none does not match. */
+START_TEST(test_figure_matching) {
+    struct {
+        const char *pattern, *text;
+        int found, n;
+        const char *first;
+    } m[] = {
+        {"padding from {}% to {}%", "cuts the padding from 48.3% to 3.1%: an epoch", 1, 2, "48.3"},
+        {"layer {} head {} puts {} of", "decoder layer 2 head 4 puts 0.94 of its", 1, 3, "2"},
+        {"head {} ... mean over all 8 heads {}", "head 4 puts 0.94 (x); mean over all 8 heads 0.42", 1, 2, "4"},
+        {"weight {}.", "weight 0.59. Next", 1, 1, "0.59"},
+        {"at n = {}", "at every n measured", 0, 0, ""},
+        {"diff {}", "diff -3.5 there", 1, 1, "-3.5"},
+        {"|J| {} ->", "|J| 2.86e-01 -> 5.59e-02", 1, 1, "2.86e-01"},
+        {"ratio {}x", "ratio 3x", 1, 1, "3"},
+        {"greedy {2} {_} {1}", "greedy 98.76 98.76 480", 1, 3, "98.76"},
+    };
+    for (int k = 0; k < (int)(sizeof m / sizeof m[0]); k++) {
+        Figs f = {0};
+        int found = fig_find(m[k].pattern, m[k].text, &f);
+        ck_assert_msg(found == m[k].found && (!found || (f.n == m[k].n && !strcmp(f.v[0], m[k].first))),
+                      "'%s' in '%s': found %d, %d figures, first '%s'", m[k].pattern, m[k].text, found, f.n,
+                      f.n ? f.v[0] : "");
+    }
+    struct {
+        const char *prose, *out;
+        int ok;
+    } a[] = {{"0.94", "0.94", 1}, {"0.95", "0.94", 0}, {"48", "48.3", 1}, {"49", "48.3", 0}, {"1.8", "1.79", 1},
+             {"1.7", "1.79", 0}, {"0.940", "0.94", 0}, {"2", "1.98", 1}, {"4", "3", 0}, {"3", "3", 1},
+             {"0.286", "2.86e-01", 1}, {"0.0559", "5.59e-02", 1}, {"0.29", "2.86e-01", 1}, {"0.2860", "2.86e-01", 0}};
+    for (int k = 0; k < (int)(sizeof a / sizeof a[0]); k++)
+        ck_assert_msg(fig_agrees(a[k].prose, a[k].out) == a[k].ok, "prose %s, output %s: want %s", a[k].prose,
+                      a[k].out, a[k].ok ? "agree" : "differ");
+}
+END_TEST
+
+/* The whole check can fail: a file stating 01_dot_product's "[1, 2] . [3, 4]
+ * = 11" as 11 passes, as 12 fails, and words the file lacks fail. */
+START_TEST(test_figure_catches_a_changed_figure) {
+    if (!have_build()) return;
+    char path[] = "/tmp/check_docs_fig_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    struct {
+        const char *text, *prose;
+        int want;
+    } c[] = {
+        {"The dot product of [1, 2] and\n[3, 4] is 11 here.", "[3, 4] is {} here", 0},
+        {"The dot product of [1, 2] and\n[3, 4] is 12 here.", "[3, 4] is {} here", 1},
+        {"Nothing to see.", "[3, 4] is {} here", 1},
+    };
+    for (int k = 0; k < (int)(sizeof c / sizeof c[0]); k++) {
+        write_text(path, c[k].text);
+        Figure e = {path, c[k].prose, NULL, "01_dot_product", "= 3 + 8 = {}"};
+        FILE *quiet = fopen("/dev/null", "w");
+        int bad = check_figure(&e, quiet);
+        fclose(quiet);
+        ck_assert_msg(bad == c[k].want || (bad == -1 && !DOCS_KERNELS), "'%s': %d, want %d", c[k].text, bad,
+                      c[k].want);
+    }
+    unlink(path);
+}
+END_TEST
+
+/* Every entry of FIGURES: README prose and the demo's recaps agree with the runs. */
+START_TEST(test_prose_figures) {
+    if (!have_build()) return;
+    if (!DOCS_KERNELS) {
+        fprintf(stderr, "check_docs: neither of the READMEs' kernels in this build: figures in prose not compared\n");
+        return;
+    }
+    int bad = 0, checked = 0, left = 0;
+    for (size_t i = 0; i < sizeof FIGURES / sizeof FIGURES[0]; i++) {
+        int r = check_figure(&FIGURES[i], stderr);
+        if (r < 0) left++;
+        else checked++, bad += r;
+    }
+    fprintf(stderr, "check_docs: %d figures in prose compared with their runs, %d left out (other kernels, "
+                    "DOCS_SKIP)\n", checked, left);
+    ck_assert_msg(bad == 0, "%d figure(s) in README prose or recaps disagree with the run (listed above)", bad);
+}
+END_TEST
+
+/* Sentences the chapters printed that were not true (issue 35): the CPU
+ * compared with itself ("cpu vs CPU: max |diff| = 0"), a rate from a time
+ * printed as 0.0 ms, "reading notes" the student does not have, and a
+ * reason for -inf masking the paper does not give. */
+START_TEST(test_no_canned_claims) {
+    if (!have_build()) return;
+    struct {
+        const char *prog, *never;
+    } c[] = {{"05_positional_encoding", "cpu vs CPU"}, {"07_transformer", "cpu vs CPU"},
+             {"07_transformer", " 0 ms wall"}, {"07_transformer", " 0.0 ms wall"}, {"07_transformer", " 0.00 ms wall"},
+             {"02_softmax", "reading notes"}, {"06_masking", "why the paper uses it"}};
+    for (int k = 0; k < (int)(sizeof c / sizeof c[0]); k++) {
+        if (skipped(c[k].prog)) continue;
+        int rc = -1;
+        char *out = chapter_output(c[k].prog, "", &rc);
+        if (!out) continue;
+        ck_assert_msg(rc == 0, "%s: exit %d", c[k].prog, rc);
+        ck_assert_msg(!strstr(out, c[k].never), "%s prints '%s'", c[k].prog, c[k].never);
+        free(out);
+    }
+}
+END_TEST
+
 /* The check itself can fail: a README quoting a line 01_dot_product does
  * not print (one figure changed) is caught, the true line passes; a block
  * marked with this build's kernels is compared, one marked with the other
@@ -334,11 +640,11 @@ START_TEST(test_readme_quotes) {
 END_TEST
 
 /* The arguments of a chapter's run at its defaults, for the width and
- * height checks: none, except for 12_variations, whose defaults train 18
- * models (minutes). It runs at its defaults with the results file of a
- * recorded run of them (chapters/12_variations/recorded.tsv): every row is
- * found finished, nothing trains, and it prints its three sections as a
- * rerun of the defaults does. The lines a row prints while it trains are
+ * height checks: none, except for 12_variations, whose defaults train 6
+ * models (2-3 minutes). It runs at its defaults with the results file of a
+ * recorded run (chapters/12_variations/recorded.tsv, which holds every row
+ * of `--all` too): every row is found finished, nothing trains, and it
+ * prints its three sections as a rerun of the defaults does. The lines a row prints while it trains are
  * counted in tests/check_variations.c. */
 static const char *defaults_args(const char *prog) {
     return strcmp(prog, "12_variations") ? "" : "--results chapters/12_variations/recorded.tsv";
@@ -483,6 +789,8 @@ END_TEST
 Suite *docs_suite(void) {
     Suite *s = suite_create("docs");
     TCase *tc = suite_case(s, "Programs", test_runs_leave_out_alone, test_checker_catches_a_changed_figure, test_readme_quotes,
+                           test_figure_matching, test_figure_catches_a_changed_figure, test_prose_figures,
+                           test_no_canned_claims,
                            test_chapter_widths, test_section_counter, test_chapter_section_heights);
     tcase_set_timeout(tc, 900);
     return s;

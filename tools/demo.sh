@@ -1,9 +1,10 @@
 #!/bin/sh
 # demo.sh - lecture mode: every chapter in order, each with --pause (wait for
 # Enter before each numbered section), then a two-line recap and the name of
-# the next chapter. On a terminal it also waits before the next chapter;
-# with stdin not a terminal (make demo </dev/null, CI) it runs straight
-# through.
+# the next chapter. Before a chapter that trains for a while it says why the
+# screen will stay still (wait_note). On a terminal it also waits before the
+# next chapter; with stdin not a terminal (make demo </dev/null, CI) it runs
+# straight through.
 #
 #   sh tools/demo.sh [BUILD_DIR] [OUT_DIR]      (what `make demo` runs)
 #   DEMO_FLAGS="--no-color" sh tools/demo.sh    extra flags for every chapter
@@ -11,6 +12,25 @@ set -u
 build=${1:-build}
 out=${2:-out/demo}
 recaps=$(dirname "$0")/demo_recaps.txt
+
+# Before a chapter that computes for a while before its next section can
+# show anything: what it is doing, so a still screen is not taken for a hang.
+# The times are chapter 08's and 11's defaults measured on 2 cores
+# (README.md, "Measured here"); with a chapter's own flags (DEMO_QUICK=1,
+# chapter 12's subset) only the work is named.
+wait_note() {
+    case $1 in
+    08_training) [ -n "$2" ] && t="" || t=" (about 15-30 s on 2 cores)"
+        echo "(08_training trains a small Transformer to copy sequences before its later sections can"
+        echo " show what it learned: the screen stays still while it trains$t)" ;;
+    11_translation) [ -n "$2" ] && t="" || t=" (about 1-2 minutes on 2 cores)"
+        echo "(11_translation generates a corpus, learns BPE and trains a translation model before it can"
+        echo " evaluate and show attention: sections 4 and 5 take the longest$t)" ;;
+    12_variations)
+        echo "(12_variations trains one model per row of Table 3 before it can compare them: a still"
+        echo " screen while each trains)" ;;
+    esac
+}
 
 chapters=$(cd chapters && ls -d [0-9][0-9]_* | sort)
 n=$(echo "$chapters" | wc -l)
@@ -26,6 +46,7 @@ for c in $chapters; do
     # shellcheck disable=SC2086
     # a chapter's own extra flags (make demo passes chapter 12's quick subset, as make run does)
     own=$(eval "echo \${DEMO_FLAGS_$c:-}")
+    wait_note "$c" "$own"
     # shellcheck disable=SC2086
     "$build/$c" --pause --out "$out/$c" $own ${DEMO_FLAGS:-} || { echo "demo: $c failed" >&2; exit 1; }
     echo

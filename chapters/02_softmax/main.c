@@ -131,9 +131,10 @@ static void section_winner(void) {
     printf("                      = [%.4e, %.4e, %.4e]\n", (double)y10[0], (double)y10[1], (double)y10[2]);
     printf("  Check by hand: the weights are 1 : e^-8 : e^-9 = 1 : %.3e : %.3e.\n",
            exp(-8.0), exp(-9.0));
-    printf("  One of the reading notes gives [0.99, 0.007, 0.003]; those last two\n"
-           "  are off by about 20x: a gap of 8 in score is a factor e^8 = %.0f in\n"
-           "  weight. The top score takes 99.95%% of the attention.\n", exp(8.0));
+    printf("  A guess such as [0.99, 0.007, 0.003] makes the last two %.0fx and %.0fx\n"
+           "  too big: a gap of 8 in score is a factor e^8 = %.0f in weight. The top\n"
+           "  score takes %.2f%% of the attention.\n", 0.007 / (double)y10[1], 0.003 / (double)y10[2], exp(8.0),
+           100.0 * (double)y10[0]);
 }
 
 /* ---- 3. masking -------------------------------------------------------- */

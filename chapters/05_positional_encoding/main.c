@@ -25,7 +25,8 @@
  * Part 4's self-attention runs on the backend --device picks (backend.h:
  * the CPU's functions, or the CUDA kernels); every run is checked against
  * the CPU's mha_forward, the reference, and the program prints
- * "cuda vs CPU: max |diff| = ..." (0 on the CPU) for outputs and weights.
+ * "cuda vs CPU: max |diff| = ..." for outputs and weights; on the CPU (the
+ * default, or no GPU found) there is nothing to compare, and it says so.
  *
  * Run:  make && ./build/05_positional_encoding [--d-model 32] [--max-len 128] [--device cuda]
  * Output: tables and heatmaps on the terminal; PNGs (with gnuplot) in --out.
@@ -345,7 +346,8 @@ static double perm_diff(const float *out, const float *out_perm, const int *perm
     return m;
 }
 
-static void show_permutation(const float *pe, int d_model, int h, uint64_t seed, const Backend *be, const char *out) {
+static void show_permutation(const float *pe, int d_model, int h, uint64_t seed, const Backend *be, int gpu_asked,
+                             const char *out) {
     show_section("4. Without PE, self-attention cannot see word order (Sec. 3.5)");
     const char *vocab[4] = {"the", "cat", "eats", "fish"};
     int ids[N_TOKENS] = {0, 1, 2, 0, 3};               /* the cat eats the fish */
@@ -427,8 +429,16 @@ static void show_permutation(const float *pe, int d_model, int h, uint64_t seed,
     printf("\n  Without PE the reordered output is the old output, rows reordered (up to\n"
            "  float rounding): \"cat\" gets the same vector whether it eats or is eaten.\n"
            "  Adding PE makes the result depend on where each word stands.\n");
-    printf("\n  %s vs CPU: max |diff| = %.3g (output), %.3g (weights)  [all %d self-attention runs above on the\n"
-           "  %s backend, each against the CPU's mha_forward]\n", be->name, sa.out_diff, sa.w_diff, sa.runs, be->name);
+    if (be != backend_cpu())
+        printf("\n  %s vs CPU: max |diff| = %.3g (output), %.3g (weights)  [all %d self-attention runs above on the\n"
+               "  %s backend, each against the CPU's mha_forward]\n", be->name, sa.out_diff, sa.w_diff, sa.runs,
+               be->name);
+    else if (gpu_asked)
+        printf("\n  no GPU was found (the note at the top says why): these runs were the CPU's, the reference,\n"
+               "  so there is no GPU result to compare with.\n");
+    else
+        printf("\n  these runs were on the CPU, the reference: nothing to compare with here\n"
+               "  (--device cuda runs them on a GPU and compares each with the CPU).\n");
 
     printf("\n");
     show_heatmap("  head 1 weights, no PE (rows: queries, columns: keys; both \"the\" rows match):",
@@ -543,7 +553,7 @@ int main(int argc, char **argv) {
     show_pe(pe, max_len, d_model, seq, out);
     show_rotation(pe, max_len, d_model);
     show_dot_products(pe, max_len, d_model, seq, out);
-    show_permutation(pe, d_model, h, seed, be, out);
+    show_permutation(pe, d_model, h, seed, be, strcmp(device, "cpu") != 0, out);
     show_extrapolation(pe, max_len, d_model, train_len, out);
 
     free(pe);

@@ -319,8 +319,9 @@ static int section_additive(Batch *x) {
     Diff d = diff_arrays(x->w, wm, nm);
     printf("max |additive - multiplicative| over the batch = %.3g  -> %s\n", d.max_abs,
            d.max_abs < 1e-6 ? "the same weights" : "DIFFERENT (a bug)");
-    printf("Both give exact zeros on blocked keys. The -inf form needs no second\n"
-           "pass and fits inside the softmax, which is why the paper uses it.\n");
+    printf("Both give exact zeros on blocked keys. The paper names the -inf form\n"
+           "(Sec. 3.2.3: \"masking out (setting to −∞)\"); it needs no second pass\n"
+           "and fits inside the softmax.\n");
     free(wm);
     return d.max_abs < 1e-6;
 }
