@@ -140,21 +140,16 @@ void lineview_choose(const LineSet *s, LineChoice *c) {
 
 /* ---- labels and numbers ---------------------------------------------------------- */
 
-/* The display labels (lineview.h: "</w>" dropped, "-" on a continuing
- * piece), escaped with fio_escape and cut at LABEL_BYTES: T strings of
- * LABEL_BYTES in one block. */
+/* The display labels, as every picture draws them (plot.h: "</w>"
+ * dropped, '·' on a continuing piece; numbered from 1 without tokens),
+ * escaped with fio_escape and cut at LABEL_BYTES: T strings of LABEL_BYTES
+ * in one block. */
 static char *display_labels(const LineSet *s) {
-    char *out = xcalloc((size_t)s->T, LABEL_BYTES), raw[2 * LABEL_BYTES];
-    int bpe = 0;
-    for (int i = 0; i < s->T && s->tokens; i++) bpe |= s->tokens[i] && strstr(s->tokens[i], "</w>") != NULL;
+    char *out = xcalloc((size_t)s->T, LABEL_BYTES), raw[LABEL_BYTES];
+    int bpe = plot_bpe_labels(s->tokens, s->T);
     for (int i = 0; i < s->T; i++) {
-        const char *t = s->tokens ? s->tokens[i] : NULL;
-        if (!t) snprintf(raw, sizeof raw, "%d", i + 1);
-        else {
-            size_t n = strlen(t), e = n >= 4 && !strcmp(t + n - 4, "</w>") ? n - 4 : n;
-            int more = bpe && e == n && !special(t);
-            snprintf(raw, sizeof raw, "%.*s%s", (int)(e < LABEL_BYTES ? e : LABEL_BYTES), t, more ? "-" : "");
-        }
+        if (s->tokens && s->tokens[i]) plot_label(s->tokens, i, bpe, raw, sizeof raw);
+        else snprintf(raw, sizeof raw, "%d", i + 1);
         fio_escape(out + (size_t)i * LABEL_BYTES, LABEL_BYTES, raw, (size_t)-1);
     }
     return out;
@@ -313,34 +308,14 @@ static void figure_draw(Canvas *cv, const Geo *g, const Figure *f, int W) {
 
 /* ---- files ------------------------------------------------------------------------ */
 
-static FILE *open_file(FioWriter *w, const char *dir, const char *name) {
-    char path[4096], err[4600];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (fio_create(w, path, err, sizeof err) == 0) return w->f;
-    fprintf(stderr, "error: %s\n", err);
-    fio_note_failure();
-    return NULL;
-}
-
-static int close_file(FioWriter *w) {
-    char err[9000];
-    if (fio_commit(w, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "error: %s\n", err);
-    fio_note_failure();
-    return -1;
-}
-
 /* DIR/NAME.dat (one line a row: x y dx dy argb weight layer head query key)
  * and DIR/NAME.gp, then the PNG through plot_render. 1 rendered, 0 not, -1
  * a file could not be written. */
 static int figure_png(const char *dir, const Geo *g, const Figure *f) {
     FioWriter wd, wg;
-    char fn[128];
-    snprintf(fn, sizeof fn, "%s.dat", f->name);
-    FILE *dat = open_file(&wd, dir, fn);
+    FILE *dat = plot_open(&wd, dir, f->name, "dat");
     if (!dat) return -1;
-    snprintf(fn, sizeof fn, "%s.gp", f->name);
-    FILE *gp = open_file(&wg, dir, fn);
+    FILE *gp = plot_open(&wg, dir, f->name, "gp");
     if (!gp) {
         fio_abort(&wd);
         return -1;
@@ -361,8 +336,8 @@ static int figure_png(const char *dir, const Geo *g, const Figure *f) {
     Canvas cv = {NULL, gp, dat};
     figure_draw(&cv, g, f, W);
     fprintf(gp, "plot '%s.dat' using 1:2:3:4:5 with vectors nohead lw 1.5 lc rgb variable notitle\n", f->name);
-    int bad = close_file(&wd);
-    bad |= close_file(&wg);
+    int bad = plot_close(&wd);
+    bad |= plot_close(&wg);
     return bad ? -1 : plot_render(dir, f->name);
 }
 
@@ -453,7 +428,7 @@ static const char *const EXPLORER_JS =
  * the same panels as the PNGs), then the explorer, its data and script. */
 static int write_page(const char *dir, const Geo *g, const Figure *fig, const char *what) {
     FioWriter w;
-    FILE *f = open_file(&w, dir, "attention_lines.html");
+    FILE *f = plot_open(&w, dir, "attention_lines", "html");
     if (!f) return -1;
     const LineSet *s = g->s;
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>");
@@ -501,7 +476,7 @@ static int write_page(const char *dir, const Geo *g, const Figure *fig, const ch
     size_t n = (size_t)s->N * s->h * s->T * s->T;
     for (size_t i = 0; i < n; i++) fprintf(f, "%s%s%s", i ? "," : "", i % 20 == 0 ? "\n" : "", fmt_w(b, s->w[i]));
     fprintf(f, "]};\n%s</script>\n</body>\n</html>\n", EXPLORER_JS);
-    return close_file(&w);
+    return plot_close(&w);
 }
 
 /* ---- the terminal summary ----------------------------------------------------------- */

@@ -23,9 +23,9 @@
  *
  * Tokens: labels written "<...>" (<s>, </s>, <pad>, <unk>) are not words,
  * so the rules skip them as queries and as far keys (their lines are still
- * drawn). A BPE label's end-of-word marker "</w>" is dropped for display
- * and a piece that continues into the next token gets a trailing "-":
- * "wom-" "an" for wom + an</w>.
+ * drawn). Labels are drawn as the heatmaps draw them (plot_label, plot.h):
+ * BPE's end-of-word marker "</w>" dropped, a piece that continues into the
+ * next token with a trailing '·': "wom·" "an" for wom + an</w>.
  */
 #ifndef LINEVIEW_H
 #define LINEVIEW_H

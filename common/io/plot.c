@@ -55,7 +55,7 @@ int plot_mkdir(const char *dir) {
 /* Starts dir/name.ext through an atomic writer (fileio.h: a temporary,
  * renamed into place only once complete). NULL, with the reason printed and
  * counted (the program will exit 1), on failure. */
-static FILE *open_in(FioWriter *w, const char *dir, const char *name, const char *ext) {
+FILE *plot_open(FioWriter *w, const char *dir, const char *name, const char *ext) {
     char path[4096], err[4600];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
     if (fio_create(w, path, err, sizeof err) == 0) return w->f;
@@ -64,9 +64,9 @@ static FILE *open_in(FioWriter *w, const char *dir, const char *name, const char
     return NULL;
 }
 
-/* Finishes what open_in started: 0, or -1 with the reason printed and
+/* Finishes what plot_open started: 0, or -1 with the reason printed and
  * counted. A failed file is never left half-written. */
-static int close_in(FioWriter *w) {
+int plot_close(FioWriter *w) {
     char err[9000];
     if (fio_commit(w, err, sizeof err) == 0) return 0;
     fprintf(stderr, "error: %s\n", err);
@@ -156,7 +156,7 @@ static int ends_with(const char *s, const char *tail) {
     return n >= t && !strcmp(s + n - t, tail);
 }
 
-static int bpe_labels(const char *const *labels, int n) {
+int plot_bpe_labels(const char *const *labels, int n) {
     for (int i = 0; labels && i < n; i++)
         if (labels[i] && ends_with(labels[i], EOW)) return 1;
     return 0;
@@ -164,11 +164,11 @@ static int bpe_labels(const char *const *labels, int n) {
 
 /* Label i of a heatmap axis into buf (cap bytes), </w> handled as above
  * when bpe is 1. A long label is cut at a character boundary. */
-static const char *label_text(const char *const *labels, int i, int bpe, char *buf, size_t cap) {
+const char *plot_label(const char *const *labels, int i, int bpe, char *buf, size_t cap) {
     char num[32];
     const char *s = show_label(labels, i, num, sizeof num);
     size_t n = strlen(s), e = strlen(EOW);
-    int special = n >= 2 && s[0] == '<' && s[n - 1] == '>';
+    int special = n >= 2 && s[0] == '<' && s[n - 1] == '>' && !ends_with(s, EOW);
     const char *tail = "";
     if (bpe && !special) {
         if (ends_with(s, EOW)) n -= e;
@@ -190,7 +190,7 @@ static int widest_label(const char *const *labels, int n, int bpe) {
     char lb[96];
     int w = 1;
     for (int i = 0; i < n; i++) {
-        int k = show_text_width(label_text(labels, i, bpe, lb, sizeof lb));
+        int k = show_text_width(plot_label(labels, i, bpe, lb, sizeof lb));
         if (k > w) w = k;
     }
     return w;
@@ -215,11 +215,11 @@ static int tic_step(int n, double px, double need) {
  * every step-th (the index then says where one is). */
 static void gp_tics(FILE *f, const char *which, const char *const *labels, int n, int step) {
     char lb[96];
-    int bpe = bpe_labels(labels, n);
+    int bpe = plot_bpe_labels(labels, n);
     fprintf(f, "set %s (", which);
     for (int i = 0; i < n; i += step) {
         if (i) fprintf(f, ", ");
-        gp_string(f, label_text(labels, i, bpe, lb, sizeof lb));
+        gp_string(f, plot_label(labels, i, bpe, lb, sizeof lb));
         fprintf(f, " %d", i);
     }
     fprintf(f, ")\n");
@@ -290,8 +290,8 @@ static HeatLayout heat_layout(int grid, int panels, int rows, int cols, const fl
     L.ch = cell_px(rows, area, most, side);
     if (rows <= 2 * cols && cols <= 2 * rows) L.cw = L.ch = fmin(L.cw, L.ch);   /* square cells */
 
-    int xw = widest_label(col_labels, cols, bpe_labels(col_labels, cols));
-    int yw = widest_label(row_labels, rows, bpe_labels(row_labels, rows));
+    int xw = widest_label(col_labels, cols, plot_bpe_labels(col_labels, cols));
+    int yw = widest_label(row_labels, rows, plot_bpe_labels(row_labels, rows));
     /* x labels across when each fits its cell, else turned upright */
     L.xrot = xw * CHAR_PX + 6 > L.cw;
     double xneed = L.xrot ? LINE_PX - 2 : xw * CHAR_PX + 6;
@@ -313,7 +313,7 @@ static HeatLayout heat_layout(int grid, int panels, int rows, int cols, const fl
     double w = L.gc * L.pw + CBAR_PX, need = show_text_width(title ? title : "") * CHAR_PX + 60;
     L.x0 = need > w ? (need - w) / 2 : 0;   /* a long title: centre the panels under it */
     L.W = (int)ceil(fmax(w, need));
-    L.bpe_note = bpe_labels(row_labels, rows) || bpe_labels(col_labels, cols);
+    L.bpe_note = plot_bpe_labels(row_labels, rows) || plot_bpe_labels(col_labels, cols);
     L.H = (int)ceil(L.head + L.gr * L.ph + 8);
     if (L.H < L.head + L.top + 160 + 30) L.H = (int)(L.head + L.top + 160 + 30);   /* the colour bar's room */
     if (L.bpe_note) L.H += (int)LINE_PX + 4;
@@ -423,12 +423,12 @@ int plot_heatmap(const char *dir, const char *name, const char *title,
      * script, where any characters can be quoted and long lists thinned
      * (gnuplot's "matrix rowheaders columnheaders" would label every cell
      * and cannot be told otherwise). */
-    FILE *f = open_in(&fw, dir, name, "dat");
+    FILE *f = plot_open(&fw, dir, name, "dat");
     if (!f) return -1;
     dat_matrix(f, title, x, rows, cols, row_labels, col_labels);
-    if (close_in(&fw)) return -1;
+    if (plot_close(&fw)) return -1;
 
-    f = open_in(&fw, dir, name, "gp");
+    f = plot_open(&fw, dir, name, "gp");
     if (!f) return -1;
     HeatLayout L = heat_layout(0, 1, rows, cols, x, row_labels, col_labels, xlabel, ylabel, title);
     gp_preamble(f, name, title, L.W, L.H);
@@ -446,7 +446,7 @@ int plot_heatmap(const char *dir, const char *name, const char *title,
         gp_cell_numbers(f, x, (long)rows * cols, sc);
     }
     fprintf(f, "\n");
-    if (close_in(&fw)) return -1;
+    if (plot_close(&fw)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
     return 0;
@@ -468,7 +468,7 @@ int plot_heads_grid(const char *dir, const char *name, const char *title,
 
     /* one gnuplot data block per head (blocks are separated by two blank
      * lines and picked with "index h-1") */
-    FILE *f = open_in(&fw, dir, name, "dat");
+    FILE *f = plot_open(&fw, dir, name, "dat");
     if (!f) return -1;
     for (int hh = 0; hh < heads; hh++) {
         char t[512];
@@ -476,9 +476,9 @@ int plot_heads_grid(const char *dir, const char *name, const char *title,
         if (hh) fprintf(f, "\n\n");
         dat_matrix(f, t, w + per * hh, rows, cols, row_labels, col_labels);
     }
-    if (close_in(&fw)) return -1;
+    if (plot_close(&fw)) return -1;
 
-    f = open_in(&fw, dir, name, "gp");
+    f = plot_open(&fw, dir, name, "gp");
     if (!f) return -1;
     HeatLayout L = heat_layout(1, heads, rows, cols, w, row_labels, col_labels, xlabel, ylabel, title);
     gp_preamble(f, name, "", L.W, L.H);
@@ -508,7 +508,7 @@ int plot_heads_grid(const char *dir, const char *name, const char *title,
         fprintf(f, "\n");
     }
     fprintf(f, "unset multiplot\n");
-    if (close_in(&fw)) return -1;
+    if (plot_close(&fw)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
     return 0;
@@ -568,7 +568,7 @@ int plot_lines_marked(const char *dir, const char *name, const char *title,
         return -1;
     }
 
-    FILE *f = open_in(&fw, dir, name, "dat");
+    FILE *f = plot_open(&fw, dir, name, "dat");
     if (!f) return -1;
     fprintf(f, "# ");
     comment_text(f, title);
@@ -584,9 +584,9 @@ int plot_lines_marked(const char *dir, const char *name, const char *title,
         for (int s = 0; s < nseries; s++) dat_num(f, series[s][i]);
         fputc('\n', f);
     }
-    if (close_in(&fw)) return -1;
+    if (plot_close(&fw)) return -1;
 
-    f = open_in(&fw, dir, name, "gp");
+    f = plot_open(&fw, dir, name, "gp");
     if (!f) return -1;
     gp_preamble(f, name, title, 800, 560);
     gp_axis_labels(f, xlabel, ylabel);
@@ -625,7 +625,7 @@ int plot_lines_marked(const char *dir, const char *name, const char *title,
     }
     if (nseries == 0) fprintf(f, "'%s.dat' using 1:1 notitle", name);
     fprintf(f, "\n");
-    if (close_in(&fw)) return -1;
+    if (plot_close(&fw)) return -1;
 
     say_written(dir, name, plot_render(dir, name));
     return 0;

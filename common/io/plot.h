@@ -19,8 +19,26 @@
 #ifndef PLOT_H
 #define PLOT_H
 
+#include <stdio.h>
+
+#include "core/fileio.h"
+
 /* Creates dir (and parents). Returns 0 or prints why and returns -1. */
 int plot_mkdir(const char *dir);
+
+/* dir/name.ext through an atomic writer (core/fileio.h), and its commit:
+ * NULL or -1 with the reason printed and counted (the program exits 1). The
+ * line views (lineview.c) write their files through these too. */
+FILE *plot_open(FioWriter *w, const char *dir, const char *name, const char *ext);
+int plot_close(FioWriter *w);
+
+/* Labels as every picture draws them: when any of the n labels ends in
+ * BPE's "</w>" (plot_bpe_labels is 1), that marker is dropped and a piece
+ * that continues its word gets a trailing U+00B7 '·' ("laugh·" "s");
+ * <s>, </s>, <pad> stay. NULL labels are numbered from 0. Label i into buf
+ * (cap bytes), cut at a UTF-8 character boundary. */
+int plot_bpe_labels(const char *const *labels, int n);
+const char *plot_label(const char *const *labels, int i, int bpe, char *buf, size_t cap);
 
 /* Writes dir/name.dat (matrix, with labels) and dir/name.gp, then renders
  * dir/name.png if gnuplot is present. Each file is written atomically
