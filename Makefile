@@ -171,11 +171,15 @@ CONFIG_cuda  := CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS) $(CUDA_LIBS) NCCL=$(NCCL) $(NC
 CONFIG_bench := $(BENCH_BLAS)
 STAMP        = $(BUILD)/config
 
+# The new text goes to a name of this make's own (its process id), so that
+# two makes in one build folder at once (CI runs make test beside make run)
+# never take each other's file; rename is atomic, so the stamp is whole.
+MAKE_PID    := $(shell echo $$PPID)
 $(STAMP)_%.txt: FORCE | dirs
-	$(shell mkdir -p $(BUILD))$(file >$@.new,$(CONFIG_$*))
-	@if cmp -s $@.new $@; then rm -f $@.new; else \
+	$(shell mkdir -p $(BUILD))$(file >$@.new$(MAKE_PID),$(CONFIG_$*))
+	@if cmp -s $@.new$(MAKE_PID) $@; then rm -f $@.new$(MAKE_PID); else \
 	  [ -f $@ ] && echo "make: the $* settings changed since the last build in $(BUILD): rebuilding what they affect"; \
-	  mv -f $@.new $@; fi
+	  mv -f $@.new$(MAKE_PID) $@; fi
 FORCE:
 
 # ---- what gets built ---------------------------------------------------------

@@ -12,6 +12,7 @@
  *   make MPI=0 dist.o, then make dist.o (with mpicc here): mpicc compiles it
  *   build/bench without OpenBLAS: compiled without its columns, not a
  *     compile error (item 11)
+ *   two makes at once in one folder: neither takes the other's new stamp
  *
  * Before the settings were recorded, the third and later lines said
  * "up to date" and a build kept its old flags (issue 34, item 10).
@@ -162,10 +163,34 @@ START_TEST(test_first_line_and_no_cuda_without_gpu) {
 }
 END_TEST
 
+/* Two makes in one build folder at once (CI runs make test beside make run):
+ * each checks the recorded settings, and each must write its new text under
+ * a name of its own. With one shared "config_c.txt.new", one make's rename
+ * or removal took the other's file ("mv: cannot stat ...") in about 1 of 7
+ * makes here; 20 rounds of two must all pass and leave no temporary. */
+START_TEST(test_two_makes_at_once) {
+    if (!have_make()) return;
+    char dir[256], *out = NULL;
+    fresh_dir(dir, sizeof dir, "check_build");
+    int rc = sh_captured(&out, NULL,
+                         "fails=0; for i in $(seq 20); do "
+                         "env " UNSET " make -s MPI=0 BUILD=%s %s/config_c.txt %s/config_mpi.txt 2>&1 & "
+                         "env " UNSET " make -s MPI=0 BUILD=%s %s/config_c.txt %s/config_mpi.txt 2>&1 || fails=$((fails+1)); "
+                         "wait $! || fails=$((fails+1)); done; "
+                         "ls %s | grep -c '[.]new' ; exit $fails",
+                         dir, dir, dir, dir, dir, dir, dir);
+    ck_assert_msg(rc == 0, "%d of 40 makes failed beside another:\n%.2000s", rc, out);
+    ck_assert_msg(strstr(out, "0\n") != NULL && !strstr(out, "cannot stat"), "temporaries left or a make failed:\n%.2000s", out);
+    free(out);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *build_suite(void) {
     Suite *s = suite_create("build");
     TCase *tc = suite_case(s, "Settings", test_flags_switch_rebuilds, test_mpi_appearing_rebuilds,
-                           test_bench_without_openblas, test_first_line_and_no_cuda_without_gpu);
+                           test_bench_without_openblas, test_first_line_and_no_cuda_without_gpu,
+                           test_two_makes_at_once);
     tcase_set_timeout(tc, 300);
     return s;
 }
