@@ -9,7 +9,8 @@
  * and (L(+h) - L(-h)) / 2h is compared with the backward pass. The layers
  * run in float32, so h cannot be tiny: the rounding error of L is about
  * 1e-7 * |L|, divided by 2h. Each test states its h and tolerance; an entry
- * passes when |numeric - analytic| <= atol + rtol * |analytic|.
+ * passes when |numeric - analytic| <= atol + rtol * max(|numeric|, |analytic|)
+ * (testutil.h's fd_check).
  */
 #include <check.h>
 #include <math.h>
@@ -41,29 +42,8 @@ static double weighted_sum(const float *out, const float *R, size_t n) {
 
 typedef double (*LossFn)(void *ctx);
 
-/* Central differences of loss() with respect to every entry of param (which
- * loss() reads), compared with the analytic gradient grad. */
-static void check_grad_at(LossFn loss, void *ctx, float *param, const float *grad, size_t n,
-                          float h, double atol, double rtol, const char *what, int line) {
-    double worst = -INFINITY, worst_num = 0.0;
-    size_t worst_i = 0;
-    for (size_t i = 0; i < n; i++) {
-        float saved = param[i];
-        param[i] = saved + h;
-        double lp = loss(ctx);
-        param[i] = saved - h;
-        double lm = loss(ctx);
-        param[i] = saved;
-        /* divide by the step actually taken: saved +- h is rounded to float */
-        double num = (lp - lm) / ((double)(saved + h) - (double)(saved - h));
-        double excess = fabs(num - grad[i]) - (atol + rtol * fabs(grad[i]));
-        if (!(excess <= worst)) { worst = excess; worst_i = i; worst_num = num; }   /* NaN counts */
-    }
-    ck_assert_msg(worst <= 0.0, "line %d: gradient of %s[%zu]: numeric %.7g, analytic %.7g "
-                  "(atol %.1g, rtol %.1g)", line, what, worst_i, worst_num, grad[worst_i], atol, rtol);
-}
 #define check_grad(loss, ctx, param, grad, n, h, atol, rtol) \
-    check_grad_at((loss), (ctx), (param), (grad), (n), (h), (atol), (rtol), #param, __LINE__)
+    fd_check_at((loss), (ctx), (param), (grad), (n), NULL, 0, (h), (atol), (rtol), NULL, #param, __FILE__, __LINE__)
 
 /* ========================================================================== */
 /* Core: hand-checked values                                                  */

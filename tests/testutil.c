@@ -1,6 +1,7 @@
 /* testutil.c - the shared helpers of the Check suites (what each does and
  * who owns what it returns: testutil.h). */
 #include "testutil.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -270,10 +271,41 @@ void assert_lines_fit(const char *s, int max_cols, const char *unless) {
 
 /* ---- time ---------------------------------------------------------------- */
 
-double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+double now_s(void) { return clock_wall_s(); }
+
+/* ---- gradients ----------------------------------------------------------- */
+
+double fd_diff(FdLoss loss, void *ctx, float *p, float h) {
+    float saved = *p, up = saved + h, down = saved - h;
+    *p = up;
+    double lp = loss(ctx);
+    *p = down;
+    double lm = loss(ctx);
+    *p = saved;
+    return (lp - lm) / ((double)up - (double)down);
+}
+
+size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size_t n, const size_t *idx,
+                   size_t nidx, float h, double atol, double rtol, int *kinks, const char *what,
+                   const char *file, int line) {
+    size_t count = idx ? nidx : n;
+    for (size_t k = 0; k < count; k++) {
+        size_t i = idx ? idx[k] : k;
+        ck_assert_msg(i < n, "%s:%d: fd_check index %zu of %s is past its %zu entries", file, line, i, what, n);
+        double an = grad[i], num = fd_diff(loss, ctx, &param[i], h);
+        double tol = atol + rtol * fmax(fabs(num), fabs(an));
+        if (fabs(num - an) <= tol) continue;               /* NaN fails every <= */
+        double num2 = fd_diff(loss, ctx, &param[i], 2 * h);
+        double tol2 = atol + rtol * fmax(fabs(num2), fabs(an));
+        if (fabs(num2 - an) <= tol2) continue;             /* a kink spoiled only the h quotient */
+        if (kinks && fabs(num2 - num) > tol) {             /* the two quotients disagree: a kink */
+            (*kinks)++;
+            continue;
+        }
+        ck_abort_msg("%s:%d: gradient of %s[%zu]: backward %.7g, finite differences %.7g (h = %g) and %.7g (2h); "
+                     "tolerance %.2g + %.2g x |value|", file, line, what, i, an, num, (double)h, num2, atol, rtol);
+    }
+    return count;
 }
 
 /* ---- suites -------------------------------------------------------------- */

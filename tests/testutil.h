@@ -3,6 +3,8 @@
  *
  *   comparing     ck_assert_close_arrays: the first mismatches and the max
  *                 difference, so a failing test says where and by how much
+ *   gradients     fd_check / fd_diff: central finite differences against a
+ *                 backward pass, the one helper every Gradient case uses
  *   inputs        randn (random normal arrays); test_config and
  *                 test_config_tiny (a small model's Config)
  *   files         read_file / read_file_or_fail / write_file / write_text;
@@ -44,6 +46,33 @@ void assert_close_arrays_at(const float *a, const float *b, size_t n, double tol
                             const char *file, int line);
 #define ck_assert_close_arrays(a, b, n, tol) \
     assert_close_arrays_at((a), (b), (n), (tol), #a, __FILE__, __LINE__)
+
+/* ---- gradients ----------------------------------------------------------- */
+
+/* A scalar loss of whatever the test's forward pass reads (summed in double
+ * by the test), evaluated afresh on every call. */
+typedef double (*FdLoss)(void *ctx);
+
+/* One central difference of loss in *p: (L(p+h) - L(p-h)) divided by the
+ * step actually taken (p +- h rounded to float); *p is restored. */
+double fd_diff(FdLoss loss, void *ctx, float *p, float h);
+
+/* Compares grad[i], the backward pass's d loss / d param[i], with fd_diff
+ * for each i in idx[0..nidx) (idx NULL: every i in 0..n). An entry passes
+ * when |numeric - analytic| <= atol + rtol * max(|numeric|, |analytic|).
+ * A kink (ReLU at 0, a top-k choice that flips) spoils a quotient whose
+ * step crosses it: an entry that fails at h is tried again at 2h, and
+ * passes if that quotient agrees; where the two quotients disagree with
+ * each other too, the kink is counted in *kinks (may be NULL) and the entry
+ * skipped. A real error - both quotients agree with each other and not
+ * with backward - fails the test, naming what[i], both values and the
+ * tolerance. Returns the number of entries compared (kinks included). */
+size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size_t n, const size_t *idx,
+                   size_t nidx, float h, double atol, double rtol, int *kinks, const char *what,
+                   const char *file, int line);
+#define fd_check(loss, ctx, param, grad, n, h, atol, rtol) \
+    fd_check_at((loss), (ctx), (param), (grad), (n), NULL, 0, (h), (atol), (rtol), NULL, #param, __FILE__, \
+                __LINE__)
 
 /* ---- inputs -------------------------------------------------------------- */
 
