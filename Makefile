@@ -11,6 +11,8 @@
 #                   Ding corpus), 3 seeds each: perplexity, BLEU, time (minutes)
 #   make parity     every logit, loss, gradient and an Adam step against PyTorch
 #                   (installs python3-torch/numpy; tools/parity/)
+#   make parity-lm  the 2026 ops (RMSNorm, RoPE, SwiGLU, GQA, mixture of experts)
+#                   against PyTorch's basic ops (tools/parity/lm_ops.py)
 #   make test-arm64 the tests cross-built for arm64 (Apple Silicon's instruction
 #                   set) and run under qemu-user; installs gcc-aarch64-linux-gnu,
 #                   qemu-user, check:arm64 (tools/test-arm64.sh)
@@ -414,6 +416,16 @@ cuda-check:
 parity: all
 	sh tools/parity/run.sh $(BUILD)
 
+# the 2026 ops of ref/lm_ops.h and layers/lm_ffn.h: lm_ops_dump writes each
+# op's inputs, outputs and gradients, lm_ops.py recomputes them in PyTorch
+$(BUILD)/lm_ops_dump: tools/parity/lm_ops_dump.c $(LIB) $(STAMP)_c.txt
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -Icommon $< $(LIB) $(LDLIBS) -o $@
+parity-lm: $(BUILD)/lm_ops_dump
+	@/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || sh tools/deps.sh install parity-lm python3-torch python3-numpy
+	./$(BUILD)/lm_ops_dump $(BUILD)/parity-lm.safetensors
+	/usr/bin/python3 tools/parity/lm_ops.py $(BUILD)/parity-lm.safetensors
+
 # two libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; prints executions
 # and findings, exit 1 on a finding
 FUZZ_SECONDS ?= 60
@@ -433,5 +445,5 @@ deps-test:
 clean:
 	rm -rf build $(OUT)
 
-.PHONY: all run demo test test-arm64 smoke valgrind plots bench bench-translate cuda cuda-check parity fuzz sacrebleu deps-run deps-test clean dirs FORCE
+.PHONY: all run demo test test-arm64 smoke valgrind plots bench bench-translate cuda cuda-check parity parity-lm fuzz sacrebleu deps-run deps-test clean dirs FORCE
 .SECONDARY:
