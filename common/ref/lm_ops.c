@@ -82,13 +82,20 @@ void rmsnorm_backward_ref(float *dinp, float *dgain, const float *dout, const fl
  * instead: the same rotation of a permuted head, equal in what the model
  * can learn, but weights do not move between the two without permuting the
  * columns of W_Q and W_K. tools/parity/lm_ops.py uses the interleaved pairs.
- * The angle is formed in double (pos * w in float loses 1e-4 rad at 2000). */
+ * The angle is formed in double (pos * w in float loses 1e-4 rad at 2000):
+ * rope_angle gives cos and sin of theta_i for one position. */
+static void rope_angle(float *c, float *s, int pos, int i, int d, double base) {
+    double theta = (double)pos * pow(base, -2.0 * i / d);
+    *c = (float)cos(theta);
+    *s = (float)sin(theta);
+}
+
 void rope_forward_ref(float *out, const float *inp, const int *pos, int N, int H, int d, double base) {
     assert(N >= 0 && H > 0 && d > 0 && d % 2 == 0 && "RoPE turns pairs: the head width must be even");
     for (int n = 0; n < N; n++)
         for (int i = 0; i < d / 2; i++) {
-            double theta = (double)pos[n] * pow(base, -2.0 * i / d);
-            float c = (float)cos(theta), s = (float)sin(theta);
+            float c, s;
+            rope_angle(&c, &s, pos[n], i, d, base);
             for (int hh = 0; hh < H; hh++) {
                 size_t at = ((size_t)n * H + hh) * d + 2 * i;
                 float x0 = inp[at], x1 = inp[at + 1];        /* read both first: out may be inp */
@@ -105,8 +112,8 @@ void rope_backward_ref(float *dinp, const float *dout, const int *pos, int N, in
     assert(N >= 0 && H > 0 && d > 0 && d % 2 == 0);
     for (int n = 0; n < N; n++)
         for (int i = 0; i < d / 2; i++) {
-            double theta = (double)pos[n] * pow(base, -2.0 * i / d);
-            float c = (float)cos(theta), s = (float)sin(theta);
+            float c, s;
+            rope_angle(&c, &s, pos[n], i, d, base);
             for (int hh = 0; hh < H; hh++) {
                 size_t at = ((size_t)n * H + hh) * d + 2 * i;
                 float dy0 = dout[at], dy1 = dout[at + 1];
