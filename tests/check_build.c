@@ -16,7 +16,7 @@
  *
  * Before the settings were recorded, the third and later lines said
  * "up to date" and a build kept its old flags (issue 34, item 10).
- * Runs make from the project root; skipped, saying so, without make. */
+ * Runs make from the project root; a counted skip without make. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ static char *make_in(const char *dir, const char *args, const char *target) {
 
 static int have_make(void) {
     if (sh("command -v make >/dev/null 2>&1") == 0 && access("Makefile", R_OK) == 0) return 1;
-    fprintf(stderr, "check_build: no make, or not run from the project root: skipped\n");
+    test_skip_missing("check_build", "make", "no make, or not run from the project root");
     return 0;
 }
 

@@ -607,7 +607,8 @@ END_TEST
  * of the same rule agrees); another version is checked for size only. */
 START_TEST(test_ding_installed) {
     if (access(DING_PATH, R_OK) != 0) {
-        printf("SKIP corpus/Ding: %s not installed (apt-get install trans-de-en)\n", DING_PATH);
+        test_skip_missing("check_corpus", "trans-de-en", "the Ding dictionary %s is not installed "
+                          "(apt-get install trans-de-en)", DING_PATH);
         return;
     }
     char head[128] = "", err[512];

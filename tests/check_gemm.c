@@ -286,17 +286,17 @@ static void *gemm_job(void *arg) {
 
 START_TEST(test_no_memory_for_workspace) {
 #if defined(__SANITIZE_ADDRESS__)
-    fprintf(stderr, "gemm no-memory test skipped: AddressSanitizer build\n");
+    test_skip("gemm", "the no-memory test under AddressSanitizer");
     return;
 #endif
 #ifdef USE_OPENBLAS
     /* OpenBLAS has buffers of its own and exits when it cannot get them */
-    fprintf(stderr, "gemm no-memory test skipped: this build's gemm() is OpenBLAS\n");
+    test_skip("gemm", "the no-memory test: this build's gemm() is OpenBLAS");
     return;
 #endif
     const char *fork_env = getenv("CK_FORK");
     if (fork_env && strcmp(fork_env, "no") == 0) {
-        fprintf(stderr, "gemm no-memory test skipped: CK_FORK=no\n");
+        test_skip("gemm", "the no-memory test under CK_FORK=no");
         return;
     }
     enum { M = 37, N = 45, K = 301 };
@@ -338,7 +338,7 @@ START_TEST(test_no_memory_for_workspace) {
     if (binds)
         ck_assert_msg(memcmp(C, R, sizeof(float) * M * N) == 0, "without a workspace gemm should give gemm_ref's answer");
     else
-        fprintf(stderr, "gemm no-memory test skipped: RLIMIT_AS has no effect here (qemu-user ignores it)\n");
+        test_skip("gemm", "the no-memory test: RLIMIT_AS has no effect here (qemu-user ignores it)");
     pthread_barrier_destroy(&go);
     free(A); free(B); free(C); free(R); free(F);
 }

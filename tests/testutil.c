@@ -95,6 +95,45 @@ void fresh_dir(char *dir, size_t cap, const char *suite) {
 /* /bin/rm, not rm: a test may have emptied PATH (check_show.c does) */
 void remove_dir(const char *dir) { ck_assert_int_eq(sh("/bin/rm -rf '%s'", dir), 0); }
 
+/* ---- skips --------------------------------------------------------------- */
+
+/* "SUITE: skipped: WHY" on stderr, and "SUITE: WHY" at the end of the
+ * runner's skip file in one write(2), so that lines from children running
+ * at once do not interleave. */
+static void skip_record(const char *suite, const char *fmt, va_list ap) {
+    char why[768], line[1024];
+    vsnprintf(why, sizeof why, fmt, ap);
+    why[strcspn(why, "\n")] = '\0';   /* one line a skip */
+    fprintf(stderr, "%s: skipped: %s\n", suite, why);
+    int n = snprintf(line, sizeof line, "%s: %s\n", suite, why);
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1, line[n - 1] = '\n';
+    const char *path = getenv(SKIP_FILE_ENV);
+    if (!path || !*path) return;
+    int fd = open(path, O_WRONLY | O_APPEND);
+    ck_assert_msg(fd >= 0, "cannot open the skip file %s: %s", path, strerror(errno));
+    ck_assert_int_eq(write(fd, line, (size_t)n), n);
+    close(fd);
+}
+
+void test_skip(const char *suite, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    skip_record(suite, fmt, ap);
+    va_end(ap);
+}
+
+void test_skip_missing(const char *suite, const char *tool, const char *fmt, ...) {
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const char *ci = getenv("CI");
+    ck_assert_msg(!(ci && !strcmp(ci, "true")), "%s: %s; CI installs %s (.ci/run), so under CI=true this fails",
+                  suite, why, tool);
+    test_skip(suite, "%s", why);
+}
+
 /* ---- programs ------------------------------------------------------------ */
 
 int sh(const char *fmt, ...) {
@@ -107,23 +146,16 @@ int sh(const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-const char *build_dir(const char *suite, const char *what) {
+const char *build_dir(void) {
     const char *build = getenv("BUILD_DIR");
-    if (build && *build) return build;
-    fprintf(stderr, "%s: BUILD_DIR not set, %s skipped\n", suite, what);
-    return NULL;
+    ck_assert_msg(build && *build, "BUILD_DIR is not set: run the tests through build/check_all, which sets it");
+    return build;
 }
 
 int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog) {
-    char what[256];
-    snprintf(what, sizeof what, "%s runs", prog);
-    const char *build = build_dir(suite, what);
-    if (!build) return 0;
-    snprintf(bin, cap, "%s/%s", build, prog);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "%s: no %s, its runs skipped\n", suite, bin);
-        return 0;
-    }
+    snprintf(bin, cap, "%s/%s", build_dir(), prog);
+    ck_assert_msg(access(bin, X_OK) == 0, "%s: no program %s to test (make builds it; make test builds every one)",
+                  suite, bin);
     return 1;
 }
 

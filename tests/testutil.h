@@ -9,8 +9,10 @@
  *                 test_config_tiny (a small model's Config)
  *   files         read_file / read_file_or_fail / write_file / write_text;
  *                 fresh_dir / remove_dir (a folder of one's own in /tmp)
+ *   skips         test_skip / test_skip_missing: a part not run, counted
+ *                 and listed by the runner after Check's summary
  *   programs      sh (a shell command's exit status); build_dir and
- *                 chapter_binary (is $BUILD_DIR/prog there?); run_captured
+ *                 chapter_binary ($BUILD_DIR/prog, or the test fails); run_captured
  *                 and sh_captured (a child's or a command's stdout and
  *                 stderr, as strings); limit_file_size (a full disk)
  *   output        capture_begin / capture_end (what this process prints);
@@ -109,6 +111,24 @@ void write_text(const char *path, const char *text);
 void fresh_dir(char *dir, size_t cap, const char *suite);
 void remove_dir(const char *dir);
 
+/* ---- skips --------------------------------------------------------------- */
+
+/* The environment variable naming the file the runner (check_main.c) reads
+ * the skips from: each test runs in a forked child, so a skip is a line
+ * appended to that file, not a counter in memory. */
+#define SKIP_FILE_ENV "AIYN_SKIP_FILE"
+
+/* Records that suite left a part of a test out, and why (printf-formatted):
+ * "SUITE: skipped: WHY" on stderr, and "SUITE: WHY" as one line of
+ * $AIYN_SKIP_FILE, which the runner counts and lists after Check's
+ * summary. The caller then returns or goes on without that part. */
+__attribute__((format(printf, 2, 3))) void test_skip(const char *suite, const char *fmt, ...);
+/* The same for a part that needs tool, which CI's machine installs
+ * (.ci/run): under CI=true its absence fails the test instead, naming the
+ * tool, since there a skip would hide a broken install. */
+__attribute__((format(printf, 3, 4))) void test_skip_missing(const char *suite, const char *tool, const char *fmt,
+                                                             ...);
+
 /* ---- programs ------------------------------------------------------------ */
 
 /* Runs a printf-formatted shell command; its exit status (-1: killed by a
@@ -116,11 +136,12 @@ void remove_dir(const char *dir);
  * redirects it. */
 __attribute__((format(printf, 1, 2))) int sh(const char *fmt, ...);
 
-/* $BUILD_DIR, where `make test` put the programs; NULL, with a line
- * "SUITE: BUILD_DIR not set, WHAT skipped", when it is unset or empty. */
-const char *build_dir(const char *suite, const char *what);
-/* The built program $BUILD_DIR/prog into bin. 0, with a line saying that
- * suite's runs of it are skipped, when BUILD_DIR is unset or there is none. */
+/* $BUILD_DIR, where `make test` put the programs (the runner sets it to
+ * its own folder when it is unset); fails the test when it is empty. */
+const char *build_dir(void);
+/* The built program $BUILD_DIR/prog into bin; returns 1. A program that is
+ * not there fails the test (suite names it): a test of a program that did
+ * not run has tested nothing. */
 int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog);
 
 /* Runs fn(arg) in a child process (fn may exec a program; when it returns,
