@@ -317,17 +317,29 @@ double fd_diff(FdLoss loss, void *ctx, float *p, float h) {
     return (lp - lm) / ((double)up - (double)down);
 }
 
-size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size_t n, const size_t *idx,
-                   size_t nidx, float h, double atol, double rtol, int *kinks, const char *what,
-                   const char *file, int line) {
+double fd_diff_double(FdLoss loss, void *ctx, double *p, double h) {
+    double saved = *p, up = saved + h, down = saved - h;
+    *p = up;
+    double lp = loss(ctx);
+    *p = down;
+    double lm = loss(ctx);
+    *p = saved;
+    return (lp - lm) / (up - down);
+}
+
+/* fd_check_at's loop for a float parameter (pf) or a double one (pd). */
+static size_t fd_check_core(FdLoss loss, void *ctx, float *pf, double *pd, const float *grad, size_t n,
+                            const size_t *idx, size_t nidx, double h, double atol, double rtol, int *kinks,
+                            const char *what, const char *file, int line) {
     size_t count = idx ? nidx : n;
     for (size_t k = 0; k < count; k++) {
         size_t i = idx ? idx[k] : k;
         ck_assert_msg(i < n, "%s:%d: fd_check index %zu of %s is past its %zu entries", file, line, i, what, n);
-        double an = grad[i], num = fd_diff(loss, ctx, &param[i], h);
+        double an = grad[i];
+        double num = pf ? fd_diff(loss, ctx, &pf[i], (float)h) : fd_diff_double(loss, ctx, &pd[i], h);
         double tol = atol + rtol * fmax(fabs(num), fabs(an));
         if (fabs(num - an) <= tol) continue;               /* NaN fails every <= */
-        double num2 = fd_diff(loss, ctx, &param[i], 2 * h);
+        double num2 = pf ? fd_diff(loss, ctx, &pf[i], (float)(2 * h)) : fd_diff_double(loss, ctx, &pd[i], 2 * h);
         double tol2 = atol + rtol * fmax(fabs(num2), fabs(an));
         if (fabs(num2 - an) <= tol2) continue;             /* a kink spoiled only the h quotient */
         if (kinks && fabs(num2 - num) > tol) {             /* the two quotients disagree: a kink */
@@ -335,9 +347,20 @@ size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size
             continue;
         }
         ck_abort_msg("%s:%d: gradient of %s[%zu]: backward %.7g, finite differences %.7g (h = %g) and %.7g (2h); "
-                     "tolerance %.2g + %.2g x |value|", file, line, what, i, an, num, (double)h, num2, atol, rtol);
+                     "tolerance %.2g + %.2g x |value|", file, line, what, i, an, num, h, num2, atol, rtol);
     }
     return count;
+}
+
+size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size_t n, const size_t *idx,
+                   size_t nidx, float h, double atol, double rtol, int *kinks, const char *what,
+                   const char *file, int line) {
+    return fd_check_core(loss, ctx, param, NULL, grad, n, idx, nidx, h, atol, rtol, kinks, what, file, line);
+}
+
+size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *grad, size_t n, double h, double atol,
+                          double rtol, const char *what, const char *file, int line) {
+    return fd_check_core(loss, ctx, NULL, param, grad, n, NULL, 0, h, atol, rtol, NULL, what, file, line);
 }
 
 /* ---- suites -------------------------------------------------------------- */

@@ -58,6 +58,9 @@ typedef double (*FdLoss)(void *ctx);
 /* One central difference of loss in *p: (L(p+h) - L(p-h)) divided by the
  * step actually taken (p +- h rounded to float); *p is restored. */
 double fd_diff(FdLoss loss, void *ctx, float *p, float h);
+/* The same for a parameter of a double-precision reference (the loss then
+ * computed in double throughout, as tests/attention_double.h's). */
+double fd_diff_double(FdLoss loss, void *ctx, double *p, double h);
 
 /* Compares grad[i], the backward pass's d loss / d param[i], with fd_diff
  * for each i in idx[0..nidx) (idx NULL: every i in 0..n). An entry passes
@@ -75,6 +78,12 @@ size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size
 #define fd_check(loss, ctx, param, grad, n, h, atol, rtol) \
     fd_check_at((loss), (ctx), (param), (grad), (n), NULL, 0, (h), (atol), (rtol), NULL, #param, __FILE__, \
                 __LINE__)
+/* fd_check_at with fd_diff_double: the float backward pass of a layer
+ * against central differences of its double-precision reference. */
+size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *grad, size_t n, double h, double atol,
+                          double rtol, const char *what, const char *file, int line);
+#define fd_check_double(loss, ctx, param, grad, n, h, atol, rtol, what) \
+    fd_check_double_at((loss), (ctx), (param), (grad), (n), (h), (atol), (rtol), (what), __FILE__, __LINE__)
 
 /* ---- inputs -------------------------------------------------------------- */
 
