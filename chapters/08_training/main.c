@@ -559,7 +559,7 @@ static void decode_and_print(Model *m, const int *src, int T) {
 typedef struct {
     int layers, d_model, d_ff, heads, batch, steps, warmup;
     float factor, eps_ls, dropout;
-    int no_reg, ckpt_every, n_eval, n_examples, nan_at, micro;
+    int no_reg, ckpt_every, n_eval, n_examples, nan_at, micro, quick;
     uint64_t seed, eval_seed;
     const char *out, *ckpt_path, *resume, *device, *decode, *st_path;
     char ckpt_buf[1024];
@@ -573,6 +573,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
     *r = (Run){.layers = 2, .d_model = 64, .d_ff = 128, .heads = 4, .batch = 128, .steps = 600,
                .warmup = 200, .factor = 1.0f, .eps_ls = 0.1f, .dropout = 0.1f, .n_eval = 1000,
                .n_examples = 5, .seed = 42, .eval_seed = 2017, .out = "out/08_training", .device = "cpu", .micro = 1};
+    if (cli_given(argc, argv, "--quick")) r->steps = 5, r->batch = 16, r->n_eval = 10, r->n_examples = 1;
     CliOption opts[] = {
         {"--layers", CLI_INT, &r->layers, "N: layers in the encoder and in the decoder", 1, 64},
         {"--d-model", CLI_INT, &r->d_model, "d_model (paper 512)", 2, 4096},
@@ -601,6 +602,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--attn-enc", CLI_FLAG, &r->attn.enc, "also draw the encoder self-attention (default: one line)", 0, 0},
         {"--device", CLI_STRING, &r->device, "cpu or cuda (cuda: train, decode and evaluate on the GPU)", 0, 0},
         {"--out", CLI_STRING, &r->out, "output folder for plots and the checkpoint", 0, 0},
+        {"--quick", CLI_FLAG, &r->quick, "a short run: --steps 5 --batch 16 --eval 10 --examples 1 (make smoke)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
               opts, CLI_COUNT(opts));

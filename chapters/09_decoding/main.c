@@ -430,12 +430,10 @@ static void section_cost(Ch *c) {
     float *x = calloc((size_t)L, sizeof *x), *ms[2] = {calloc((size_t)L, sizeof(float)), calloc((size_t)L, sizeof(float))};
     if (!toks || !x || !ms[0] || !ms[1]) cli_fail(PROG, "out of memory");
     toks[0] = COPY_START;
-#ifdef _OPENMP
     /* one thread both ways: on a busy machine a team of threads waits for its
      * slowest member, which turns some steps into scheduler time slices */
     int threads = parallel_threads();
     parallel_set_threads(1);
-#endif
     for (int cached = 1; cached >= 0; cached--) {
         run_or_die(decoder_begin(&d, c->ex, 1, T, 1, cached, err, sizeof err), err);
         for (int t = 0; t < L; t++) {
@@ -456,9 +454,7 @@ static void section_cost(Ch *c) {
             x[t] = (float)(t + 1);
         }
     }
-#ifdef _OPENMP
     parallel_set_threads(threads);
-#endif
     printf("model N=%d, d_model=%d, h=%d, source %d tokens; 1 thread, best of 3 per position (a busy\n"
            "machine is noisy: compare the two columns, not the absolute times)\n", k.N, k.d_model, k.h, T);
     printf("  position | ms cached | ms uncached | MFLOP cached | MFLOP uncached\n");
@@ -526,7 +522,8 @@ int main(int argc, char **argv) {
     Ch c = {.beam = 4, .alpha = 0.6f, .offset = -1, .end_id = 2, .n_search = 512, .cost_len = 128,
             .seed = 42, .out = "out/09_decoding"};
     const char *load = NULL, *device = "cpu";
-    int steps = 120;
+    int steps = 120, quick = 0;
+    if (cli_given(argc, argv, "--quick")) steps = 5, c.n_search = 64, c.cost_len = 16;
     CliOption o[] = {
         {"--load", CLI_STRING, &load, "chapter 08's checkpoint (default: train a small one here)", 0, 0},
         {"--train-steps", CLI_INT, &steps, "without --load: training steps (partly trained on purpose)", 0, 100000},
@@ -539,6 +536,7 @@ int main(int argc, char **argv) {
         {"--device", CLI_STRING, &device, "cpu or cuda: where the decoder runs (training: the CPU)", 0, 0},
         {"--seed", CLI_U64, &c.seed, "seed for the weights, training data and inputs", 0, 0},
         {"--out", CLI_STRING, &c.out, "output folder for plots", 0, 0},
+        {"--quick", CLI_FLAG, &quick, "a short run: --train-steps 5 --search 64 --cost-len 16 (make smoke)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "greedy decoding, beam search with the length penalty, and the KV cache "
               "(Sec. 6.1)", o, CLI_COUNT(o));

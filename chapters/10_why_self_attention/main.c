@@ -372,7 +372,7 @@ static void section_complexity_n(const Config *c, Rng *rng, Sweep *sn, Fit *fn) 
     printf("  Every layer counts the FLOPs of each library call it makes (multiply-add = 2).\n"
            "  Times: medians of %d+ repeats of %s, %d thread(s). Read them as rough;\n"
            "  the exponents the tests check are the FLOP ones, which do not depend on the load.\n",
-           c->repeats, g_wall ? "wall-clock time" : "this thread's CPU time", c->threads);
+           c->repeats, g_wall ? "wall-clock time" : "this thread's CPU time", parallel_threads());
     double dsizes[MAXP];   /* both sweeps are checked before either runs */
     sn->over_n = 1;
     sn->m = sweep_sizes(sn->x, c->n_lo, c->n_hi, 1);
@@ -616,6 +616,8 @@ int main(int argc, char **argv) {
     Config c = {.d_n = 64, .n_lo = 8, .n_hi = 512, .n_d = 64, .d_lo = 16, .d_hi = 512, .h = 8, .k = 3,
                 .r = 4, .repeats = 3, .full = 0, .path_max = 1024, .threads = 1, .seed = 42,
                 .out = "out/10_why_self_attention"};
+    int quick = 0;
+    if (cli_given(argc, argv, "--quick")) c.n_hi = 128, c.d_hi = 64, c.path_max = 64, c.repeats = 1;
     CliOption opts[] = {
         {"--full",     CLI_FLAG,   &c.full,     "the complete sweep: n 8..4096 at d 512, d 64..2048 at n 64", 0, 0},
         {"--d",        CLI_INT,    &c.d_n,      "width d of the n sweep", 1, 8192},
@@ -627,10 +629,11 @@ int main(int argc, char **argv) {
         {"--r",        CLI_INT,    &c.r,        "restricted attention: keys within r/2 of the query", 2, 1024},
         {"--repeats",  CLI_INT,    &c.repeats,  "timed runs per point (the median is kept)", 1, 51},
         {"--path-max", CLI_INT,    &c.path_max, "longest n of the path-length search (from 16)", 16, 4096},
-        {"--threads",  CLI_INT,    &c.threads,  "OpenMP threads for the timed layers (1: work, not cores)", 1, 256},
+        {"--threads",  CLI_INT,    &c.threads,  "threads for the timed layers (1: work, not cores)", 1, 256},
         {"--wall",     CLI_FLAG,   &c.wall,     "time with the wall clock (default with --threads 1: CPU time)", 0, 0},
         {"--seed",     CLI_U64,    &c.seed,     "random seed for weights and inputs", 0, 0},
         {"--out",      CLI_STRING, &c.out,      "output folder for data, scripts and PNGs", 0, 0},
+        {"--quick",    CLI_FLAG,   &quick,      "a short run: --n-max 128 --d-max 64 --path-max 64 --repeats 1", 0, 0},
     };
     cli_parse(argc, argv, PROG, "Table 1 measured: complexity, sequential operations, path length",
               opts, CLI_COUNT(opts));
@@ -640,9 +643,7 @@ int main(int argc, char **argv) {
     if (c.d_n % c.h) cli_fail(PROG, "--heads %d must divide --d %d", c.h, c.d_n);
     if (c.d_lo < c.h) c.d_lo = c.h;
     if (plot_mkdir(c.out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", c.out);
-#ifdef _OPENMP
     parallel_set_threads(c.threads);
-#endif
     g_wall = c.wall || c.threads > 1;
     Rng rng;
     rng_seed(&rng, c.seed);
