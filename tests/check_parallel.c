@@ -39,6 +39,7 @@
 #include "fast/parallel.h"
 #include "fast/thread_shim.h"
 #include "ref/optim.h"
+#include "core/clock.h"
 #include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -57,8 +58,8 @@ static void count_hits(void *ctx, long lo, long hi) {
     RunCheck *c = ctx;
     if ((hi - lo > c->grain && !(lo == 0 && hi == c->n)) || lo >= hi || lo < 0 || hi > c->n) c->bad = 1;
     if (!pthread_equal(pthread_self(), c->caller) && c->by_others++ == 0) {
-        double t0 = now_s();
-        while (now_s() - t0 < 1e-4) {}
+        double t0 = clock_wall_s();
+        while (clock_wall_s() - t0 < 1e-4) {}
     }
     for (long i = lo; i < hi; i++) c->hits[i]++;
 }
@@ -182,8 +183,8 @@ static void turn_part(void *ctx, long lo, long hi) {
     if (part == 1 && !c->first_done) c->bad = 1;   /* started before the first had returned */
     c->who[part] = pthread_self();
     if (part == 0) {   /* so that a worker holding part 1 has to wait */
-        double t0 = now_s();
-        while (now_s() - t0 < c->hold) sched_yield();   /* (lets the worker run where threads take turns) */
+        double t0 = clock_wall_s();
+        while (clock_wall_s() - t0 < c->hold) sched_yield();   /* (lets the worker run where threads take turns) */
     }
     for (long i = lo; i < hi; i++) c->hits[i]++;
     if (part == 0) c->first_done = 1;
@@ -217,13 +218,13 @@ START_TEST(test_in_turn) {
      * long each 20 rounds without a worker (up to 0.1 s: a busy machine's
      * scheduler gives a waiting thread a turn well within that) */
     int apart = 0, rounds = 0;
-    double hold = 2e-4, t0 = now_s();
-    for (; rounds < 40 || (!apart && now_s() - t0 < 20); rounds++) {
+    double hold = 2e-4, t0 = clock_wall_s();
+    for (; rounds < 40 || (!apart && clock_wall_s() - t0 < 20); rounds++) {
         if (rounds >= 40 && rounds % 20 == 0 && hold < 0.1) hold *= 2;
         apart += in_turn_round(turn_cases[rounds % 4][0], turn_cases[rounds % 4][1], hold);
     }
     ck_assert_msg(apart > 0, "no worker ran a second part in %d rounds (%.0f s, the first part held up to %.3f s): "
-                  "the wait for the first part was not tested", rounds, now_s() - t0, hold);
+                  "the wait for the first part was not tested", rounds, clock_wall_s() - t0, hold);
     parallel_set_threads(threads);
 }
 END_TEST

@@ -1,7 +1,6 @@
 /* testutil.c - the shared helpers of the Check suites (what each does and
  * who owns what it returns: testutil.h). */
 #include "testutil.h"
-#include "core/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -300,10 +299,6 @@ void assert_lines_fit(const char *s, int max_cols, const char *unless) {
         p += len + (p[len] == '\n');
     }
 }
-
-/* ---- time ---------------------------------------------------------------- */
-
-double now_s(void) { return clock_wall_s(); }
 
 /* ---- gradients ----------------------------------------------------------- */
 

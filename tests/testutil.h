@@ -18,7 +18,6 @@
  *   output        capture_begin / capture_end (what this process prints);
  *                 text_cols / widest_line / assert_lines_fit: how wide
  *                 printed text is on a terminal
- *   time          now_s
  *   suites        suite_case: a test case and its tests, in one line
  *
  * Failures of the test's world (a temporary folder that cannot be made, a
@@ -191,11 +190,6 @@ int widest_line(const char *s);
  * unless that line contains `unless` (NULL: no exception), e.g. the output
  * folder, whose width is the user's path's. */
 void assert_lines_fit(const char *s, int max_cols, const char *unless);
-
-/* ---- time ---------------------------------------------------------------- */
-
-/* Seconds on the monotonic clock: for measuring how long something took. */
-double now_s(void);
 
 /* ---- suites -------------------------------------------------------------- */
 

@@ -48,9 +48,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "core/fileio.h"
 #include "model/device.h"
@@ -69,12 +69,6 @@
 #include "task/copy_task.h"
 
 static const char *PROG = "08_training";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 /* "<pad>", "<s>", or the number: labels for heatmap rows and columns */
 static void token_label(char *buf, size_t len, int id) {
@@ -428,7 +422,7 @@ typedef struct {
 } Progress;
 
 static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first, const StepStats *st, int keep) {
-    double el = now_s() - p->t0;
+    double el = clock_wall_s() - p->t0;
     double done = (double)(step - first), left = (double)steps - (double)step;
     double eta = done > 0 ? el / done * left : 0;
     if (p->tty) printf("\r");
@@ -436,7 +430,7 @@ static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first,
            (unsigned long long)step, steps, st->loss, st->lr, st->grad_norm,
            el > 0 ? p->tokens / el : 0.0, el, eta, keep || !p->tty ? "\n" : "");
     fflush(stdout);
-    p->last_draw = now_s();
+    p->last_draw = clock_wall_s();
 }
 
 /* Trains from tr->step up to o->steps on the trainer's backend, printing ~12
@@ -463,7 +457,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
     }
     printf("%d steps (from %llu to %d), %d target tokens each; a line every %d steps\n",
            todo, (unsigned long long)first, o->steps, tr->B * (tr->T - 1), every);
-    Progress pg = {.tty = isatty(1), .t0 = now_s()};
+    Progress pg = {.tty = isatty(1), .t0 = clock_wall_s()};
     StepStats st = {0};
     int rc = 0, done = 0;
     for (int i = 0; i < todo; i++) {
@@ -496,7 +490,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
         step_x[i] = (float)tr->step;
         done = i + 1;
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
-        if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
+        if (keep || (pg.tty && clock_wall_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
         if (dist_rank() == 0) show_progress("step", (long)tr->step, o->steps);   /* stderr, only under --section N */
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
             /* rank 0 alone writes; every rank learns how it went and all stop together */
@@ -515,7 +509,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
             printf("  checkpoint: %s (step %llu)\n", o->ckpt_path, (unsigned long long)tr->step);
         }
     }
-    double train_s = now_s() - pg.t0;
+    double train_s = clock_wall_s() - pg.t0;
     double fl = smoothed_loss_floor(tr->model->cfg.vocab, eps_ls, tr->model->cfg.pad_id);
     if (rc == 0 && done > 0 && dist_rank() == 0) {
         printf("trained %d steps in %.1f s: %.1f ms/step, %.0f target tokens/s; final loss %.4f (floor %.4f)\n",
@@ -703,11 +697,11 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
     printf("the example from section 5%s:\n", r->decode ? " (your --decode)" : "");
     decode_and_print(m, ex_src, T);
     if (r->n_eval > 0) {
-        double t0 = now_s(), tok;
+        double t0 = clock_wall_s(), tok;
         double acc = copy_exact_match(m, r->n_eval, T, r->eval_seed, &tok);
         if (acc < 0) cli_fail(PROG, "out of memory for the evaluation");
         printf("exact match on %d held-out sequences (seed %llu): %.1f%%  (tokens right: %.2f%%; %.1f s)\n",
-               r->n_eval, (unsigned long long)r->eval_seed, 100 * acc, 100 * tok, now_s() - t0);
+               r->n_eval, (unsigned long long)r->eval_seed, 100 * acc, 100 * tok, clock_wall_s() - t0);
     }
     show_section("8. After training: attention");
     greedy(m, ex_ys, ex_src, T);

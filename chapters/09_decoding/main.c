@@ -26,9 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "fast/parallel.h"
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "model/decode.h"
 #include "model/device.h"
@@ -53,12 +53,6 @@ typedef struct {
     const char *out;
     int ex[T];        /* the example of sections 1, 2 and 7                  */
 } Ch;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static const char *label(int id) {
     static char buf[8][8];
@@ -111,7 +105,7 @@ static void setup_model(Ch *c, const char *load, int steps) {
     if (trainer_init(&tr, &c->m, &hp, NS, T, c->seed ^ 0xDA7A5EEDull, err, sizeof err)) cli_fail(PROG, "%s", err);
     CopyBatch cb;
     if (copy_batch_alloc(&cb, NS, T)) cli_fail(PROG, "out of memory");
-    double t0 = now_s();
+    double t0 = clock_wall_s();
     StepStats st = {0};
     for (int i = 0; i < steps; i++)
         if (copy_train_step(&tr, &cb, &st) != TRAIN_OK) cli_fail(PROG, "training diverged at step %d", i + 1);
@@ -120,7 +114,7 @@ static void setup_model(Ch *c, const char *load, int steps) {
     printf("no --load: trained chapter 08's small copy model here (N=2, d_model=64, h=4) for %d steps\n"
            "of %d sequences in %.1f s; loss %.3f. It is only partly trained, on purpose: its mistakes\n"
            "are where search matters. (build/08_training trains it fully; pass its checkpoint to --load.)\n",
-           steps, NS, now_s() - t0, st.loss);
+           steps, NS, clock_wall_s() - t0, st.loss);
 }
 
 /* ---- 1. why generation is sequential ------------------------------------------ */
@@ -132,9 +126,9 @@ static void section_sequential(Ch *c) {
     double secs[2];
     for (int cached = 1; cached >= 0; cached--) {
         o.cached = cached;
-        double t0 = now_s();
+        double t0 = clock_wall_s();
         run_or_die(decode_greedy(&c->d, &o, c->ex, 1, T, err, sizeof err), err);
-        secs[cached] = now_s() - t0, steps[cached] = c->d.steps, len = c->d.out_len[0];
+        secs[cached] = clock_wall_s() - t0, steps[cached] = c->d.steps, len = c->d.out_len[0];
     }
     printf("training: ONE decoder pass over all %d target positions at once (teacher forcing: the\n"
            "input is the known target shifted right; the causal mask hides the future).\n", T - 1);
@@ -441,9 +435,9 @@ static void section_cost(Ch *c) {
             const float *lp = NULL;
             for (int rep = 0; rep < 3; rep++) {
                 d.pos = t;
-                double t0 = now_s();
+                double t0 = clock_wall_s();
                 lp = decoder_step(&d, toks + t);
-                float dt = (float)(1e3 * (now_s() - t0));
+                float dt = (float)(1e3 * (clock_wall_s() - t0));
                 ms[cached][t] = rep == 0 || dt < ms[cached][t] ? dt : ms[cached][t];
             }
             if (cached) {                    /* the uncached pass replays these tokens */

@@ -34,9 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "fast/parallel.h"
 
 #include "layers/multihead.h"
@@ -91,12 +91,7 @@ static int g_wall = 0;
 static const char *time_label(void) {
     return g_wall ? "ms per layer forward (wall clock)" : "ms per layer forward (CPU time)";
 }
-static double clock_s(clockid_t which) {
-    struct timespec t;
-    clock_gettime(which, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-static double now_s(void) { return clock_s(g_wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID); }
+static double sweep_clock_s(void) { return g_wall ? clock_wall_s() : clock_thread_s(); }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -263,9 +258,9 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
                 built = 1;
             }
             Flops f = {0, 0};
-            double t0 = now_s();
+            double t0 = sweep_clock_s();
             t1_forward(&L, y, x, n, &f);                 /* warm-up run; counts the FLOPs */
-            double first = now_s() - t0;
+            double first = sweep_clock_s() - t0;
             if (kd == T1_SELF_ATTENTION)     /* the score tensor the library laid out for n */
                 s->score_floats[p] = (double)(L.acts.concat - L.acts.weights);
             if (kd == T1_SELF_ATTENTION)
@@ -277,11 +272,11 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
             if (first * reps < MIN_POINT_S) reps = (int)fmin(51, ceil(MIN_POINT_S / fmax(first, 1e-7)));
             double t[64], tw[64];
             for (int r = 0; r < reps; r++) {
-                double w0 = clock_s(CLOCK_MONOTONIC);
-                t0 = now_s();
+                double w0 = clock_wall_s();
+                t0 = sweep_clock_s();
                 t1_forward(&L, y, x, n, NULL);
-                t[r] = now_s() - t0;
-                tw[r] = clock_s(CLOCK_MONOTONIC) - w0;
+                t[r] = sweep_clock_s() - t0;
+                tw[r] = clock_wall_s() - w0;
             }
             qsort(t, reps, sizeof(double), cmp_double);
             qsort(tw, reps, sizeof(double), cmp_double);

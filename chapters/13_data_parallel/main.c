@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "dist/dist.h"
 #include "core/fail.h"
@@ -506,11 +507,11 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
     if (r->time_steps == 0) { printf("skipped (--time-steps 0)\n"); return; }
     int P = dist_size();
     dist_barrier();
-    double c0 = dt->comm_s, t0 = dist_time();
+    double c0 = dt->comm_s, t0 = clock_wall_s();
     StepStats st;
     for (int i = 0; i < r->time_steps; i++)
         if (next_step(tr, r->ragged, &st) != TRAIN_OK) dist_exit(1, "a timed step: the loss or a gradient is not finite");
-    double wall = dist_time() - t0, comm = dt->comm_s - c0;
+    double wall = clock_wall_s() - t0, comm = dt->comm_s - c0;
     double mine_d[2] = {wall, comm};
     uint64_t mine[2], *all = malloc(sizeof(uint64_t) * 2 * P);
     if (!all) dist_abort(1, "out of memory");
