@@ -67,21 +67,15 @@
 #include "core/tensor.h"
 #include "model/train.h"
 #include "task/copy_task.h"
+#include "attention_view.h"
 
 static const char *PROG = "08_training";
-
-/* "<pad>", "<s>", or the number: labels for heatmap rows and columns */
-static void token_label(char *buf, size_t len, int id) {
-    if (id == COPY_PAD) snprintf(buf, len, "<pad>");
-    else if (id == COPY_START) snprintf(buf, len, "<s>");
-    else snprintf(buf, len, "%d", id);
-}
 
 static void print_ids(const char *name, const int *ids, int n) {
     printf("%-8s", name);
     for (int i = 0; i < n; i++) {
         char b[8];
-        token_label(b, sizeof b, ids[i]);
+        attn_token_label(b, sizeof b, ids[i]);
         printf(" %3s", b);
     }
 }
@@ -111,150 +105,6 @@ static void parse_decode(int *src, const char *s, int T, const Config *c) {
         if (src[i] == COPY_PAD || src[i] == COPY_START)
             cli_fail(PROG, "--decode: token %d is %d, but 0 is padding and 1 the start symbol; the copy task's words are 2..%d",
                      i, src[i], c->vocab - 1);
-}
-
-/* ---- attention heatmaps ------------------------------------------------------
- * Which map the terminal draws: one layer, one head or the mean of the
- * heads (--attn-layer, --attn-head, --attn-enc). The PNGs get every head
- * of every layer, whatever these say. Layers and heads count from 1. */
-typedef struct {
-    int layer;   /* 1..N; 0 until check_attn_view: the last layer            */
-    int head;    /* 1..h; 0: the mean of the h heads                         */
-    int enc;     /* also draw the encoder self-attention (default: one line) */
-} AttnView;
-
-/* --attn-layer and --attn-head against this model (a --resume file decides
- * N and h): exit 2 naming the flag and the valid range. */
-static void check_attn_view(AttnView *v, Model *m, Trainer *tr) {
-    int N = m->cfg.N, h = m->cfg.h, L = v->layer, H = v->head;
-    if (L > N || H > h) {
-        trainer_free(tr), model_free(m);
-        if (L > N) cli_fail(PROG, "--attn-layer %d: this model has %d layer%s (1..%d)", L, N, N > 1 ? "s" : "", N);
-        cli_fail(PROG, "--attn-head %d: this model has %d head%s (1..%d; 0: their mean)", H, h, h > 1 ? "s" : "", h);
-    }
-    if (L == 0) v->layer = N;
-}
-
-/* map (Tq,Tk) = head `head` (1-based) of w (h,Tq,Tk), or the mean of all h */
-static void head_or_mean(float *map, const float *w, int head, int h, int n) {
-    for (int i = 0; i < n; i++) {
-        float s = 0;
-        for (int k = 0; k < h; k++) s += w[(size_t)k * n + i];
-        map[i] = head ? w[(size_t)(head - 1) * n + i] : s / h;
-    }
-}
-
-/* Rows of map (Tq,Tk) whose largest weight is on key position i + shift. */
-static int rows_on_diagonal(const float *map, int Tq, int Tk, int shift) {
-    int on = 0;
-    for (int i = 0; i < Tq; i++) {
-        int best = 0;
-        for (int j = 1; j < Tk; j++) best = map[i * Tk + j] > map[i * Tk + best] ? j : best;
-        on += best == i + shift;
-    }
-    return on;
-}
-
-/* What each cross-attention head of one layer does, counted on w (h,Tq,Tk):
- * rows whose largest weight is on source position i+1 (the token to copy),
- * per head, and the heads that do it for every row, named. */
-static void cross_heads_line(const float *w, int h, int Tq, int Tk, int layer, int N) {
-    int all[256], n_all = 0;
-    printf("  layer %d of %d, per head:", layer, N);
-    for (int k = 0; k < h; k++) {
-        int on = rows_on_diagonal(w + (size_t)k * Tq * Tk, Tq, Tk, 1);
-        printf(" %d", on);
-        if (on == Tq && n_all < 256) all[n_all++] = k + 1;
-    }
-    printf(" of %d; ", Tq);
-    if (n_all == 0) printf("no head does it for every row\n");
-    else if (n_all == h && h > 1) printf("all %d heads do it for every row\n", h);
-    else {
-        printf("%s", n_all > 1 ? "heads" : "head");
-        for (int k = 0; k < n_all; k++)
-            printf("%s %d", k == 0 ? "" : k + 1 == n_all ? " and" : ",", all[k]);
-        printf(" alone do%s it for every row\n", n_all > 1 ? "" : "es");
-    }
-}
-
-/* Runs the model on one (source, decoded output) pair with teacher forcing
- * and shows encoder self-attention, decoder masked self-attention and the
- * decoder's cross-attention over the source (Sec. 3.2.3): in the terminal
- * the layer and head of v, per head what the cross-attention learned, and
- * every head of every layer as PNGs (attn_WHEN_KIND_heads_layerL.png). */
-static void show_attention(Model *m, const AttnView *v, const int *src, const int *ys, int T, const char *when,
-                           const char *out) {
-    int Tt = T - 1;
-    model_forward(m, src, ys, 1, T, Tt, 0);
-    char srcl[COPY_LEN * 2][8], tgtl[COPY_LEN * 2][8];
-    const char *sl[COPY_LEN * 2], *tl[COPY_LEN * 2];
-    for (int i = 0; i < T; i++) {
-        token_label(srcl[i], sizeof srcl[i], src[i]);
-        sl[i] = srcl[i];
-    }
-    for (int i = 0; i < Tt; i++) {
-        token_label(tgtl[i], sizeof tgtl[i], ys[i]);
-        tl[i] = tgtl[i];
-    }
-    static const struct { AttnKind kind; const char *name, *what, *xlabel, *ylabel; } kinds[] = {
-        {ATTN_ENC_SELF, "enc_self", "encoder self-attention", "source key", "source query"},
-        {ATTN_DEC_SELF, "dec_self", "decoder masked self-attention", "decoder key", "decoder query (input token)"},
-        {ATTN_DEC_CROSS, "cross", "decoder cross-attention", "source key", "decoder query (input token)"},
-    };
-    const int h = m->cfg.h, N = m->cfg.N;
-    float map[COPY_LEN * COPY_LEN];
-    float *w = malloc((size_t)h * T * T * sizeof(float));   /* one layer's weights (1,h,Tq,Tk), on the host */
-    if (!w) cli_fail(PROG, "out of memory");
-    char which[32], title[160], name[64];
-    if (v->head) snprintf(which, sizeof which, "head %d of %d", v->head, h);
-    else snprintf(which, sizeof which, "mean of %d heads", h);
-
-    /* the terminal: layer v->layer, head v->head (or the mean) */
-    for (int k = 0; k < 3; k++) {
-        int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
-        int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
-        model_read(m, w, model_attention(m, kinds[k].kind, v->layer - 1), (size_t)h * Tq * Tk * sizeof(float));
-        head_or_mean(map, w, v->head, h, Tq * Tk);
-        snprintf(title, sizeof title, "%s training: %s, layer %d of %d, %s", when, kinds[k].what, v->layer, N, which);
-        if (kinds[k].kind == ATTN_ENC_SELF && !v->enc) {   /* one line; --attn-enc draws it */
-            float lo = map[0], hi = map[0];
-            for (int i = 1; i < Tq * Tk; i++) lo = map[i] < lo ? map[i] : lo, hi = map[i] > hi ? map[i] : hi;
-            printf("%s:\n  weights %.3f..%.3f, the largest %.1fx uniform (1/%d = %.3f); --attn-enc draws it\n",
-                   title, lo, hi, hi * Tk, Tk, 1.0 / Tk);
-            continue;
-        }
-        Tensor wt = tensor_wrap(w, "weights", "batch heads query key", 1, h, Tq, Tk);
-        show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
-                                                        : "(Eq. 1: one softmax row per query)");
-        show_heatmap(title, map, Tq, Tk, kinds[k].kind == ATTN_ENC_SELF ? sl : tl,
-                     kinds[k].kind == ATTN_DEC_SELF ? tl : sl);
-        if (kinds[k].kind != ATTN_ENC_SELF) {   /* the (shifted) diagonal, counted */
-            int shift = kinds[k].kind == ATTN_DEC_CROSS;
-            printf("rows whose largest weight is on %s: %d of %d\n",
-                   shift ? "source position i+1" : "their own position i", rows_on_diagonal(map, Tq, Tk, shift), Tq);
-        }
-    }
-
-    /* per head: which cross-attention heads point at the token to copy */
-    printf("cross-attention rows whose largest weight is on source position i+1, each head alone:\n");
-    for (int layer = 1; layer <= N; layer++) {
-        model_read(m, w, model_attention(m, ATTN_DEC_CROSS, layer - 1), (size_t)h * Tt * T * sizeof(float));
-        cross_heads_line(w, h, Tt, T, layer, N);
-    }
-
-    /* the PNGs: every head of every layer, one grid per layer */
-    for (int k = 0; k < 3; k++) {
-        int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
-        int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
-        for (int layer = 1; layer <= N; layer++) {
-            model_read(m, w, model_attention(m, kinds[k].kind, layer - 1), (size_t)h * Tq * Tk * sizeof(float));
-            snprintf(title, sizeof title, "%s training: %s, layer %d of %d", when, kinds[k].what, layer, N);
-            snprintf(name, sizeof name, "attn_%s_%s_heads_layer%d", when, kinds[k].name, layer);
-            plot_heads_grid(out, name, title, w, h, Tq, Tk, kinds[k].kind == ATTN_ENC_SELF ? sl : tl,
-                            kinds[k].kind == ATTN_DEC_SELF ? tl : sl, kinds[k].xlabel, kinds[k].ylabel);
-        }
-    }
-    free(w);
 }
 
 /* ---- section 1: the data ---------------------------------------------------------- */
@@ -289,7 +139,7 @@ static void section_label_smoothing(const char *out, float eps_ls) {
         char rl_s[R][16], cl_s[COPY_VOCAB][8];
         const char *rl[R], *cl[COPY_VOCAB];
         for (int v = 0; v < V; v++) {
-            token_label(cl_s[v], sizeof cl_s[v], v);
+            attn_token_label(cl_s[v], sizeof cl_s[v], v);
             cl[v] = cl_s[v];
         }
         for (int r = 0; r < R; r++) {
@@ -705,13 +555,13 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
     }
     show_section("8. After training: attention");
     greedy(m, ex_ys, ex_src, T);
-    show_attention(m, &r->attn, ex_src, ex_ys, T, "after", r->out);
+    attn_view_show(PROG, m, &r->attn, ex_src, ex_ys, T, "after", r->out);
     printf("To copy, decoder position i (fed token i) must output source token i+1, so a head that has\n"
            "learned the task looks at source position i+1. Compare section 5; other views: --attn-head H.\n");
     show_section("9. After training: attention as lines (Figures 3-5)");
     char lab[COPY_LEN][8];   /* section 8's encoder attention, drawn as the paper draws it */
     const char *lp[COPY_LEN];
-    for (int i = 0; i < T; i++) token_label(lab[i], sizeof lab[i], ex_src[i]), lp[i] = lab[i];
+    for (int i = 0; i < T; i++) attn_token_label(lab[i], sizeof lab[i], ex_src[i]), lp[i] = lab[i];
     lineview_encoder(r->out, m, T, lp, "copy task, after training");
 }
 
@@ -769,7 +619,7 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv, PROG);   /* one rank unless started by mpirun (chapter 13) */
     parse_flags(&r, argc, argv);
     build(&r, &m, &tr);
-    check_attn_view(&r.attn, &m, &tr);
+    attn_view_check(PROG, &r.attn, &m, &tr);
     if (dist_attach(&dt, &tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
     dist_quiet_others();             /* rank 0 alone prints and writes */
     int user_src[COPY_LEN];
@@ -801,7 +651,7 @@ int main(int argc, char **argv) {
     show_section("5. Before training: greedy decoding and attention");
     decode_and_print(&m, ex_src, COPY_LEN);
     greedy(&m, ex_ys, ex_src, COPY_LEN);
-    show_attention(&m, &r.attn, ex_src, ex_ys, COPY_LEN, "before", r.out);
+    attn_view_show(PROG, &m, &r.attn, ex_src, ex_ys, COPY_LEN, "before", r.out);
 
     show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
     LoopOpts lo = {.steps = r.steps, .ckpt_every = r.ckpt_every, .nan_at = r.nan_at,
