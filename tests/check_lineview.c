@@ -13,8 +13,8 @@
  *             and the page, the same bytes twice
  *   Browser   a real headless chromium (tools/browser_check.sh) runs the
  *             page's script for two URL hashes: the lines it drew are the
- *             chosen head's, with the weights' opacities; skipped, saying
- *             so, without chromium
+ *             chosen head's, with the weights' opacities; a counted skip
+ *             without chromium (a failure under CI=true)
  */
 #include <check.h>
 #include <math.h>
