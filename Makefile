@@ -77,7 +77,7 @@ $(PROBES):
 	  echo "CHECK_LIBS := $$(pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)"; \
 	  true; } > $@.new$$$$ && mv -f $@.new$$$$ $@
 
-# look again: the next make finds everything anew
+# look again now (after installing Open MPI, nvcc, OpenBLAS or Check) and show what was found
 config:
 	@rm -f $(PROBES)
 	@$(MAKE) --no-print-directory $(PROBES)

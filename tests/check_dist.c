@@ -557,18 +557,18 @@ START_TEST(test_gpu_path) {
     snprintf(so, sizeof so, "%s/libaiyn_cuda.so", g_build);
     void *h = access(so, F_OK) == 0 ? dlopen(so, RTLD_LAZY | RTLD_LOCAL) : NULL;
     void *ex = h ? dlsym(h, "aiyn_nccl_exchange") : NULL, *ver = h ? dlsym(h, "aiyn_nccl_version") : NULL;
-    if (!h) fprintf(stderr, "check_dist: no CUDA backend (%s), NCCL path not built\n", so);
-    else if (!ex || !ver) fprintf(stderr, "check_dist: libaiyn_cuda.so built without NCCL (no nccl.h/libnccl found)\n");
+    if (!h) test_skip("check_dist", "the NCCL path: no CUDA backend (%s)", so);
+    else if (!ex || !ver) test_skip("check_dist", "the NCCL path: libaiyn_cuda.so built without NCCL (no nccl.h/libnccl found)");
     else {
         char v[64];
         void (*version)(char *, size_t);
         memcpy(&version, &ver, sizeof ver);
         version(v, sizeof v);
-        fprintf(stderr, "check_dist: NCCL path built into libaiyn_cuda.so (%s)", v);
+        fprintf(stderr, "check_dist: NCCL path built into libaiyn_cuda.so (%s)\n", v);
         if (sh("test \"$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\" -ge 2") != 0)
-            fprintf(stderr, "; not run: it needs 2 or more GPUs, and none or one is visible here\n");
+            test_skip("check_dist", "the NCCL run: it needs 2 or more GPUs, and none or one is visible here");
         else {   /* one GPU per rank, then 2 ranks against one GPU */
-            fprintf(stderr, "; running 2 ranks on 2 GPUs\n");
+            fprintf(stderr, "check_dist: running 2 ranks on 2 GPUs\n");
             ck_assert_int_eq(sh("%s/08_training %s --device cuda --out %s/gpu1 >/dev/null 2>&1", g_build, f, dir), 0);
             ck_assert_int_eq(sh(MPIRUN " 2 sh -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec %s/08_training %s "
                                 "--device cuda --out %s/gpu2' >%s/gpu2.txt 2>&1", g_build, f, dir, dir), 0);

@@ -356,7 +356,6 @@ START_TEST(test_deterministic) {
     gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C1, N);
     gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C2, N);
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "two identical calls differ");
-#ifdef _OPENMP
     /* 1 thread versus all (when more than one is allowed: under valgrind
      * the suite runs with OMP_NUM_THREADS=1, see the Makefile) */
     int threads = parallel_threads();
@@ -366,7 +365,6 @@ START_TEST(test_deterministic) {
         parallel_set_threads(threads);
         ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "1 thread differs from %d", threads);
     }
-#endif
     free(A); free(B); free(C1); free(C2);
 }
 END_TEST
@@ -384,13 +382,11 @@ START_TEST(test_deterministic_big_c) {
     gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
     gemm_many(1, &(GemmArgs){0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N});
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "gemm_many differs from gemm");
-#ifdef _OPENMP
     int threads = parallel_threads();
     parallel_set_threads(threads > 1 ? 1 : 2);
     gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N);
     parallel_set_threads(threads);
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "1 and 2 threads differ");
-#endif
     free(A); free(B); free(C1); free(C2);
 }
 END_TEST
@@ -418,13 +414,9 @@ START_TEST(test_many_matches_gemm) {
     for (int i = 0; i < 4; i++)
         gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, 1.0f, g[i].A, g[i].lda, g[i].B, g[i].ldb,
              g[i].beta, C1[i], g[i].ldc);
-#ifdef _OPENMP
     int threads = parallel_threads();
     for (int t = 0; t < 2; t++) {
         parallel_set_threads(t == 0 ? 1 : (threads > 1 ? threads : 2));
-#else
-    for (int t = 0; t < 1; t++) {
-#endif
         float *saved[4];   /* C before the products, restored after each round */
         for (int i = 0; i < 4; i++) {
             saved[i] = malloc(sizeof(float) * c[i].M * c[i].N);
@@ -438,9 +430,7 @@ START_TEST(test_many_matches_gemm) {
             free(saved[i]);
         }
     }
-#ifdef _OPENMP
     parallel_set_threads(threads);
-#endif
     for (int i = 0; i < 4; i++) {
         free(A[i]); free(B[i]); free(C1[i]); free(C2[i]);
     }

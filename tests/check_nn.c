@@ -351,16 +351,12 @@ START_TEST(test_linear_sizes) {
 }
 END_TEST
 
-/* Sets the pool's thread count (if built with OpenMP); returns the old one. */
+/* Sets the pool's thread count (POSIX threads, with OpenMP or without);
+ * returns the old one. */
 static int set_threads(int n) {
-#ifdef _OPENMP
     int old = parallel_threads();
     parallel_set_threads(n);
     return old;
-#else
-    (void)n;
-    return 1;
-#endif
 }
 
 /* Threads must not change a single bit: rows are split between threads but
