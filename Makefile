@@ -80,7 +80,7 @@ $(PROBES):
 # look again now (after installing Open MPI, nvcc, OpenBLAS or Check) and show what was found
 config:
 	@rm -f $(PROBES)
-	@$(MAKE) --no-print-directory $(PROBES)
+	@$(MAKE) --no-print-directory $(PROBES) >/dev/null
 	@cat $(PROBES)
 
 NVCC    ?= $(NVCC_FOUND)
