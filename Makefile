@@ -7,7 +7,7 @@
 #   make smoke      every chapter once, the long ones with their own --quick
 #   make valgrind   the test suite and every chapter (--quick) under valgrind
 #   make config     look again for what the machine has (after installing Open MPI,
-#                   nvcc, OpenBLAS or Check): make looks once per build folder
+#                   nvcc or OpenBLAS): make looks once per build folder
 #   make plots      render every plot script in out/ with gnuplot
 #   make demo       lecture mode: every chapter with --pause, a recap after each
 #   make bench      speed table: matmul vs FMA peak and OpenBLAS, model steps vs PyTorch
@@ -49,8 +49,8 @@ BUILD   = build/sanitize
 endif
 
 # ---- what this machine has, found once -----------------------------------------
-# The compiler's version and OpenMP, nvcc and a GPU, mpicc, OpenBLAS and
-# Check: asked once per build folder and compiler, by the recipe below, and
+# The compiler's version and OpenMP, nvcc and a GPU, mpicc and OpenBLAS:
+# asked once per build folder and compiler, by the recipe below, and
 # kept in $(BUILD)/config_probes.mk, which every later make reads instead of
 # asking again. `make config` asks again. A variable given on the command
 # line wins over what was found (GPU_SEEN= pretends there is no GPU).
@@ -73,11 +73,9 @@ $(PROBES):
 	  pkg-config --exists openblas 2>/dev/null && echo 'HAVE_OPENBLAS := 1'; \
 	  echo "OPENBLAS_CFLAGS := $$(pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)"; \
 	  echo "OPENBLAS_LIBS := $$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)"; \
-	  echo "CHECK_CFLAGS := $$(pkg-config --cflags check 2>/dev/null)"; \
-	  echo "CHECK_LIBS := $$(pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)"; \
 	  true; } > $@.new$$$$ && mv -f $@.new$$$$ $@
 
-# look again now (after installing Open MPI, nvcc, OpenBLAS or Check) and show what was found
+# look again now (after installing Open MPI, nvcc or OpenBLAS) and show what was found
 config:
 	@rm -f $(PROBES)
 	@$(MAKE) --no-print-directory $(PROBES) >/dev/null
@@ -361,6 +359,11 @@ demo: all
 $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
 
+# Check's flags, asked only when the runner is linked: `make test` installs
+# Check (tools/deps.sh) just before, on a fresh machine
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
+
 # bench/figures.c: the bench's printed ratios, tested by check_bench.c (no timing)
 $(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c bench/figures.h \
              $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) $(STAMP)_c.txt $(STAMP)_mpi.txt
@@ -432,7 +435,7 @@ $(BENCH_BIN): $(wildcard bench/*.c bench/*.h) $(LIB) $(STAMP)_c.txt $(STAMP)_ben
 	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda $(wildcard bench/*.c) $(LIB) $(BENCH_BLAS) $(LDLIBS) -o $@
 
 bench: all
-	@pkg-config --exists openblas 2>/dev/null || sh tools/deps.sh install bench libopenblas-dev || \
+	@pkg-config --exists openblas 2>/dev/null || { sh tools/deps.sh install bench libopenblas-dev && rm -f $(PROBES); } || \
 	  echo "bench: runs without its OpenBLAS columns"
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	./$(BENCH_BIN)
