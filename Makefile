@@ -193,8 +193,9 @@ endif
 # ---- the build's settings, recorded ------------------------------------------
 # Each group of settings is written to a file in $(BUILD) that changes only
 # when the settings do, and what they affect depends on that file: switch
-# PORTABLE, SANITIZE, BLAS or NO_OMP, or install Open MPI, nvcc or OpenBLAS,
-# and a plain `make` rebuilds what changed instead of saying nothing to do.
+# PORTABLE, SANITIZE, BLAS or NO_OMP (or install Open MPI, nvcc or OpenBLAS
+# and run make config), and a plain `make` rebuilds what changed instead of
+# saying nothing to do.
 #   config_c.txt      compiler, CFLAGS, LDLIBS: every object and program
 #   config_mpi.txt    MPI on or off, mpicc's link line: dist.o, the MPI programs
 #   config_cuda.txt   nvcc, its flags, NCCL: the CUDA backend
