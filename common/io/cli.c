@@ -144,6 +144,12 @@ int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
     return 0;
 }
 
+int cli_given(int argc, char **argv, const char *flag) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], flag)) return 1;
+    return 0;
+}
+
 void cli_parse(int argc, char **argv, const char *prog, const char *about,
                CliOption *opts, int nopts) {
     char err[256];

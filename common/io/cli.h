@@ -52,6 +52,12 @@ typedef struct {
 void cli_parse(int argc, char **argv, const char *prog, const char *about,
                CliOption *opts, int nopts);
 
+/* 1 when argv holds flag itself (a CLI_FLAG, no value), else 0. Called
+ * before cli_parse by a flag that changes other options' defaults, as the
+ * long chapters' --quick: its values first, then any flag given beside it
+ * overrides them. */
+int cli_given(int argc, char **argv, const char *flag);
+
 /* Same, but returns 0 on success, 1 after --help, 2 on error (message in
  * err) instead of exiting: what the tests call. */
 int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
