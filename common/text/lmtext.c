@@ -2,6 +2,7 @@
  * fixed split and the batches (what each promises is in lmtext.h). */
 #include "text/lmtext.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,9 @@ static int read_all(const char *path, LmSource source, int gz, char **out, size_
         fclose(f);
         return fail(err, errlen, "%s is empty: a language model needs text to read", q);
     }
+    /* gzip: a first guess of 4x, grown as needed; never past the cap + 1 */
     size_t cap = gz ? (size_t)size * 4 + 1024 : (size_t)size + 1, n = 0;
+    if (gz && (long long)cap > LMTEXT_MAX_BYTES) cap = (size_t)LMTEXT_MAX_BYTES + 1;
     char *buf = malloc(cap + 1);
     if (!buf) {
         fclose(f);
@@ -383,6 +386,7 @@ size_t lmtext_decode(const LmText *t, const int *ids, size_t n, char *out, size_
     size_t need = 0, o = 0;
     int full = cap == 0;
     for (size_t i = 0; i < n; i++) {
+        assert(ids[i] >= 0 && ids[i] < t->V && "lmtext_decode: an id outside the vocabulary");
         char c[4];
         int l = lmtext_utf8_put(t->vocab[ids[i]], c);
         if (!full && o + (size_t)l < cap) memcpy(out + o, c, (size_t)l), o += (size_t)l;

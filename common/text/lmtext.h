@@ -34,8 +34,8 @@
  *              "%" lines (the last one dropped): 29,577 characters, 2,579
  *              distinct (with the "%" lines: 29,891 and 2,580). Split:
  *              26,619 train, 2,958 validation.
- *   a path     any UTF-8 text file, kept byte for byte. A file named
- *              "devil" or "tang300" is read as "./devil".
+ *   a path     any UTF-8 text file, kept byte for byte (a file that is
+ *              named devil or tang300 is read by writing ./devil).
  *
  * Refused, each with a message and status 2 (never a crash): a missing
  * file (for a package, the message says how to install it), a folder, FIFO
