@@ -482,6 +482,123 @@ START_TEST(test_verse_lines_share) {
 }
 END_TEST
 
+/* ---- BPE --------------------------------------------------------------------------------------------- */
+
+static const char bpe_entry[] =
+    "ABASEMENT, n.  A decent and customary mental attitude in the presence\nof wealth of power.\n\n"
+    "    Poor Isabella's Dead, whose abdication\n                  G.J.\n\n"
+    "ABATIS, n.  Rubbish in front of a fort, to prevent the rubbish outside\nfrom molesting the rubbish inside.\n\n";
+
+/* the byte where t's validation split starts */
+static size_t cut_byte(const LmText *t) {
+    size_t b = 0;
+    for (size_t c = 0; c < t->n_train_chars; c++) {
+        uint32_t cp;
+        b += (size_t)lmtext_utf8_next((const unsigned char *)t->text + b, t->n_bytes - b, &cp);
+    }
+    return b;
+}
+
+/* decode(tokens[from..to)) must be text[a..b) byte for byte */
+static void expect_decodes_to(const LmText *t, size_t from, size_t to, const char *want, size_t len) {
+    size_t need = lmtext_decode(t, t->tokens + from, to - from, NULL, 0);
+    char *out = malloc(need + 1);
+    lmtext_decode(t, t->tokens + from, to - from, out, need + 1);
+    ck_assert_uint_eq(need, len);
+    ck_assert_msg(!memcmp(out, want, len), "decoded text differs from the text");
+    free(out);
+}
+
+START_TEST(test_bpe_round_trip) {
+    char text[8 * sizeof bpe_entry], err[512];
+    text[0] = '\0';
+    for (int i = 0; i < 6; i++) strcat(text, bpe_entry);
+    size_t len = strlen(text);
+    LmText t;
+    ck_assert_int_eq(lmtext_from_bytes(&t, text, len, err, sizeof err), 0);
+    size_t chars = t.n, train_chars = t.n_train;
+    ck_assert_msg(lmtext_use_bpe(&t, 120, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_nonnull(t.bpe);
+    ck_assert_int_eq(t.V, t.bpe->vocab + 2);
+    ck_assert_int_le(t.bpe->vocab, 120);
+    ck_assert_uint_eq(t.n_chars, chars);
+    ck_assert_uint_eq(t.n_train_chars, train_chars);   /* the split stays at the same character */
+    ck_assert_uint_lt(t.n, chars * 2 / 3);              /* merges: fewer tokens than characters */
+    /* both splits, and the whole, decode to the text byte for byte */
+    size_t cut = cut_byte(&t);
+    expect_decodes_to(&t, 0, t.n_train, text, cut);
+    expect_decodes_to(&t, t.n_train, t.n, text + cut, len - cut);
+    expect_decodes_to(&t, 0, t.n, text, len);
+    /* every ' ' and '\n' is one token of its own */
+    long spaces = 0, newlines = 0, sp_tok = 0, nl_tok = 0;
+    for (size_t i = 0; i < len; i++) spaces += text[i] == ' ', newlines += text[i] == '\n';
+    for (size_t i = 0; i < t.n; i++) {
+        ck_assert_int_ge(t.tokens[i], BPE_N_SPECIAL);   /* no <unk>: every character was seen */
+        ck_assert_int_lt(t.tokens[i], t.V);
+        sp_tok += t.tokens[i] == lmtext_bpe_space(&t), nl_tok += t.tokens[i] == lmtext_bpe_newline(&t);
+    }
+    ck_assert_int_eq(sp_tok, spaces);
+    ck_assert_int_eq(nl_tok, newlines);
+    /* labels: ␣, ⏎, a piece that continues with '·', one that ends a word without */
+    char lb[64];
+    ck_assert_str_eq(lmtext_label(&t, lmtext_bpe_space(&t), lb, sizeof lb), "␣");
+    ck_assert_str_eq(lmtext_label(&t, lmtext_bpe_newline(&t), lb, sizeof lb), "⏎");
+    ck_assert_str_eq(lmtext_label(&t, BPE_UNK, lb, sizeof lb), "<unk>");
+    int ids[64];
+    size_t n;
+    ck_assert_int_eq(lmtext_encode(&t, "rubbish", ids, 64, &n, err, sizeof err), 0);
+    ck_assert_int_eq(t.bpe->sym[ids[n - 1]].eow, 1);
+    lmtext_label(&t, ids[n - 1], lb, sizeof lb);
+    ck_assert_msg(!strstr(lb, "·"), "'%s' ends a word", lb);
+    if (n > 1) ck_assert_msg(strstr(lmtext_label(&t, ids[0], lb, sizeof lb), "·"), "'%s' continues", lb);
+    /* a prompt: encoded, decoded back; a character never seen refused */
+    ck_assert_int_eq(lmtext_encode(&t, "ABATIS, n.  A fort\n", ids, 64, &n, err, sizeof err), 0);
+    char out[64];
+    lmtext_decode(&t, ids, n, out, sizeof out);
+    ck_assert_str_eq(out, "ABATIS, n.  A fort\n");
+    ck_assert_int_eq(lmtext_encode(&t, "A fort, ZONE", ids, 64, &n, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "the word 'ZONE' at byte 8") != NULL, "%s", err);
+    /* batches read the pieces */
+    Rng r;
+    rng_seed(&r, 1);
+    int x[4 * 8], y[4 * 8];
+    ck_assert_int_eq(lmtext_batch(&t, &r, 4, 8, x, y, err, sizeof err), 0);
+    for (int i = 0; i < 4 * 8 - 1; i++)
+        if (i % 8 != 7) ck_assert_int_eq(y[i], x[i + 1]);
+    /* once is enough; a vocabulary too small for the characters is refused */
+    ck_assert_int_eq(lmtext_use_bpe(&t, 200, err, sizeof err), 2);
+    lmtext_free(&t);
+    ck_assert_int_eq(lmtext_from_bytes(&t, text, len, err, sizeof err), 0);
+    ck_assert_int_eq(lmtext_use_bpe(&t, 10, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "too small") != NULL, "%s", err);
+    ck_assert_ptr_null(t.bpe);
+    lmtext_free(&t);
+}
+END_TEST
+
+/* a language without spaces: words cut every LMTEXT_BPE_MAX_WORD characters,
+ * and still decoded byte for byte */
+START_TEST(test_bpe_long_words) {
+    const char line[] = "春眠不觉晓处处闻啼鸟夜来风雨声花落知多少春眠不觉晓处处闻啼鸟夜来风雨声花落知多少春眠不觉晓处处闻啼鸟\n";
+    char text[20 * sizeof line], err[512];
+    text[0] = '\0';
+    for (int i = 0; i < 16; i++) strcat(text, line);
+    size_t len = strlen(text);
+    LmText t;
+    ck_assert_int_eq(lmtext_from_bytes(&t, text, len, err, sizeof err), 0);
+    ck_assert_msg(lmtext_use_bpe(&t, 300, err, sizeof err) == 0, "%s", err);
+    expect_decodes_to(&t, 0, t.n, text, len);
+    for (int id = BPE_N_SPECIAL; id < t.bpe->vocab; id++) {
+        const char *p = t.bpe->sym[id].text;
+        int chars = 0;
+        for (; *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
+        ck_assert_int_le(chars, LMTEXT_BPE_MAX_WORD);
+    }
+    ck_assert_uint_lt(t.n, t.n_chars / 4);
+    lmtext_free(&t);
+}
+END_TEST
+
 /* ---- Installed -------------------------------------------------------------------------------------------- */
 
 /* The share of entries (or verse lines) in n random characters of t's
@@ -560,6 +677,28 @@ START_TEST(test_tang_installed) {
 }
 END_TEST
 
+/* BPE on the real dictionary: the train split round-trips byte for byte */
+START_TEST(test_devil_bpe_installed) {
+    if (access(LMTEXT_DEVIL_PATH, R_OK) != 0) {
+        printf("SKIP lmtext/devil BPE: %s not installed (sudo apt-get install dict-devil)\n", LMTEXT_DEVIL_PATH);
+        return;
+    }
+    LmText t;
+    char err[512];
+    ck_assert_msg(lmtext_load(&t, "devil", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(lmtext_use_bpe(&t, 1024, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(t.V, 1024 + 2);
+    size_t cut = cut_byte(&t);
+    expect_decodes_to(&t, 0, t.n_train, t.text, cut);
+    long unk = 0;
+    for (size_t i = t.n_train; i < t.n; i++) unk += t.tokens[i] == BPE_UNK;
+    ck_assert_uint_lt(t.n, t.n_chars * 3 / 5);   /* each space and newline stays a token: 1.7 characters a token */
+    printf("lmtext/devil BPE 1024: %zu tokens (train %zu, validation %zu) for %zu characters, %ld <unk> in "
+           "validation\n", t.n, t.n_train, t.n - t.n_train, t.n_chars, unk);
+    lmtext_free(&t);
+}
+END_TEST
+
 Suite *lmtext_suite(void) {
     Suite *s = suite_create("lmtext");
     TCase *rd = suite_case(s, "Read", test_plain_file, test_split_sizes, test_devil_entries_kept,
@@ -571,7 +710,8 @@ Suite *lmtext_suite(void) {
     suite_case(s, "Tokens", test_encode_decode, test_labels, test_utf8);
     suite_case(s, "Batches", test_batch_windows, test_eval_windows, test_random_ids);
     suite_case(s, "Format", test_entry_head_rule, test_entries_share, test_verse_lines_share);
-    TCase *inst = suite_case(s, "Installed", test_devil_installed, test_tang_installed);
-    tcase_set_timeout(inst, 60);
+    tcase_set_timeout(suite_case(s, "BPE", test_bpe_round_trip, test_bpe_long_words), 60);
+    TCase *inst = suite_case(s, "Installed", test_devil_installed, test_tang_installed, test_devil_bpe_installed);
+    tcase_set_timeout(inst, 120);
     return s;
 }

@@ -16,6 +16,11 @@
 
 #define MAX_CP 0x110000u   /* code points run from U+0000 to U+10FFFF */
 
+/* BPE pieces (their section is below the character tokens') */
+static const char *bpe_piece(const LmText *t, int id);
+static int bpe_encode_text(const LmText *t, const char *s, int *ids, size_t cap, size_t *n, char *err,
+                           size_t errlen);
+
 /* ---- UTF-8 ------------------------------------------------------------------- */
 
 int lmtext_utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
@@ -274,10 +279,11 @@ static int build_tokens(LmText *t, const char *what, char *err, size_t errlen) {
     int k = 0;
     for (uint32_t cp = 0; cp < MAX_CP; cp++)
         if (id_of[cp] >= 0) id_of[cp] = k, t->vocab[k++] = cp;
-    t->V = V;
+    t->V = t->n_cp = V;
     for (size_t i = 0; i < n; i++) t->tokens[i] = id_of[t->tokens[i]];
     free(id_of);
     t->n_train = n - (n + 9) / 10;   /* the last ceil(n/10) validate */
+    t->n_chars = n, t->n_train_chars = t->n_train;
     return 0;
 }
 
@@ -342,6 +348,8 @@ void lmtext_free(LmText *t) {
     free(t->text);
     free(t->tokens);
     free(t->vocab);
+    if (t->bpe) bpe_free(t->bpe);
+    free(t->bpe);
     memset(t, 0, sizeof *t);
 }
 
@@ -350,7 +358,8 @@ const char *lmtext_source_name(LmSource s) {
 }
 
 int lmtext_id(const LmText *t, uint32_t cp) {
-    int lo = 0, hi = t->V - 1;
+    if (t->bpe) return -1;
+    int lo = 0, hi = t->n_cp - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
         if (t->vocab[mid] == cp) return mid;
@@ -361,6 +370,7 @@ int lmtext_id(const LmText *t, uint32_t cp) {
 }
 
 int lmtext_encode(const LmText *t, const char *s, int *ids, size_t cap, size_t *n, char *err, size_t errlen) {
+    if (t->bpe) return bpe_encode_text(t, s, ids, cap, n, err, errlen);
     const unsigned char *p = (const unsigned char *)s;
     size_t len = strlen(s), k = 0;
     for (size_t i = 0; i < len;) {
@@ -388,8 +398,11 @@ size_t lmtext_decode(const LmText *t, const int *ids, size_t n, char *out, size_
     for (size_t i = 0; i < n; i++) {
         assert(ids[i] >= 0 && ids[i] < t->V && "lmtext_decode: an id outside the vocabulary");
         char c[4];
-        int l = lmtext_utf8_put(t->vocab[ids[i]], c);
-        if (!full && o + (size_t)l < cap) memcpy(out + o, c, (size_t)l), o += (size_t)l;
+        const char *piece = c;
+        int l;
+        if (!t->bpe) l = lmtext_utf8_put(t->vocab[ids[i]], c);
+        else piece = bpe_piece(t, ids[i]), l = (int)strlen(piece);
+        if (!full && o + (size_t)l < cap) memcpy(out + o, piece, (size_t)l), o += (size_t)l;
         else full = 1;   /* cut at this character: never half of one */
         need += (size_t)l;
     }
@@ -398,7 +411,172 @@ size_t lmtext_decode(const LmText *t, const int *ids, size_t n, char *out, size_
 }
 
 const char *lmtext_label(const LmText *t, int id, char *buf, size_t cap) {
-    return label_cp(t->vocab[id], buf, cap);
+    if (!t->bpe) return label_cp(t->vocab[id], buf, cap);
+    const Bpe *b = t->bpe;
+    if (id == b->vocab) return label_cp(' ', buf, cap);
+    if (id == b->vocab + 1) return label_cp('\n', buf, cap);
+    if (id < BPE_N_SPECIAL) {
+        bpe_symbol_str(b, id, buf, cap);
+        return buf;
+    }
+    char esc[256];
+    fio_escape(esc, sizeof esc, b->sym[id].text, (size_t)-1);
+    snprintf(buf, cap, "%s%s", esc, b->sym[id].eow ? "" : "·");
+    return buf;
+}
+
+/* ---- BPE pieces ----------------------------------------------------------------------- */
+
+int lmtext_bpe_space(const LmText *t) { return t->bpe ? t->bpe->vocab : -1; }
+int lmtext_bpe_newline(const LmText *t) { return t->bpe ? t->bpe->vocab + 1 : -1; }
+
+/* The text of id as decoding writes it: a piece's characters, ' ', '\n',
+ * "<unk>", and nothing for <pad>, <s>, </s> */
+static const char *bpe_piece(const LmText *t, int id) {
+    const Bpe *b = t->bpe;
+    if (id == b->vocab) return " ";
+    if (id == b->vocab + 1) return "\n";
+    if (id == BPE_UNK) return "<unk>";
+    if (id < BPE_N_SPECIAL) return "";
+    return b->sym[id].text;
+}
+
+/* Calls fn on each word of s[0..n) (runs of characters other than ' ' and
+ * '\n', cut every LMTEXT_BPE_MAX_WORD characters) and on each ' ' and
+ * '\n' (as a word of that one byte, ws = 1); stops when fn returns non-zero
+ * and returns that. s is valid UTF-8. */
+typedef int (*WordFn)(void *ctx, const char *w, size_t len, size_t at, int ws);
+static int each_bpe_word(const char *s, size_t n, WordFn fn, void *ctx) {
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] == ' ' || s[i] == '\n') {
+            int rc = fn(ctx, s + i, 1, i, 1);
+            if (rc) return rc;
+            i++;
+            continue;
+        }
+        size_t j = i;
+        int chars = 0;
+        while (j < n && s[j] != ' ' && s[j] != '\n' && chars < LMTEXT_BPE_MAX_WORD) {
+            uint32_t cp;
+            int l = lmtext_utf8_next((const unsigned char *)s + j, n - j, &cp);
+            j += (size_t)(l ? l : 1);
+            chars++;
+        }
+        int rc = fn(ctx, s + i, j - i, i, 0);
+        if (rc) return rc;
+        i = j;
+    }
+    return 0;
+}
+
+/* the words, each followed by one space: what bpe_learn reads */
+typedef struct { char *buf; size_t n; } Joined;
+static int join_word(void *ctx, const char *w, size_t len, size_t at, int ws) {
+    Joined *j = ctx;
+    if (ws) return 0;
+    memcpy(j->buf + j->n, w, len);
+    j->n += len;
+    j->buf[j->n++] = ' ';
+    return 0;
+}
+
+/* encodes words into ids (up to cap, counting all in n); err set when a
+ * word holds a character that is <unk> and strict is 1 */
+typedef struct {
+    const LmText *t;
+    int *ids;
+    size_t cap, n;
+    int strict;
+    char *err;
+    size_t errlen;
+} Encoder;
+static int encode_one(void *ctx, const char *w, size_t len, size_t at, int ws) {
+    Encoder *e = ctx;
+    const Bpe *b = e->t->bpe;
+    int piece[4 * LMTEXT_BPE_MAX_WORD + 1];
+    int k;
+    if (ws) piece[0] = w[0] == ' ' ? b->vocab : b->vocab + 1, k = 1;
+    else {
+        char word[4 * LMTEXT_BPE_MAX_WORD + 1];
+        memcpy(word, w, len);
+        word[len] = '\0';
+        k = bpe_encode(b, word, piece, (int)(sizeof piece / sizeof *piece));
+        for (int q = 0; e->strict && q < k; q++)
+            if (piece[q] == BPE_UNK) {
+                char esc[300];
+                fio_escape(esc, sizeof esc, word, len);
+                return fail(e->err, e->errlen, "the word '%s' at byte %zu holds a character the training text "
+                            "never had in that place of a word, so the model has no token for it", esc, at);
+            }
+    }
+    for (int q = 0; q < k; q++, e->n++)
+        if (e->n < e->cap) e->ids[e->n] = piece[q];
+    return 0;
+}
+
+static int bpe_encode_text(const LmText *t, const char *s, int *ids, size_t cap, size_t *n, char *err,
+                           size_t errlen) {
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int l = lmtext_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        if (!l) return fail(err, errlen, "byte %zu (0x%02X) starts no valid UTF-8 character", i, (unsigned char)s[i]);
+        i += (size_t)l;
+    }
+    Encoder e = {t, ids, cap, 0, 1, err, errlen};
+    int rc = each_bpe_word(s, len, encode_one, &e);
+    *n = e.n;
+    return rc;
+}
+
+int lmtext_use_bpe(LmText *t, int vocab, char *err, size_t errlen) {
+    if (t->bpe) return fail(err, errlen, "the text already uses BPE");
+    /* the byte where the validation split starts */
+    size_t cut = 0;
+    for (size_t c = 0; c < t->n_train_chars; c++) {
+        uint32_t cp;
+        cut += (size_t)lmtext_utf8_next((const unsigned char *)t->text + cut, t->n_bytes - cut, &cp);
+    }
+    Joined j = {malloc(2 * cut + 1), 0};
+    Bpe *b = calloc(1, sizeof *b);
+    if (!j.buf || !b) {
+        free(j.buf), free(b);
+        return fail_rc(1, err, errlen, "out of memory for BPE");
+    }
+    each_bpe_word(t->text, cut, join_word, &j);
+    j.buf[j.n] = '\0';
+    char *sentence = j.buf;
+    int rc = bpe_learn(b, &sentence, 1, NULL, 0, vocab, err, errlen);
+    free(j.buf);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    /* each split on its own: a word across the cut is two words */
+    size_t need = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int *ids = pass ? malloc((need ? need : 1) * sizeof *ids) : NULL;
+        if (pass && !ids) {
+            bpe_free(b), free(b);
+            return fail_rc(1, err, errlen, "out of memory for BPE tokens");
+        }
+        LmText with = *t;
+        with.bpe = b;
+        Encoder e = {&with, ids, pass ? need : 0, 0, 0, NULL, 0};
+        each_bpe_word(t->text, cut, encode_one, &e);
+        size_t n_train = e.n;
+        each_bpe_word(t->text + cut, t->n_bytes - cut, encode_one, &e);
+        if (!pass) {
+            need = e.n;
+            continue;
+        }
+        free(t->tokens);
+        t->tokens = ids, t->n = e.n, t->n_train = n_train;
+    }
+    t->bpe = b;
+    t->V = b->vocab + 2;
+    return 0;
 }
 
 /* ---- batches ------------------------------------------------------------------------- */

@@ -52,6 +52,19 @@
  * The split: the last tenth of the characters is validation, the rest
  * trains (n_val = ceil(n / 10): at least one character). It depends on the
  * text alone, never on a seed.
+ *
+ * BPE instead of characters (lmtext_use_bpe): chapter 11's byte-pair
+ * encoding (bpe.h), learned on the train split alone, then both splits
+ * encoded. bpe.h spells words and puts single spaces between them, which
+ * would lose this text's line breaks, double spaces and indentation, so
+ * here whitespace is kept as tokens of its own: a word is a run of
+ * characters other than ' ' and '\n' (cut into pieces of at most
+ * LMTEXT_BPE_MAX_WORD characters, so that a language written without
+ * spaces still makes words of a sane length), each word is BPE-encoded,
+ * and every ' ' and '\n' is one token: ids 0 .. bpe->vocab-1 are bpe.h's
+ * (specials, characters, merges), id bpe->vocab is ' ', bpe->vocab+1 is
+ * '\n'. Decoding gives the text back byte for byte, except a character
+ * the train split never had in that place, which becomes <unk>.
  */
 #ifndef LMTEXT_H
 #define LMTEXT_H
@@ -60,6 +73,7 @@
 #include <stdint.h>
 
 #include "core/rng.h"
+#include "text/bpe.h"
 
 #define LMTEXT_DEVIL_PATH "/usr/share/dictd/devil.dict.dz"
 #define LMTEXT_TANG300_PATH "/usr/share/games/fortunes/tang300"
@@ -80,10 +94,15 @@ typedef struct {
     size_t n_bytes;
     size_t n_read;      /* bytes of the file as read (after decompression)   */
     int *tokens;        /* [n] the text as token ids                         */
-    size_t n;           /* characters (= tokens)                             */
-    uint32_t *vocab;    /* [V] code points, ascending: id -> code point      */
-    int V;
+    size_t n;           /* tokens (characters, unless bpe)                   */
+    int V;              /* the model's vocabulary: ids 0 .. V-1              */
     size_t n_train;     /* tokens [0, n_train) train, [n_train, n) validate  */
+    size_t n_chars;     /* characters of the text                            */
+    size_t n_train_chars; /* characters of the train split                   */
+    int n_cp;           /* distinct characters                               */
+    uint32_t *vocab;    /* [n_cp] code points, ascending: character tokens'
+                           id -> code point                                   */
+    Bpe *bpe;           /* NULL: character tokens; else BPE pieces (below)   */
 } LmText;
 
 /* ---- reading --------------------------------------------------------------- */
@@ -100,17 +119,32 @@ int lmtext_load_as(LmText *t, LmSource source, const char *path, char *err, size
 int lmtext_from_bytes(LmText *t, const char *bytes, size_t n, char *err, size_t errlen);
 void lmtext_free(LmText *t);   /* no-op on a zeroed or freed LmText */
 
+/* Replaces the character tokens of t with BPE pieces: learns a vocabulary
+ * of at most `vocab` bpe.h symbols (specials, characters, merges) from the
+ * train split, encodes the train and validation splits each on their own
+ * (the split stays at the same character), and sets tokens, n, n_train and
+ * V = bpe->vocab + 2. Returns 0, or 2 with bpe_learn's message (a vocab
+ * too small for the train split's characters, or one over BPE_MAX_VOCAB),
+ * or when t already uses BPE. */
+#define LMTEXT_BPE_MAX_WORD 32
+int lmtext_use_bpe(LmText *t, int vocab, char *err, size_t errlen);
+/* BPE: the id of ' ' and of '\n' (-1 with character tokens) */
+int lmtext_bpe_space(const LmText *t);
+int lmtext_bpe_newline(const LmText *t);
+
 /* "devil", "tang300" or "FILE": what was read, for printing. */
 const char *lmtext_source_name(LmSource s);
 
 /* ---- tokens ------------------------------------------------------------------ */
 
-/* The id of code point cp, or -1 when the text never has it. */
+/* The character token of code point cp, or -1 when the text never has it
+ * (or t uses BPE). */
 int lmtext_id(const LmText *t, uint32_t cp);
 /* Encodes the UTF-8 string s (a prompt) into ids[0..cap). Returns 0 with
- * *n the number of characters (when *n > cap only cap were written), or 2
- * with a message: invalid UTF-8, or a character the vocabulary never saw,
- * named with its byte offset and code point. */
+ * *n the number of tokens (when *n > cap only cap were written), or 2
+ * with a message: invalid UTF-8, or a character the vocabulary never saw
+ * (with BPE: never saw in that place of a word), named with its byte
+ * offset and code point. */
 int lmtext_encode(const LmText *t, const char *s, int *ids, size_t cap, size_t *n, char *err,
                   size_t errlen);
 /* Writes the characters of ids[0..n) as UTF-8 into out (cap bytes, NUL-
@@ -119,7 +153,10 @@ int lmtext_encode(const LmText *t, const char *s, int *ids, size_t cap, size_t *
 size_t lmtext_decode(const LmText *t, const int *ids, size_t n, char *out, size_t cap);
 /* A printable label of token id, as heatmaps and tables show it: the
  * character itself, except newline "⏎", space "␣", tab "⇥", and any other
- * control character as "\xHH" (fio_escape). */
+ * control character as "\xHH" (fio_escape). A BPE piece is its text, with
+ * a '·' after a piece that continues into the next (as plot.c draws
+ * chapter 11's pieces): "laugh·" "s"; <unk> and the other specials as
+ * bpe.h names them. */
 const char *lmtext_label(const LmText *t, int id, char *buf, size_t cap);
 
 /* ---- batches ------------------------------------------------------------------ */
