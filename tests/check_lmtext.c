@@ -604,17 +604,9 @@ END_TEST
 /* The share of entries (or verse lines) in n random characters of t's
  * training distribution, seed 1. */
 static LmShare random_share(const LmText *t, size_t n, int verse) {
-    int *ids = malloc(n * sizeof *ids);
     Rng r;
     rng_seed(&r, 1);
-    lmtext_random_ids(t, &r, ids, n);
-    size_t need = lmtext_decode(t, ids, n, NULL, 0);
-    char *s = malloc(need + 1);
-    lmtext_decode(t, ids, n, s, need + 1);
-    LmShare sh = verse ? lmformat_verse_lines(s, need) : lmformat_entries(s, need);
-    free(s);
-    free(ids);
-    return sh;
+    return lmformat_random_share(t, verse ? lmformat_verse_lines : lmformat_entries, n, &r);
 }
 
 /* dict-devil 1.0-13.1 (Debian 12): the figures lmtext.h and lmformat.h quote */

@@ -3,8 +3,10 @@
 #include "text/lmformat.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/fail.h"
 #include "text/lmtext.h"
 
 /* ---- The Devil's Dictionary ---------------------------------------------------- */
@@ -100,4 +102,18 @@ LmShare lmformat_verse_lines(const char *text, size_t n) {
         i = e + 1;
     }
     return r;
+}
+
+/* ---- the baseline: random text of the training distribution ---------------------------- */
+
+LmShare lmformat_random_share(const LmText *t, LmShare (*measure)(const char *, size_t), size_t n, Rng *r) {
+    int *ids = xmalloc(n * sizeof *ids);
+    lmtext_random_ids(t, r, ids, n);
+    size_t len = lmtext_decode(t, ids, n, NULL, 0);
+    char *text = xmalloc(len + 1);
+    lmtext_decode(t, ids, n, text, len + 1);
+    LmShare share = measure(text, len);
+    free(text);
+    free(ids);
+    return share;
 }

@@ -88,7 +88,7 @@ typedef enum {
     LMTEXT_TANG300,   /* fortune's tang300: colours stripped    */
 } LmSource;
 
-typedef struct {
+typedef struct LmText {
     LmSource source;
     char *text;         /* [n_bytes + 1] the kept text, UTF-8, NUL-terminated */
     size_t n_bytes;
