@@ -65,7 +65,7 @@ int sample_next(const float *logits, int V, SampleConfig cfg, Rng *r, float *pro
     assert(V >= 1 && cfg.temperature >= 0 && cfg.top_k >= 0 && cfg.top_p > 0 && cfg.top_p <= 1);
     int best = sample_argmax(logits, V);
     float zmax = logits[best];
-    assert(zmax > -INFINITY && "sample_next: every logit is -inf (or NaN)");
+    assert(isfinite(zmax) && "sample_next: every logit is -inf, or one is +inf or NaN");
     if (cfg.temperature == 0 || cfg.top_k == 1 || V == 1) return best;
     assert(r && "sample_next: sampling needs an Rng");
 

@@ -25,8 +25,8 @@
  * every machine.
  *
  * No allocation: the caller gives scratch of V floats and V ints.
- * Logits may be -inf (a token that must not be chosen), not NaN, and at
- * least one must be finite (assertions: programming errors).
+ * Logits may be -inf (a token that must not be chosen), not +inf or NaN,
+ * and at least one must be finite (assertions: programming errors).
  */
 #ifndef SAMPLE_H
 #define SAMPLE_H
