@@ -124,8 +124,10 @@ static const char devil_kept[] =
 START_TEST(test_devil_entries_kept) {
     LmText t;
     char err[512];
-    const char *files[] = {tmp_gz("devil.dict.dz", devil_file, sizeof devil_file - 1),
-                           tmp_file("devil.plain", devil_file, sizeof devil_file - 1)};
+    char files[2][512];   /* tmp_path's buffer is reused: each name copied */
+    snprintf(files[0], sizeof files[0], "%s", tmp_gz("devil.dict.dz", devil_file, sizeof devil_file - 1));
+    snprintf(files[1], sizeof files[1], "%s", tmp_file("devil.plain", devil_file, sizeof devil_file - 1));
+    ck_assert_str_ne(files[0], files[1]);
     for (int f = 0; f < 2; f++) {
         ck_assert_msg(lmtext_load_as(&t, LMTEXT_DEVIL, files[f], err, sizeof err) == 0, "%s", err);
         ck_assert_str_eq(t.text, devil_kept);
