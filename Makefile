@@ -90,7 +90,8 @@ NVCC    ?= $(NVCC_FOUND)
 CFLAGS  = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -D_DEFAULT_SOURCE
 CFLAGS += -ffp-contract=off
 CFLAGS += -DPLOTS_DIR='"$(CURDIR)/plots"'
-LDLIBS  = -lm -ldl
+# -lz: zlib reads the dictd text chapter 14 learns from (common/text/lmtext.c)
+LDLIBS  = -lm -ldl -lz
 
 ifneq ($(PORTABLE),1)
 CFLAGS += -march=native
