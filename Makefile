@@ -187,7 +187,7 @@ FORCE:
 # core (tensor, rng, errors, files), ref (the plain ops), fast (gemm, SIMD,
 # threads: the tuned twins), layers, model, text, io, dist, task
 LIB_SRC   = $(wildcard common/*/*.c)
-HEADERS   = $(wildcard common/*/*.h cuda/*.h chapters/*/*.h)
+HEADERS   = $(wildcard common/*/*.h cuda/*.h chapters/*/*.h tools/parity/*.h)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB       = $(BUILD)/libaiyn.a
 # the same library compiled position-independent, inside each backend .so
@@ -226,6 +226,9 @@ SUITES    = $(patsubst tests/check_%.c,%,$(TEST_SRC))
 TEST_BIN  = $(BUILD)/check_all
 # chapter-private code (chapters/NN_name/*.c besides main.c), which tests read too
 CHAPTER_SRC = $(filter-out %/main.c,$(wildcard chapters/*/*.c))
+# tools/parity's C side (gradient and Adam dumps, safetensors exports), outside
+# the library: linked by the programs that write those files and by the tests
+PARITY_SRC = tools/parity/grad_dump.c
 
 BENCH_BIN = $(BUILD)/bench
 
@@ -290,7 +293,8 @@ endif
 .SECONDEXPANSION:
 $(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB) $(STAMP)_c.txt
 	$(SAY) LINK $@
-	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda -Itools $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
+$(BUILD)/07_transformer $(BUILD)/08_training: $(PARITY_SRC)
 
 # the GPU tools call kernels directly: they link the CUDA backend's .so
 $(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO) $(STAMP)_c.txt
@@ -323,11 +327,11 @@ $(BUILD)/suites.h: $(TEST_SRC) | dirs
 	@printf '%s\n' $(foreach s,$(SUITES),'SUITE($(s))') > $@
 
 # bench/figures.c: the bench's printed ratios, tested by check_bench.c (no timing)
-$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c bench/figures.h \
+$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(PARITY_SRC) bench/figures.c bench/figures.h \
              $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) $(STAMP)_c.txt $(STAMP)_mpi.txt
 	$(SAY) LINK $@
-	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
-	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itools -Itests -I$(BUILD) \
+	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(PARITY_SRC) bench/figures.c $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
 # for the width and height checks); under SANITIZE=1 and valgrind it leaves

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "io/batch_file.h"
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "ref/nn.h"
 #include "testutil.h"
 

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "io/safetensors.h"
 #include "io/torch_export.h"
 #include "testutil.h"

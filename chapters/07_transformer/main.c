@@ -54,7 +54,7 @@
 #include "model/device.h"
 #include "core/fileio.h"
 #include "io/checkpoint.h"
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "model/model.h"
 #include "core/rng.h"
 #include "io/show.h"

@@ -1,6 +1,6 @@
 /* grad_dump.c - gradients on demand, one Adam step, safetensors exports
  * (see grad_dump.h; the file layouts are in chapters/07_transformer/README.md). */
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "core/fail.h"
 
 #include <math.h>
