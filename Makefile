@@ -229,6 +229,9 @@ CHAPTER_SRC = $(filter-out %/main.c,$(wildcard chapters/*/*.c))
 # tools/parity's C side (gradient and Adam dumps, safetensors exports), outside
 # the library: linked by the programs that write those files and by the tests
 PARITY_SRC = tools/parity/grad_dump.c
+# build/parity_dump: chapter 07's model checked against other implementations
+# (dumps and exports from a checkpoint; make parity, the tests)
+TOOLS     = $(BUILD)/parity_dump
 
 BENCH_BIN = $(BUILD)/bench
 
@@ -237,7 +240,7 @@ ifeq ($(CUDA),1)
 CUDA_TOOLS = $(patsubst cuda/tools/%.c,$(BUILD)/%,$(wildcard cuda/tools/*.c))
 endif
 
-all: $(LIB) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
+all: $(LIB) $(PROGRAMS) $(TOOLS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(STAMP)_c.txt | dirs
 	@mkdir -p $(dir $@)
@@ -294,7 +297,11 @@ endif
 $(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB) $(STAMP)_c.txt
 	$(SAY) LINK $@
 	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda -Itools $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
-$(BUILD)/07_transformer $(BUILD)/08_training: $(PARITY_SRC)
+$(BUILD)/08_training: $(PARITY_SRC)
+
+$(BUILD)/parity_dump: tools/parity/parity_dump.c $(PARITY_SRC) $(LIB) $(STAMP)_c.txt
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda -Itools $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
 
 # the GPU tools call kernels directly: they link the CUDA backend's .so
 $(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO) $(STAMP)_c.txt
@@ -349,7 +356,7 @@ DOCS_SKIP ?=
 # loops beside it, one core) a case may take several times its idle time, so
 # they are stretched 5x unless CK_TIMEOUT_MULTIPLIER says otherwise. No test
 # judges by how long something took.
-test: deps-test $(TEST_BIN) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO)
+test: deps-test $(TEST_BIN) $(PROGRAMS) $(TOOLS) $(SHIM_SO) $(CUDA_SO)
 	BUILD_DIR=$(BUILD) DOCS_SKIP="$(DOCS_SKIP)" CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-5} ./$(TEST_BIN)
 
 # valgrind over the test suite (no fork, so valgrind follows every test) and
