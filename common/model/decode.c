@@ -33,6 +33,88 @@ static size_t cache_at(const Decoder *d, int l, int r, int i, int t, int dh) {
     return ((((size_t)l * R + r) * d->m->cfg.h + i) * d->max_T + t) * dh;
 }
 
+/* Three kinds of memory: the host's (search bookkeeping: ids, scores,
+ * histories); the backend's (the cache and one step's activations: the
+ * device's memory on a GPU); and host arrays the backend writes and the host
+ * reads or the other way (logp, cross_w, the source mask), a host array plus
+ * the backend's view of it (on the CPU the same memory). */
+typedef enum { MEM_HOST, MEM_BACKEND, MEM_SHARED } MemKind;
+typedef struct {
+    void *field;     /* the Decoder's pointer that holds it (a float * or int *) */
+    void *view;      /* MEM_SHARED: the pointer that holds the backend's view   */
+    size_t bytes;
+    MemKind where;
+} Buf;
+enum { DECODER_BUFS = 64 };
+
+/* Every buffer of d with its size, from d's capacities: the one list that
+ * decoder_new allocates and decoder_free frees, so the two cannot disagree.
+ * Returns how many (at most DECODER_BUFS). */
+static int decoder_buffers(Decoder *d, Buf *buf) {
+    const Config *c = &d->m->cfg;
+    size_t R = (size_t)d->max_B * d->max_K, B = d->max_B, Ts = d->max_Ts, T = d->max_T;
+    size_t N = c->N, D = c->d_model, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
+    size_t wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T, BTs = B * Ts;
+    int k = 0;
+    /* one spare element each, as a zero-length array still gets an address */
+#define BUF(where, f, v, n) buf[k++] = (Buf){&(f), v, ((size_t)(n) + 1) * sizeof *(f), where}
+#define HOST(f, n) BUF(MEM_HOST, f, NULL, n)
+#define BACKEND(f, n) BUF(MEM_BACKEND, f, NULL, n)
+#define SHARED(f, view, n) BUF(MEM_SHARED, f, &(view), n)
+    HOST(d->src, B * Ts);                   /* (B,Ts) source ids                     */
+    SHARED(d->keep, d->w_keep, B * Ts);     /* (B,Ts) source mask                     */
+    BACKEND(d->memory, B * Ts * D);         /* (B,Ts,d_model) the encoder's output    */
+    BACKEND(d->cross_k, N * B * Ts * hk);   /* (N,B,h,Ts,d_k) cross-attention keys    */
+    BACKEND(d->cross_v, N * B * Ts * hv);   /* (N,B,h,Ts,d_v) and values              */
+    for (int j = 0; j < 2; j++) {           /* [0] the cache, [1] where a reorder goes */
+        BACKEND(d->self_k[j], N * R * T * hk);   /* (N,R,h,T,d_k)                     */
+        BACKEND(d->self_v[j], N * R * T * hv);   /* (N,R,h,T,d_v)                     */
+        HOST(d->hist[j], R * T);
+        HOST(d->hist_lp[j], R * T);
+    }
+    BACKEND(d->dtok, R);
+    BACKEND(d->x, R * D);
+    BACKEND(d->y, R * D);
+    BACKEND(d->ln, R * D);
+    BACKEND(d->sub, R * D);
+    BACKEND(d->mean, R);
+    BACKEND(d->rstd, R);
+    BACKEND(d->q, R * wide);
+    BACKEND(d->k, (R > BTs ? R : BTs) * wide);
+    BACKEND(d->v, R * wide);
+    BACKEND(d->o, R * wide);
+    BACKEND(d->hidden, R * F);
+    BACKEND(d->scores, R * H * keys);
+    BACKEND(d->logits, R * V);
+    SHARED(d->logp, d->w_logp, R * V);
+    SHARED(d->cross_w, d->w_cross_w, N * R * H * Ts);
+    HOST(d->rows, (R > BTs ? R : BTs) * H);
+    HOST(d->prefix, R * (T > Ts ? T : Ts));
+    HOST(d->sum, R);
+    HOST(d->new_sum, R);
+    HOST(d->new_lp, R);
+    HOST(d->alive, R);
+    HOST(d->parent, R);
+    HOST(d->tok, R);
+    HOST(d->maxlen, B);
+    HOST(d->out, B * T);
+    HOST(d->out_lp, B * T);
+    HOST(d->out_len, B);
+    HOST(d->out_sum, B);
+    HOST(d->out_score, B);
+    HOST(d->trace, T * R);
+    HOST(d->fin, (size_t)d->max_fin);
+    HOST(d->fin_top, R);
+    HOST(d->cand_s, 2 * (size_t)d->max_K);
+    HOST(d->cand_i, 2 * (size_t)d->max_K);
+#undef BUF
+#undef HOST
+#undef BACKEND
+#undef SHARED
+    assert(k <= DECODER_BUFS);
+    return k;
+}
+
 int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_out,
                 char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
@@ -56,71 +138,19 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
         return fail(err, errlen, "a decoder this size needs %.3g GB", floats * 4 / 1e9);
     const Backend *be = m->be;
     d->be = be;
-    int ok = 1;
-    /* Three kinds of memory: the host's (search bookkeeping: ids, scores,
-     * histories); the backend's (the cache and one step's activations: the
-     * device's memory on a GPU); and host arrays the backend writes and the
-     * host reads or the other way (logp, cross_w, the source mask), a host
-     * array plus the backend's view of it (on the CPU the same memory). */
-#define ALLOC(p, n) ok &= ((p) = calloc((size_t)(n) + 1, sizeof *(p))) != NULL
-#define BALLOC(p, n) ok &= ((p) = be->alloc(((size_t)(n) + 1) * sizeof *(p))) != NULL
-#define SHARED(p, view, n) \
-    ALLOC(p, n);           \
-    if (ok) ok &= ((view) = be->share((p), ((size_t)(n) + 1) * sizeof *(p))) != NULL
-    ALLOC(d->src, B * Ts);
-    SHARED(d->keep, d->w_keep, B * Ts);
-    BALLOC(d->memory, B * Ts * D);
-    BALLOC(d->cross_k, N * B * Ts * hk);
-    BALLOC(d->cross_v, N * B * Ts * hv);
-    for (int j = 0; j < 2; j++) {
-        BALLOC(d->self_k[j], N * R * T * hk);
-        BALLOC(d->self_v[j], N * R * T * hv);
-        ALLOC(d->hist[j], R * T);
-        ALLOC(d->hist_lp[j], R * T);
-    }
-    BALLOC(d->dtok, R);
-    BALLOC(d->x, R * D);
-    BALLOC(d->y, R * D);
-    BALLOC(d->ln, R * D);
-    BALLOC(d->sub, R * D);
-    BALLOC(d->mean, R);
-    BALLOC(d->rstd, R);
-    BALLOC(d->q, R * wide);
-    BALLOC(d->k, (R > B * Ts ? R : B * Ts) * wide);
-    BALLOC(d->v, R * wide);
-    BALLOC(d->o, R * wide);
-    BALLOC(d->hidden, R * F);
-    BALLOC(d->scores, R * H * keys);
-    BALLOC(d->logits, R * V);
-    SHARED(d->logp, d->w_logp, R * V);
-    SHARED(d->cross_w, d->w_cross_w, N * R * H * Ts);
-    ALLOC(d->rows, (R > B * Ts ? R : B * Ts) * H);
-    ALLOC(d->prefix, R * (T > Ts ? T : Ts));
-    ALLOC(d->sum, R);
-    ALLOC(d->new_sum, R);
-    ALLOC(d->new_lp, R);
-    ALLOC(d->alive, R);
-    ALLOC(d->parent, R);
-    ALLOC(d->tok, R);
-    ALLOC(d->maxlen, B);
-    ALLOC(d->out, B * T);
-    ALLOC(d->out_lp, B * T);
-    ALLOC(d->out_len, B);
-    ALLOC(d->out_sum, B);
-    ALLOC(d->out_score, B);
-    ALLOC(d->trace, T * R);
     d->max_fin = (int)((T + 1) * R);
-    ALLOC(d->fin, (size_t)d->max_fin);
-    ALLOC(d->fin_top, R);
-    ALLOC(d->cand_s, 2 * (size_t)max_K);
-    ALLOC(d->cand_i, 2 * (size_t)max_K);
-#undef ALLOC
-#undef BALLOC
-#undef SHARED
-    if (!ok) {
-        decoder_free(d);
-        return fail(err, errlen, "out of %s memory building a decoder for %d x %d rows",
-                    be->host_memory ? "" : be->name, max_B, max_K);
+    Buf buf[DECODER_BUFS];
+    int n = decoder_buffers(d, buf);
+    for (int i = 0; i < n; i++) {
+        void *p = buf[i].where == MEM_BACKEND ? be->alloc(buf[i].bytes) : calloc(1, buf[i].bytes);
+        void *view = p && buf[i].where == MEM_SHARED ? be->share(p, buf[i].bytes) : NULL;
+        if (p) memcpy(buf[i].field, &p, sizeof p);
+        if (view) memcpy(buf[i].view, &view, sizeof view);
+        if (!p || (buf[i].where == MEM_SHARED && !view)) {
+            decoder_free(d);
+            return fail(err, errlen, "out of %s memory building a decoder for %d x %d rows",
+                        be->host_memory ? "" : be->name, max_B, max_K);
+        }
     }
     return 0;
 }
@@ -131,20 +161,20 @@ void decoder_free(Decoder *d) {
         return;
     }
     const Backend *be = d->be;
-    /* the backend's views first (CPU: nothing to do), then the host arrays */
-    if (d->w_keep) be->unshare(d->w_keep, d->keep);
-    if (d->w_logp) be->unshare(d->w_logp, d->logp);
-    if (d->w_cross_w) be->unshare(d->w_cross_w, d->cross_w);
-    void *dev[] = {d->memory, d->cross_k, d->cross_v, d->self_k[0], d->self_k[1], d->self_v[0], d->self_v[1],
-                   d->dtok, d->x, d->y, d->ln, d->sub, d->mean, d->rstd, d->q, d->k, d->v, d->o, d->hidden,
-                   d->scores, d->logits};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i] && be->free) be->free(dev[i]);
-    void *p[] = {d->src, d->keep, d->hist[0], d->hist[1], d->hist_lp[0], d->hist_lp[1], d->logp, d->cross_w,
-                 d->rows, d->prefix, d->sum, d->new_sum, d->new_lp, d->alive, d->parent, d->tok, d->maxlen,
-                 d->out, d->out_lp, d->out_len, d->out_sum, d->out_score, d->trace, d->fin, d->fin_top,
-                 d->cand_s, d->cand_i};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+    Buf buf[DECODER_BUFS];
+    int n = decoder_buffers(d, buf);
+    for (int pass = 0; pass < 2; pass++)   /* the backend's views first (CPU: nothing to do), then the memory */
+        for (int i = 0; i < n; i++) {
+            void *p, *view = NULL;
+            memcpy(&p, buf[i].field, sizeof p);
+            if (buf[i].where == MEM_SHARED) memcpy(&view, buf[i].view, sizeof view);
+            if (pass == 0 && view) be->unshare(view, p);
+            if (pass == 1 && p && buf[i].where == MEM_BACKEND) {
+                if (be->free) be->free(p);
+            } else if (pass == 1) {
+                free(p);
+            }
+        }
     memset(d, 0, sizeof *d);
 }
 
