@@ -78,26 +78,6 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* "3 4 5" -> ids; exits 2 naming the flag on anything that is not a list
- * of whole numbers. Returns the count. */
-static int parse_ids(const char *flag, const char *s, int *ids, int cap) {
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        while (*p == ' ' || *p == ',' || *p == '\t') p++;
-        if (!*p) break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) cli_fail(PROG, "%s: '%s' is not a list of token ids (e.g. \"3 4 5\")", flag, s);
-        if (n == cap) cli_fail(PROG, "%s: more than %d tokens", flag, cap);
-        if (v < -1000000000L || v > 1000000000L) v = -1;   /* out of range: reported below */
-        ids[n++] = (int)v;
-        p = end;
-    }
-    if (n == 0) cli_fail(PROG, "%s: no token ids given", flag);
-    return n;
-}
-
 /* ---- --summary: parameters per module, written as the formulas ---------- */
 
 static size_t count_mha(const Config *c) {
@@ -511,8 +491,8 @@ static void input_alloc(const Opts *o, Input *in) {
         in->src = malloc(MODEL_MAX_LEN * sizeof(int));
         in->tgt = malloc(MODEL_MAX_LEN * sizeof(int));
         if (in->src && in->tgt) {
-            in->Ts = o->src_s ? parse_ids("--src", o->src_s, in->src, MODEL_MAX_LEN) : 7;
-            in->Tt = o->tgt_s ? parse_ids("--tgt", o->tgt_s, in->tgt, MODEL_MAX_LEN) : (o->src_s ? 1 : 4);
+            in->Ts = o->src_s ? cli_parse_ids(PROG, "--src", o->src_s, in->src, MODEL_MAX_LEN) : 7;
+            in->Tt = o->tgt_s ? cli_parse_ids(PROG, "--tgt", o->tgt_s, in->tgt, MODEL_MAX_LEN) : (o->src_s ? 1 : 4);
         }
     }
     if (!in->src || !in->tgt) cli_fail(PROG, "out of memory");

@@ -44,26 +44,6 @@ static void fail_rc(int rc, const char *err) {
     exit(rc == 1 ? 1 : 2);
 }
 
-/* "3 4 5" -> ids; exits 2 naming the flag on anything that is not a list
- * of whole numbers. Returns the count. */
-static int parse_ids(const char *flag, const char *s, int *ids, int cap) {
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        while (*p == ' ' || *p == ',' || *p == '\t') p++;
-        if (!*p) break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) cli_fail(PROG, "%s: '%s' is not a list of token ids (e.g. \"3 4 5\")", flag, s);
-        if (n == cap) cli_fail(PROG, "%s: more than %d tokens", flag, cap);
-        if (v < -1000000000L || v > 1000000000L) v = -1;   /* out of range: reported below */
-        ids[n++] = (int)v;
-        p = end;
-    }
-    if (n == 0) cli_fail(PROG, "%s: no token ids given", flag);
-    return n;
-}
-
 /* ---- --dump: numbers for comparing with another implementation ---------- */
 
 static void write_matrix(FILE *f, const float *x, int rows, int cols) {
@@ -163,8 +143,8 @@ static void forward_and_export(const Opts *o) {
     char err[512];
     int *src = malloc(MODEL_MAX_LEN * sizeof(int)), *tgt = malloc(MODEL_MAX_LEN * sizeof(int));
     if (!src || !tgt) cli_fail(PROG, "out of memory");
-    int Ts = o->src_s ? parse_ids("--src", o->src_s, src, MODEL_MAX_LEN) : 1;
-    int Tt = o->tgt_s ? parse_ids("--tgt", o->tgt_s, tgt, MODEL_MAX_LEN) : 1;
+    int Ts = o->src_s ? cli_parse_ids(PROG, "--src", o->src_s, src, MODEL_MAX_LEN) : 1;
+    int Tt = o->tgt_s ? cli_parse_ids(PROG, "--tgt", o->tgt_s, tgt, MODEL_MAX_LEN) : 1;
     Model m;
     if (model_load(&m, o->load, 1, Ts, Tt, NULL, NULL, err, sizeof err)) cli_fail(PROG, "--load: %s", err);
     if (o->torch_path && torch_export_check(&m.cfg, err, sizeof err)) cli_fail(PROG, "--export-torch: %s", err);
