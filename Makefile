@@ -229,7 +229,7 @@ FORCE:
 # core (tensor, rng, errors, files), ref (the plain ops), fast (gemm, SIMD,
 # threads: the tuned twins), layers, model, text, io, dist, task
 LIB_SRC   = $(wildcard common/*/*.c)
-HEADERS   = $(wildcard common/*/*.h cuda/*.h chapters/*/*.h)
+HEADERS   = $(wildcard common/*/*.h cuda/*.h chapters/*/*.h tools/parity/*.h)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB       = $(BUILD)/libaiyn.a
 # the same library compiled position-independent, inside each backend .so
@@ -268,6 +268,12 @@ SUITES    = $(patsubst tests/check_%.c,%,$(TEST_SRC))
 TEST_BIN  = $(BUILD)/check_all
 # chapter-private code (chapters/NN_name/*.c besides main.c), which tests read too
 CHAPTER_SRC = $(filter-out %/main.c,$(wildcard chapters/*/*.c))
+# tools/parity's C side (gradient and Adam dumps, safetensors exports), outside
+# the library: linked by the programs that write those files and by the tests
+PARITY_SRC = tools/parity/grad_dump.c
+# build/parity_dump: chapter 07's model checked against other implementations
+# (dumps and exports from a checkpoint; make parity, the tests)
+TOOLS     = $(BUILD)/parity_dump
 
 BENCH_BIN = $(BUILD)/bench
 
@@ -276,7 +282,7 @@ ifeq ($(CUDA),1)
 CUDA_TOOLS = $(patsubst cuda/tools/%.c,$(BUILD)/%,$(wildcard cuda/tools/*.c))
 endif
 
-all: $(LIB) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
+all: $(LIB) $(PROGRAMS) $(TOOLS) $(SHIM_SO) $(CUDA_SO) $(CUDA_TOOLS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(STAMP)_c.txt | dirs
 	@mkdir -p $(dir $@)
@@ -332,7 +338,12 @@ endif
 .SECONDEXPANSION:
 $(BUILD)/%: chapters/%/main.c $$(wildcard chapters/%/*.c chapters/%/*.h) $(LIB) $(STAMP)_c.txt
 	$(SAY) LINK $@
-	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda -Itools $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
+$(BUILD)/08_training: $(PARITY_SRC)
+
+$(BUILD)/parity_dump: tools/parity/parity_dump.c $(PARITY_SRC) $(LIB) $(STAMP)_c.txt
+	$(SAY) LINK $@
+	$(Q)$(CC) $(CFLAGS) -Icommon -Icuda -Itools $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
 
 # the GPU tools call kernels directly: they link the CUDA backend's .so
 $(BUILD)/%: cuda/tools/%.c $(LIB) $(CUDA_SO) $(STAMP)_c.txt
@@ -369,11 +380,11 @@ CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
 # bench/figures.c: the bench's printed ratios, tested by check_bench.c (no timing)
-$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c bench/figures.h \
+$(TEST_BIN): tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(PARITY_SRC) bench/figures.c bench/figures.h \
              $(wildcard tests/*.h) $(BUILD)/suites.h $(LIB) $(STAMP)_c.txt $(STAMP)_mpi.txt
 	$(SAY) LINK $@
-	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itests -I$(BUILD) \
-	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) bench/figures.c $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icommon -Icuda -Ichapters -Itools -Itests -I$(BUILD) \
+	    tests/check_main.c tests/testutil.c $(TEST_SRC) $(CHAPTER_SRC) $(PARITY_SRC) bench/figures.c $(LIB) $(CHECK_LIBS) $(LDLIBS) $(MPI_LIBS) -o $@
 
 # tests/check_docs.c runs the chapters the READMEs quote (and every chapter
 # for the width and height checks); under SANITIZE=1 and valgrind it leaves
@@ -391,7 +402,7 @@ DOCS_SKIP ?= $(if $(filter 1,$(SKIP_SLOW)),$(SLOW_CHAPTERS))
 # loops beside it, one core) a case may take several times its idle time, so
 # they are stretched 5x unless CK_TIMEOUT_MULTIPLIER says otherwise. No test
 # judges by how long something took.
-test: deps-test $(TEST_BIN) $(PROGRAMS) $(SHIM_SO) $(CUDA_SO)
+test: deps-test $(TEST_BIN) $(PROGRAMS) $(TOOLS) $(SHIM_SO) $(CUDA_SO)
 	BUILD_DIR=$(BUILD) DOCS_SKIP="$(DOCS_SKIP)" CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-5} ./$(TEST_BIN)
 
 # the test case "Slow" (AIYN_SLOW_TESTS=1 adds it): chapter 11 at its

@@ -286,11 +286,15 @@ END_TEST
 
 /* Item 4: --dump on a full disk exited 2 and left a 0-byte file. */
 START_TEST(test_dump_full_disk) {
-    char dump[128], out[128];
+    char dump[128], out[128], ck[128];
     snprintf(dump, sizeof dump, "%s/logits.txt", g_dir);
     snprintf(out, sizeof out, "%s/out", g_dir);
-    RunOpts o = {.fsize = 100000, .stdout_to = "/dev/null"};   /* the plots fit, the dump does not */
-    int rc = run(&o, "07_transformer", "--dump", dump, "--dump-attn", "--vocab", "2000", "--out", out, NULL);
+    snprintf(ck, sizeof ck, "%s/out/v2000.ckpt", g_dir);
+    int rc = run(NULL, "07_transformer", "--vocab", "2000", "--save", ck, "--out", out, NULL);
+    ck_assert_msg(rc == 0, "07 --vocab 2000 --save: exit %d; stderr: %s", rc, g_err);
+    RunOpts o = {.fsize = 100000, .stdout_to = "/dev/null"};   /* the checkpoint is read, the dump does not fit */
+    rc = run(&o, "parity_dump", "--load", ck, "--src", "3 4 5 6 3 7 2", "--tgt", "1 8 9 10", "--dump", dump,
+             "--dump-attn", NULL);
     ck_assert_msg(rc == 1, "--dump on a full disk: exit %d, want 1; stderr: %s", rc, g_err);
     ck_assert_msg(strstr(g_err, "--dump: writing") && strstr(g_err, "File too large"), "stderr: %s", g_err);
     ck_assert_msg(access(dump, F_OK) != 0, "a partial dump was left at %s", dump);
@@ -356,12 +360,13 @@ START_TEST(test_diverging_run_keeps_finite_checkpoint) {
 END_TEST
 
 /* Issue 34, item 3(b): an output path naming the same file as an input
- * (`07 --load m.ckpt --export-safetensors m.ckpt`, also through ./, a
- * symlink or a hard link) or as another output (`08 --checkpoint c
- * --export-safetensors c`) silently replaced it, exit 0. Each must exit 2
- * at flag time, every file as it was and no new one. One run per program
- * shows the check does not refuse what is fine: 07 exporting beside its
- * checkpoint, 08 resuming its own checkpoint in place. */
+ * (`parity_dump --load m.ckpt --export-safetensors m.ckpt`, also through
+ * ./, a symlink or a hard link; `07 --load m.ckpt --save m.ckpt`) or as
+ * another output (`08 --checkpoint c --export-safetensors c`) silently
+ * replaced it, exit 0. Each must exit 2 at flag time, every file as it was
+ * and no new one. One run per program shows the check does not refuse what
+ * is fine: parity_dump exporting beside its checkpoint, 08 resuming its own
+ * checkpoint in place. */
 static void refused(const char *prog, const char *what, int rc) {
     ck_assert_msg(rc == 2, "%s %s: exit %d, want 2; stderr: %s", prog, what, rc, g_err);
     ck_assert_msg(strstr(g_err, "same file"), "%s %s: stderr does not say 'same file': %s", prog, what, g_err);
@@ -385,25 +390,25 @@ START_TEST(test_output_is_an_input) {
     ck_assert_int_eq(sh("mkdir %s/keep && cp %s %s && cp %s %s/keep/ && ln -s m.ckpt %s && ln %s %s", g_dir, ck, keep,
                         batch, g_dir, lnk, ck, hard), 0);
 
-    /* 07: an output on the checkpoint it loads, or on the batch it reads */
-    refused("07", "--load m.ckpt --export-safetensors ./m.ckpt",
-            run(NULL, "07_transformer", "--load", ck, "--export-safetensors", dot, "--out", out, NULL));
-    refused("07", "--load link --export-safetensors m.ckpt",
-            run(NULL, "07_transformer", "--load", lnk, "--export-safetensors", ck, "--out", out, NULL));
+    /* 07 and parity_dump: an output on the checkpoint it loads, or on the batch it reads */
+    refused("parity_dump", "--load m.ckpt --export-safetensors ./m.ckpt",
+            run(NULL, "parity_dump", "--load", ck, "--export-safetensors", dot, NULL));
+    refused("parity_dump", "--load link --export-safetensors m.ckpt",
+            run(NULL, "parity_dump", "--load", lnk, "--export-safetensors", ck, NULL));
     refused("07", "--load m.ckpt --save m.ckpt",
             run(NULL, "07_transformer", "--load", ck, "--save", ck, "--out", out, NULL));
-    refused("07", "--load m.ckpt --dump hard link",
-            run(NULL, "07_transformer", "--load", ck, "--dump", hard, "--out", out, NULL));
-    refused("07", "--load m.ckpt --grad-dump m.ckpt",
-            run(NULL, "07_transformer", "--load", ck, "--batch-file", batch, "--grad-dump", ck, "--out", out, NULL));
-    refused("07", "--load m.ckpt --adam-dump symlink",
-            run(NULL, "07_transformer", "--load", ck, "--batch-file", batch, "--adam-dump", lnk, "--out", out, NULL));
-    refused("07", "--batch-file b --grad-dump b",
-            run(NULL, "07_transformer", "--batch-file", batch, "--grad-dump", batch, "--out", out, NULL));
+    refused("parity_dump", "--load m.ckpt --dump hard link",
+            run(NULL, "parity_dump", "--load", ck, "--src", "3", "--tgt", "1", "--dump", hard, NULL));
+    refused("parity_dump", "--load m.ckpt --grad-dump m.ckpt",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--grad-dump", ck, NULL));
+    refused("parity_dump", "--load m.ckpt --adam-dump symlink",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--adam-dump", lnk, NULL));
+    refused("parity_dump", "--batch-file b --grad-dump b",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--grad-dump", batch, NULL));
     /* two outputs of one run, neither there yet */
-    refused("07", "--grad-dump g.st --export-safetensors ./g.st",
-            run(NULL, "07_transformer", "--batch-file", batch, "--grad-dump", g, "--export-safetensors", dotg,
-                "--out", out, NULL));
+    refused("parity_dump", "--grad-dump g.st --export-safetensors ./g.st",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--grad-dump", g, "--export-safetensors",
+                dotg, NULL));
 
     /* 08: the export on the checkpoint it writes or on the one it resumes */
     char c8[128], o8[128], o8ck[160];
@@ -423,8 +428,9 @@ START_TEST(test_output_is_an_input) {
                         "'batch.txt hard.ckpt keep link.ckpt m.ckpt '", lnk, g_dir), 0);
 
     /* what is fine stays fine */
-    rc = run(NULL, "07_transformer", "--load", ck, "--export-safetensors", other, "--out", out, NULL);
-    ck_assert_msg(rc == 0 && access(other, F_OK) == 0, "07 --load --export-safetensors other: exit %d; %s", rc, g_err);
+    rc = run(NULL, "parity_dump", "--load", ck, "--export-safetensors", other, NULL);
+    ck_assert_msg(rc == 0 && access(other, F_OK) == 0, "parity_dump --load --export-safetensors other: exit %d; %s", rc,
+                  g_err);
     rc = run(NULL, "08_training", "--steps", "2", "--batch", "16", "--eval", "0", "--examples", "0", "--out", o8, NULL);
     ck_assert_msg(rc == 0, "08 --steps 2: exit %d; stderr: %s", rc, g_err);
     rc = run(NULL, "08_training", "--resume", o8ck, "--steps", "3", "--batch", "16", "--eval", "0", "--examples", "0",

@@ -57,7 +57,7 @@
 #include "dist/dist.h"
 #include "model/backend.h"
 #include "io/checkpoint.h"
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "io/lineview.h"
 #include "model/model.h"
 #include "ref/nn.h"

@@ -81,4 +81,10 @@ _Noreturn void cli_fail(const char *prog, const char *fmt, ...) CLI_PRINTF(2, 3)
  * multiplied with overflow checking. Returns the product. */
 size_t cli_check_floats(const char *prog, const char *what, int n_factors, ...);
 
+/* A flag's list of token ids, "3 4 5" (spaces, commas or tabs between them),
+ * into ids[0..cap): exits 2 naming flag on anything that is not a list of
+ * whole numbers, an empty one, or more than cap. A number beyond +-1e9
+ * becomes -1, for the caller's vocabulary check to report. Returns the count. */
+int cli_parse_ids(const char *prog, const char *flag, const char *s, int *ids, int cap);
+
 #endif
