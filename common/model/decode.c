@@ -70,6 +70,14 @@ static size_t cache_at(const Decoder *d, int l, int r, int i, int t, int dh) {
     return ((((size_t)l * R + r) * d->m->cfg.h + i) * d->max_T + t) * dh;
 }
 
+double decoder_floats(const Config *c, int max_B, int max_K, int max_Ts, int max_out) {
+    size_t R = (size_t)max_B * max_K, B = max_B, Ts = max_Ts, T = max_out;
+    size_t N = c->N, D = c->d_model, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
+    size_t wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T;
+    return (double)B * Ts * (D + N * (hk + hv) + wide) + 2.0 * N * R * T * (hk + hv)
+           + (double)R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4 * T);
+}
+
 int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_out,
                 char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
@@ -87,8 +95,7 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
     size_t R = (size_t)max_B * max_K, B = max_B, Ts = max_Ts, T = max_out;
     size_t N = c->N, D = c->d_model, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
     size_t wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T;
-    double floats = (double)B * Ts * (D + N * (hk + hv) + wide) + 2.0 * N * R * T * (hk + hv)
-                  + (double)R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4 * T);
+    double floats = decoder_floats(c, max_B, max_K, max_Ts, max_out);
     if (floats * 4 > 64e9)
         return fail(err, errlen, "a decoder this size needs %.3g GB", floats * 4 / 1e9);
     const Backend *be = m->be;
