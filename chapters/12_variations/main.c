@@ -547,7 +547,7 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     int chunk = (o->steps + 3) / 4;   /* at most 4 loss figures per row */
     for (int s = chunk; tr.step < (uint64_t)o->steps; s += chunk) {
         uint64_t to = s < o->steps ? (uint64_t)s : (uint64_t)o->steps;
-        TrainStatus ts = trtask_train(&tr, t, to, o->seed, &r.tokens, &st);
+        TrainStatus ts = trtask_train(&tr, t, to, o->seed, &r.tokens, &st, NULL, NULL);
         if (ts != TRAIN_OK)
             cli_fail(PROG, "row %s stopped at step %llu: %s; try a smaller --factor", j->key,
                      (unsigned long long)tr.step, train_status_str(ts));
