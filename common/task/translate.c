@@ -1,4 +1,4 @@
-/* translate.c - the translation pipeline of chapter 11 as library calls
+/* translate.c - the English-German translation task as library calls
  * (translate.h). */
 #include "task/translate.h"
 #include "core/fail.h"

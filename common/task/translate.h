@@ -1,11 +1,12 @@
-/* translate.h - chapter 11's translation pipeline as library calls, for the
- * chapters that train many models on the same task (chapter 12, Table 3).
+/* translate.h - the English-German translation task as library calls:
+ * chapter 11 shows each step and trains one model through it, chapter 12
+ * trains many on it (Table 3).
  *
  *   corpus (corpus.h) -> BPE (bpe.h) -> ids (Encoded) -> length-bucketed
  *   batches under a token budget (batch.h) -> train N steps -> dev
  *   perplexity per subword and dev BLEU (greedy).
  *
- * A pair is encoded as chapter 11 does it: src = BPE ids + </s>; the target
+ * A pair is encoded as: src = BPE ids + </s>; the target
  * keeps its BPE ids, and a batch turns them into tgt_in = <s> y and
  * tgt_out = y </s> (teacher forcing, Sec. 3.1's "shifted right").
  */
