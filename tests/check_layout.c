@@ -214,7 +214,7 @@ END_TEST
 
 /* the length rule itself: a file of MAX_LINES lines fits, one more does not */
 START_TEST(test_length_rule) {
-    char path[] = "/tmp/check_layout_XXXXXX";
+    char path[] = "/tmp/check_layout_rule_801_lines_XXXXXX";   /* its 801-line message is expected */
     int fd = mkstemp(path);
     ck_assert_msg(fd >= 0, "mkstemp failed");
     FILE *f = fdopen(fd, "w");
