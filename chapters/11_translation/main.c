@@ -314,6 +314,102 @@ static void remember_ckpt(Run *r, const char *path, int keep) {
     snprintf(r->ckpt[r->n_ckpt++], sizeof r->ckpt[0], "%s", path);
 }
 
+/* --resume: the model, the trainer and the step from the checkpoint, which
+ * must be this run's (its positional table long enough, the vocabulary
+ * beside it this run's), and the checkpoints the earlier run left for the
+ * average: the last --average files of the save steps, of this run only. */
+static void resume_run(const Opts *o, const TrTask *t, Run *r, const TrainHyper *hp, int Ts, int max_len,
+                       int longest_src) {
+    char err[512];
+    const Batches *bs = &t->train_b;
+    if (trainer_resume(&r->tr, &r->m, o->resume, hp, bs->max_B, Ts, bs->max_B, err, sizeof err))
+        cli_fail(PROG, "--resume: %s", err);
+    if (r->m.cfg.max_len < max_len)   /* now, not after training */
+        cli_fail(PROG, "--resume %s: its positional table has %d rows; this run needs %d (the longest\n"
+                 "  source, %d tokens, + %d for decoding + 1): it was saved by an older build or for\n"
+                 "  other data; train afresh", o->resume, r->m.cfg.max_len, max_len, longest_src, OUT_OFFSET);
+    /* the vocabulary saved beside the checkpoint must be this run's, symbol for symbol */
+    CkptRun vocab = {.cfg = &r->m.cfg, .bpe = &t->bpe};
+    int rc = checkpoint_of_run(o->resume, &vocab, NULL, err, sizeof err);
+    if (rc == 1) cli_fail(PROG, "--resume: %s", err);
+    if (rc)
+        cli_fail(PROG, "--resume %s: its vocabulary (%s.bpe) is not this run's: the corpus, --seed or --vocab "
+                 "differ from the run that saved it", o->resume, o->resume);
+    r->m.cfg.dropout = o->dropout;
+    printf("resumed %s at step %llu\n", o->resume, (unsigned long long)r->tr.step);
+    char found[N_AVG_MAX][1024];
+    int nf = 0, seen = 0;
+    CkptRun run = {.cfg = &r->m.cfg, .bpe = &t->bpe, .state = 1, .data_rng = r->tr.data_rng.state};
+    for (uint64_t s = o->ckpt_every > 0 ? r->tr.step / o->ckpt_every * o->ckpt_every : 0;
+         o->ckpt_every > 0 && s > 0 && seen < o->n_avg; s -= (uint64_t)o->ckpt_every) {
+        char why[700];
+        snprintf(found[nf], sizeof found[nf], "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)s);
+        if (access(found[nf], F_OK) != 0) continue;
+        seen++;
+        run.step = s;
+        if (!checkpoint_of_run(found[nf], &run, NULL, why, sizeof why)) nf++;
+        else printf("not averaged: %s is not a save of this run: %s\n", found[nf], why);
+    }
+    while (nf > 0) remember_ckpt(r, found[--nf], o->n_avg);
+}
+
+/* A new model of the flags' sizes, and its trainer. The memory goes by the
+ * largest BATCH, not by the limits: under a token budget a batch is many
+ * short rows or a few long ones, and the most rows of any times the longest
+ * of any (model_build's per-dimension block) is a batch that never comes.
+ * The activation block is the largest model_acts_floats of every batch that
+ * runs, the trainer's loss gradient (rows x vocab) the largest B*Tt. */
+static void new_run(const Opts *o, const TrTask *t, Run *r, const TrainHyper *hp, int Ts, int Tt, int max_len) {
+    char err[512];
+    const Batches *bs = &t->train_b;
+    Config c = config_base();
+    c.N = o->layers;
+    c.d_model = o->d_model;
+    c.d_ff = o->d_ff;
+    c.h = o->heads;
+    c.d_k = c.d_v = o->d_model / o->heads;
+    c.vocab = t->bpe.vocab;
+    c.max_len = max_len;
+    c.dropout = o->dropout;
+    c.pad_id = BPE_PAD;
+    size_t acts = 0;
+    int rows_cap = 1;
+    const Batches *runs[3] = {bs, &t->dev_b, &t->test_b};
+    for (int j = 0; j < 3; j++)
+        for (int k = 0; k < runs[j]->n; k++) {
+            const Batch *b = &runs[j]->b[k];   /* test: only the encoder runs (then decode.h's cache) */
+            size_t a = model_acts_floats(&c, b->n, b->Ts, j == 2 ? 1 : b->Tt);
+            if (a > acts) acts = a;
+            if (j == 0) rows_cap = max2(rows_cap, b->n * b->Tt);
+        }
+    if (model_build_cap(&r->m, &c, bs->max_B, Ts, Tt, acts, o->seed, err, sizeof err) ||
+        trainer_init_cap(&r->tr, &r->m, hp, bs->max_B, Tt + 1, rows_cap, o->seed ^ 0xDA7A5EEDull, err, sizeof err))
+        cli_fail(PROG, "%s", err);
+}
+
+/* Data parallel (chapter 13): every rank has every batch, and each needs a
+ * row of the smallest; one rank: nothing to say. */
+static void attach_ranks(const Opts *o, const TrTask *t, Run *r) {
+    char err[512];
+    const Batches *bs = &t->train_b;
+    int P = dist_size(), rows = bs->max_B;
+    for (int k = 0; k < bs->n; k++) rows = bs->b[k].n < rows ? bs->b[k].n : rows;
+    if (rows < P)
+        dist_exit(2, "a training batch has only %d sentence pair%s, too few for %d ranks: raise --tokens or run fewer ranks",
+                  rows, rows == 1 ? "" : "s", P);
+    if (dist_attach(&r->dt, &r->tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
+    if (P > 1) {
+        int L = train_leaves(o->micro, rows, P);
+        printf("data parallel: %d ranks (%s), each on its slice of every batch (chapter 13); %d slices a step,\n", P,
+               dist_library(), L);
+        if (L == train_leaves(o->micro, rows, 1)) printf("  added as one process adds them: the same bits as one process\n");
+        else if (P & (P - 1)) printf("  added in another order than one process: equal to float rounding\n");
+        else printf("  added in another order than one process: equal to float rounding (--micro-batches %d: the same bits)\n", P);
+    }
+}
+
+/* The model and its trainer, new or resumed, sized for every batch the run
+ * has; then the ranks of a data-parallel run. */
 static void build_model(const Opts *o, const TrTask *t, Run *r) {
     const Batches *bs = &t->train_b;
     char err[512], en[CORPUS_MAX_LINE + 1], de[CORPUS_MAX_LINE + 1];
@@ -338,91 +434,15 @@ static void build_model(const Opts *o, const TrTask *t, Run *r) {
     hp.eps_ls = o->eps_ls;
     hp.warmup = o->warmup;
     hp.factor = o->factor;
-    if (o->resume) {
-        if (trainer_resume(&r->tr, &r->m, o->resume, &hp, bs->max_B, Ts, bs->max_B, err, sizeof err))
-            cli_fail(PROG, "--resume: %s", err);
-        if (r->m.cfg.max_len < max_len)   /* now, not after training */
-            cli_fail(PROG, "--resume %s: its positional table has %d rows; this run needs %d (the longest\n"
-                     "  source, %d tokens, + %d for decoding + 1): it was saved by an older build or for\n"
-                     "  other data; train afresh", o->resume, r->m.cfg.max_len, max_len, longest_src, OUT_OFFSET);
-        /* the vocabulary saved beside the checkpoint must be this run's, symbol for symbol */
-        CkptRun vocab = {.cfg = &r->m.cfg, .bpe = &t->bpe};
-        int rc = checkpoint_of_run(o->resume, &vocab, NULL, err, sizeof err);
-        if (rc == 1) cli_fail(PROG, "--resume: %s", err);
-        if (rc)
-            cli_fail(PROG, "--resume %s: its vocabulary (%s.bpe) is not this run's: the corpus, --seed or --vocab "
-                     "differ from the run that saved it", o->resume, o->resume);
-        r->m.cfg.dropout = o->dropout;
-        printf("resumed %s at step %llu\n", o->resume, (unsigned long long)r->tr.step);
-        /* the checkpoints the earlier run left, for the average: the last
-         * --average files of the save steps, those of this run only */
-        char found[N_AVG_MAX][1024];
-        int nf = 0, seen = 0;
-        CkptRun run = {.cfg = &r->m.cfg, .bpe = &t->bpe, .state = 1, .data_rng = r->tr.data_rng.state};
-        for (uint64_t s = o->ckpt_every > 0 ? r->tr.step / o->ckpt_every * o->ckpt_every : 0;
-             o->ckpt_every > 0 && s > 0 && seen < o->n_avg; s -= (uint64_t)o->ckpt_every) {
-            char why[700];
-            snprintf(found[nf], sizeof found[nf], "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)s);
-            if (access(found[nf], F_OK) != 0) continue;
-            seen++;
-            run.step = s;
-            if (!checkpoint_of_run(found[nf], &run, NULL, why, sizeof why)) nf++;
-            else printf("not averaged: %s is not a save of this run: %s\n", found[nf], why);
-        }
-        while (nf > 0) remember_ckpt(r, found[--nf], o->n_avg);
-    } else {
-        Config c = config_base();
-        c.N = o->layers;
-        c.d_model = o->d_model;
-        c.d_ff = o->d_ff;
-        c.h = o->heads;
-        c.d_k = c.d_v = o->d_model / o->heads;
-        c.vocab = t->bpe.vocab;
-        c.max_len = max_len;
-        c.dropout = o->dropout;
-        c.pad_id = BPE_PAD;
-        /* But the memory goes by the largest BATCH, not by the limits: under
-         * a token budget a batch is many short rows or a few long ones, and
-         * the most rows of any times the longest of any (model_build's
-         * per-dimension block) is a batch that never comes. The activation
-         * block is the largest model_acts_floats of every batch that runs,
-         * the trainer's loss gradient (rows x vocab) the largest B*Tt. */
-        size_t acts = 0;
-        int rows_cap = 1;
-        const Batches *runs[3] = {bs, &t->dev_b, &t->test_b};
-        for (int j = 0; j < 3; j++)
-            for (int k = 0; k < runs[j]->n; k++) {
-                const Batch *b = &runs[j]->b[k];   /* test: only the encoder runs (then decode.h's cache) */
-                size_t a = model_acts_floats(&c, b->n, b->Ts, j == 2 ? 1 : b->Tt);
-                if (a > acts) acts = a;
-                if (j == 0) rows_cap = max2(rows_cap, b->n * b->Tt);
-            }
-        if (model_build_cap(&r->m, &c, bs->max_B, Ts, Tt, acts, o->seed, err, sizeof err) ||
-            trainer_init_cap(&r->tr, &r->m, &hp, bs->max_B, Tt + 1, rows_cap, o->seed ^ 0xDA7A5EEDull, err,
-                             sizeof err))
-            cli_fail(PROG, "%s", err);
-    }
+    if (o->resume) resume_run(o, t, r, &hp, Ts, max_len, longest_src);
+    else new_run(o, t, r, &hp, Ts, Tt, max_len);
     const Config *c = &r->m.cfg;
     printf("model: N=%d d_model=%d d_ff=%d h=%d d_k=%d vocab=%d (shared: source, target, output; "
            "Sec. 3.4)\n       post-LN, P_drop %.2f, %zu parameters; max_len %d (the longest source, %d\n"
            "       tokens, + %d + 1 for decoding)\n", c->N, c->d_model, c->d_ff, c->h, c->d_k, c->vocab,
            (double)c->dropout, model_param_count(c), c->max_len, longest_src, OUT_OFFSET);
     if (trainer_set_micro(&r->tr, o->micro, err, sizeof err)) cli_fail(PROG, "--micro-batches: %s", err);
-    /* data parallel (chapter 13): every rank has every batch; each needs a row of the smallest */
-    int P = dist_size(), rows = bs->max_B;
-    for (int k = 0; k < bs->n; k++) rows = bs->b[k].n < rows ? bs->b[k].n : rows;
-    if (rows < P)
-        dist_exit(2, "a training batch has only %d sentence pair%s, too few for %d ranks: raise --tokens or run fewer ranks",
-                  rows, rows == 1 ? "" : "s", P);
-    if (dist_attach(&r->dt, &r->tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
-    if (P > 1) {
-        int L = train_leaves(o->micro, rows, P);
-        printf("data parallel: %d ranks (%s), each on its slice of every batch (chapter 13); %d slices a step,\n", P,
-               dist_library(), L);
-        if (L == train_leaves(o->micro, rows, 1)) printf("  added as one process adds them: the same bits as one process\n");
-        else if (P & (P - 1)) printf("  added in another order than one process: equal to float rounding\n");
-        else printf("  added in another order than one process: equal to float rounding (--micro-batches %d: the same bits)\n", P);
-    }
+    attach_ranks(o, t, r);
 }
 
 /* What the training loop does after each step (trtask_train's TrStepFn):
