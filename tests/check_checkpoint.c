@@ -2,7 +2,9 @@
  * (io/checkpoint.h) and the CRC-32 under them (core/fileio.h).
  *
  * Core    CRC-32 check value; round trips are bit-exact, with and without
- *         the optimizer's TrainState.
+ *         the optimizer's TrainState; Config's one list of fields (every
+ *         field once, in the file's order); checkpoint_of_run tells this
+ *         run's saves from another run's, naming what differs.
  * Limits  every kind of bad file is refused with its own message and leaves
  *         the Model freed: truncated (at many offsets), a flipped byte,
  *         wrong magic, wrong version, trailing bytes, a config that does not
@@ -33,6 +35,7 @@
 #include "model/model.h"
 #include "core/rng.h"
 #include "model/train.h"
+#include "text/bpe.h"
 #include "text/copy_data.h"
 #include "testutil.h"
 
@@ -191,6 +194,99 @@ START_TEST(test_round_trip_train_state) {
     model_free(&b);
     model_free(&a);
     free(m1), free(v1), free(m2), free(v2);
+}
+END_TEST
+
+/* Config's fields are listed once (CONFIG_FIELDS): every field of the
+ * struct exactly once, the 4-byte block in the file's order, and
+ * config_differs names the field that differs, dropout aside. */
+START_TEST(test_config_fields) {
+    static const char *const order[CONFIG_N_FIELDS] = {"N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab",
+                                                       "max_len", "dropout", "pre_ln", "pad_id", "pos"};
+    size_t bytes = 0;
+    for (int i = 0; i < CONFIG_N_FIELDS; i++) {
+        ck_assert_str_eq(CONFIG_FIELDS[i].name, order[i]);
+        for (int j = 0; j < i; j++) ck_assert_uint_ne(CONFIG_FIELDS[i].offset, CONFIG_FIELDS[j].offset);
+        ck_assert_uint_lt(CONFIG_FIELDS[i].offset, sizeof(Config));
+        bytes += 4;
+    }
+    ck_assert_uint_eq(bytes, sizeof(Config));   /* no field of Config left out of the list */
+    ck_assert_int_eq(CONFIG_FIELDS[8].kind, CFG_F32);
+    ck_assert_int_eq(CONFIG_FIELDS[11].kind, CFG_FLAG);
+    Config a = test_config_tiny(0.1f), b;
+    char why[96] = "";
+    ck_assert_int_eq(config_field_int(&a, &CONFIG_FIELDS[3]), a.h);
+    b = a, b.dropout = 0.5f;
+    ck_assert_int_eq(config_differs(&a, &b, why, sizeof why), 0);   /* a run's setting, not the model */
+    for (int i = 0; i < CONFIG_N_FIELDS; i++) {
+        if (CONFIG_FIELDS[i].kind == CFG_F32) continue;
+        b = a;
+        int v = config_field_int(&a, &CONFIG_FIELDS[i]) + 1;
+        memcpy((char *)&b + CONFIG_FIELDS[i].offset, &v, sizeof v);
+        ck_assert_int_eq(config_differs(&b, &a, why, sizeof why), 1);
+        char want[96];
+        snprintf(want, sizeof want, "%s %d, this run's %d", CONFIG_FIELDS[i].name, v, v - 1);
+        ck_assert_str_eq(why, want);
+    }
+}
+END_TEST
+
+/* A vocabulary learned from sentences s[0..n) (both sides) */
+static void learn_vocab(Bpe *b, char **s, int n) {
+    char err[256];
+    ck_assert_msg(bpe_learn(b, s, n, s, n, 40, err, sizeof err) == 0, "%s", err);
+}
+
+/* checkpoint_of_run: a save of this run (config, step, data RNG, the
+ * vocabulary beside it) is one, every other file is not, and says why */
+START_TEST(test_checkpoint_of_run) {
+    char *text[] = {"the man sees the dog", "der Mann sieht den Hund"}, *other[] = {"a b c", "x y z"};
+    Bpe bpe, bpe2;
+    learn_vocab(&bpe, text, 2);
+    learn_vocab(&bpe2, other, 2);
+    char err[256] = "", why[512] = "", bp[160];
+    Config c = test_config_tiny(0.1f);
+    c.vocab = bpe.vocab;
+    Model a, back;
+    ck_assert_int_eq(model_build(&a, &c, 1, 4, 4, 5, err, sizeof err), 0);
+    float *mv = calloc(2 * a.params.n, sizeof(float));
+    TrainState ts = {.step = 50, .rng_state = {777, 9}, .adam_m = mv, .adam_v = mv + a.params.n};
+    ck_assert_msg(model_save(&a, path, &ts, err, sizeof err) == 0, "%s", err);
+    snprintf(bp, sizeof bp, "%s.bpe", path);
+    CkptRun run = {.cfg = &a.cfg, .bpe = &bpe, .state = 1, .step = 50, .data_rng = 777};
+    ck_assert_int_eq(checkpoint_of_run(path, &run, NULL, why, sizeof why), 1);   /* no .bpe yet */
+    ck_assert_msg(strstr(why, ".bpe"), "why: %s", why);
+    ck_assert_msg(bpe_save(&bpe, bp, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(checkpoint_of_run(path, &run, &back, why, sizeof why) == 0, "why: %s", why);
+    ck_assert_int_eq(memcmp(a.params.mem, back.params.mem, a.params.n * sizeof(float)), 0);
+    model_free(&back);
+    Config h2 = a.cfg;
+    h2.h = 4, h2.d_k = 2, h2.d_v = 2;
+    CkptRun r2 = run;
+    r2.cfg = &h2;
+    ck_assert_int_eq(checkpoint_of_run(path, &r2, NULL, why, sizeof why), 2);
+    ck_assert_str_eq(why, "another model (h 2, this run's 4)");
+    r2 = run, r2.step = 60;
+    ck_assert_int_eq(checkpoint_of_run(path, &r2, NULL, why, sizeof why), 2);
+    ck_assert_str_eq(why, "it was saved at step 50, not 60");
+    r2 = run, r2.data_rng = 778;
+    ck_assert_int_eq(checkpoint_of_run(path, &r2, NULL, why, sizeof why), 2);
+    ck_assert_str_eq(why, "another run (another --seed)");
+    r2 = run, r2.bpe = &bpe2;
+    ck_assert_int_eq(checkpoint_of_run(path, &r2, NULL, why, sizeof why), 2);
+    ck_assert_str_eq(why, "its .bpe is another vocabulary (another corpus, --seed or --vocab)");
+    r2 = run, r2.bpe = NULL, r2.state = 0;   /* the architecture alone, as averaging asks */
+    ck_assert_int_eq(checkpoint_of_run(path, &r2, NULL, why, sizeof why), 0);
+    /* weights only: no training state to know the run by */
+    ck_assert_msg(model_save(&a, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(checkpoint_of_run(path, &run, NULL, why, sizeof why), 2);
+    ck_assert_str_eq(why, "weights only, no training state");
+    remove(bp);
+    remove(path);
+    ck_assert_int_eq(checkpoint_of_run(path, &run, NULL, why, sizeof why), 1);   /* no file at all */
+    model_free(&a);
+    free(mv);
+    bpe_free(&bpe), bpe_free(&bpe2);
 }
 END_TEST
 
@@ -626,7 +722,7 @@ END_TEST
 Suite *checkpoint_suite(void) {
     Suite *s = suite_create("checkpoint");
     TCase *tc = suite_case(s, "Core", test_crc32_check_value, test_round_trip_learned_pe,
-                           test_round_trip_train_state);
+                           test_round_trip_train_state, test_config_fields, test_checkpoint_of_run);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_round_trip_weights, 0, 2);
     tc = suite_case(s, "Limits", test_flipped_byte, test_wrong_magic_version_trailing,

@@ -15,7 +15,9 @@
  * These tests read the sources (the runner starts in the repository root)
  * and fail with the file and line that breaks a rule: an #include that
  * points up a layer, a plain file that uses intrinsics, OpenMP, threads or
- * a CPU-feature #if, a file over 800 lines. */
+ * a CPU-feature #if, a file over 800 lines: of common/, and of every
+ * chapter (the .c and .h files of chapters/NN_name), so a chapter whose
+ * main.c grows a second library is split by idea into files of its own. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -154,6 +156,33 @@ static void check_length(const char *path, int layer, int *bad) {
     }
 }
 
+/* calls fn(path, -1) for every .c and .h of every chapter's folder
+ * (chapters/NN_name/); returns the number of files seen */
+static int each_chapter_file(void (*fn)(const char *path, int layer, int *bad), int *bad) {
+    int files = 0;
+    DIR *top = opendir("chapters");
+    ck_assert_msg(top != NULL, "chapters/ not found: run the tests from the repository root");
+    struct dirent *d;
+    while ((d = readdir(top))) {
+        if (d->d_name[0] == '.') continue;
+        char dir[512];
+        snprintf(dir, sizeof dir, "chapters/%s", d->d_name);
+        DIR *sub = opendir(dir);
+        if (!sub) continue;   /* a file beside the chapters' folders */
+        struct dirent *e;
+        while ((e = readdir(sub))) {
+            if (!is_source(e->d_name)) continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            fn(path, -1, bad);
+            files++;
+        }
+        closedir(sub);
+    }
+    closedir(top);
+    return files;
+}
+
 START_TEST(test_includes_point_down) {
     int bad = 0, files = each_file(check_includes, &bad);
     ck_assert_msg(files > 20, "only %d library files found under common/", files);
@@ -175,6 +204,34 @@ START_TEST(test_files_fit) {
 }
 END_TEST
 
+START_TEST(test_chapters_fit) {
+    int bad = 0, files = each_chapter_file(check_length, &bad);
+    ck_assert_msg(files >= 13, "only %d chapter files found under chapters/", files);
+    ck_assert_msg(bad == 0, "%d chapter file(s) over %d lines (listed above): split the chapter into files of "
+                  "its folder by idea", bad, MAX_LINES);
+}
+END_TEST
+
+/* the length rule itself: a file of MAX_LINES lines fits, one more does not */
+START_TEST(test_length_rule) {
+    char path[] = "/tmp/check_layout_rule_801_lines_XXXXXX";   /* its 801-line message is expected */
+    int fd = mkstemp(path);
+    ck_assert_msg(fd >= 0, "mkstemp failed");
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < MAX_LINES; i++) fputs("x\n", f);
+    fflush(f);
+    int bad = 0;
+    check_length(path, -1, &bad);
+    ck_assert_int_eq(bad, 0);
+    fputs("x\n", f);
+    fclose(f);
+    check_length(path, -1, &bad);
+    ck_assert_int_eq(bad, 1);
+    remove(path);
+}
+END_TEST
+
 /* the rule checker itself: the word list and the layer table */
 START_TEST(test_rules) {
     ck_assert(listed("core ref fast", "ref", 3));
@@ -190,6 +247,7 @@ END_TEST
 
 Suite *layout_suite(void) {
     Suite *s = suite_create("layout");
-    suite_case(s, "Rules", test_rules, test_includes_point_down, test_ref_is_plain, test_files_fit);
+    suite_case(s, "Rules", test_rules, test_length_rule, test_includes_point_down, test_ref_is_plain, test_files_fit,
+               test_chapters_fit);
     return s;
 }

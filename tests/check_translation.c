@@ -1,7 +1,10 @@
 /* check_translation.c - chapter 11 end to end, on a tiny model: a TSV
  * corpus written here trains, evaluates and translates; a resumed run lands
  * on the same weights as one that never stopped; bad input exits with 2 and
- * says what is wrong. Also the token-budget batching on its own.
+ * says what is wrong. Also the token-budget batching on its own, the
+ * library's task (task/translate.h: its one max_len rule, its training loop
+ * with a per-step callback), typed text in a corpus's form (text/typed.h)
+ * and the memory readings chapter 11 prints (core/rss.h).
  *
  * The chapter checks run $BUILD_DIR/11_translation (set by `make test`).
  */
@@ -13,6 +16,9 @@
 
 #include "testutil.h"
 
+#include "core/rss.h"
+#include "model/train.h"
+#include "text/typed.h"
 #include "text/batch.h"
 #include "text/bpe.h"
 #include "text/corpus.h"
@@ -132,6 +138,118 @@ START_TEST(test_batch_independent) {
     encoded_free(&e);
     bpe_free(&b);
     corpus_free(&tr), corpus_free(&dv), corpus_free(&te);
+}
+END_TEST
+
+/* Typed text written as the training text was: the generated corpus's form
+ * (bpe.h's tokenised) and a real corpus's (spaces squeezed) */
+START_TEST(test_typed_text) {
+    char out[256];
+    typed_as_generated("the man sees the dog, because it  laughs.", out, sizeof out);
+    ck_assert_str_eq(out, "The man sees the dog , because it laughs .");
+    typed_as_generated(" \tgroßen\r\nBäumen ", out, sizeof out);
+    ck_assert_str_eq(out, "Großen Bäumen .");   /* tabs and line ends are spaces; a final " ." added */
+    typed_as_generated("über alles", out, sizeof out);
+    ck_assert_str_eq(out, "über alles .");       /* only a-z is capitalised */
+    typed_as_generated("Ends with a dot .", out, sizeof out);
+    ck_assert_str_eq(out, "Ends with a dot .");
+    typed_as_generated("x", out, 6);   /* 3 strlen + 4 bytes are enough */
+    ck_assert_str_eq(out, "X .");
+    typed_squeeze("  a\t b\r\n  c ", out);
+    ck_assert_str_eq(out, "a b c");
+    typed_squeeze("", out);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* One max_len rule: the longest output of the decoding rule plus its <s>,
+ * or the longest target, whichever is longer */
+START_TEST(test_max_len_rule) {
+    ck_assert_int_eq(trtask_max_len(10, 5, 1, 50), 61);    /* chapter 11: input + 50 (Sec. 6.1) */
+    ck_assert_int_eq(trtask_max_len(10, 70, 1, 50), 70);   /* a target longer than any output */
+    ck_assert_int_eq(trtask_max_len(12, 11, 2, 7), 32);    /* trtask_bleu_greedy: 2 Ts + 7 */
+    TrTask t;
+    char err[256];
+    ck_assert_msg(trtask_build(&t, 200, 10, 120, 300, 16, 3, err, sizeof err) == 0, "%s", err);
+    int T = t.train_b.max_Ts > t.train_b.max_Tt + 1 ? t.train_b.max_Ts : t.train_b.max_Tt + 1;
+    if (t.edev.max_s > T) T = t.edev.max_s;
+    ck_assert_int_eq(t.max_len, 2 * T + 8);   /* chapter 12's models, as they always were */
+    ck_assert_int_eq(t.test.n, 0);             /* scored on dev: no test split, no test batches */
+    ck_assert_int_eq(t.test_b.n, 0);
+    trtask_free(&t);
+}
+END_TEST
+
+typedef struct {
+    int calls;
+    uint64_t last_step;
+    long tokens_seen;
+    long *tokens;
+    Trainer *tr;
+} Seen;
+
+static void count_step(void *ctx, const StepStats *st) {
+    Seen *s = ctx;
+    ck_assert_uint_eq(s->tr->step, s->last_step + 1);   /* once a step, after it */
+    s->last_step = s->tr->step;
+    s->calls++;
+    ck_assert_int_gt(st->n_tokens, 0);
+    ck_assert_int_ge(*s->tokens, s->tokens_seen + st->n_tokens);   /* counted before the call */
+    s->tokens_seen = *s->tokens;
+}
+
+/* The task's training loop: the callback sees every step once, and changes
+ * nothing; training in two calls is training in one (resuming, chapter 12's
+ * quarters). */
+START_TEST(test_train_callback) {
+    TrTask t;
+    char err[256];
+    ck_assert_msg(trtask_build(&t, 200, 10, 120, 300, 16, 3, err, sizeof err) == 0, "%s", err);
+    Config c = test_config(1, 16, 32, 2, 8, 8, t.bpe.vocab, t.max_len, 0.1f);
+    c.pad_id = BPE_PAD;
+    TrainHyper hp = train_hyper_paper();
+    float *w[3];
+    long tokens[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        Model m;
+        Trainer tr;
+        int B = t.train_b.max_B > t.dev_b.max_B ? t.train_b.max_B : t.dev_b.max_B;
+        ck_assert_msg(model_build(&m, &c, B, t.max_len, t.max_len - 1, 7, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(trainer_init(&tr, &m, &hp, m.max_B, t.max_len, 8, err, sizeof err) == 0, "%s", err);
+        StepStats st = {0};
+        Seen seen = {.tokens = &tokens[k], .tr = &tr};
+        if (k == 0) ck_assert_int_eq(trtask_train(&tr, &t, 6, 5, &tokens[k], &st, NULL, NULL), TRAIN_OK);
+        if (k == 1) ck_assert_int_eq(trtask_train(&tr, &t, 6, 5, &tokens[k], &st, count_step, &seen), TRAIN_OK);
+        if (k == 2) {
+            ck_assert_int_eq(trtask_train(&tr, &t, 2, 5, &tokens[k], &st, NULL, NULL), TRAIN_OK);
+            ck_assert_int_eq(trtask_train(&tr, &t, 6, 5, &tokens[k], &st, NULL, NULL), TRAIN_OK);
+        }
+        if (k == 1) ck_assert_int_eq(seen.calls, 6);
+        ck_assert_uint_eq(tr.step, 6);
+        trainer_pull(&tr);
+        w[k] = malloc(m.params.n * sizeof(float));
+        memcpy(w[k], m.params.mem, m.params.n * sizeof(float));
+        if (k) ck_assert_msg(!memcmp(w[0], w[k], m.params.n * sizeof(float)), "run %d: other weights", k);
+        if (k) ck_assert_int_eq(tokens[k], tokens[0]);
+        trainer_free(&tr);
+        model_free(&m);
+    }
+    for (int k = 0; k < 3; k++) free(w[k]);
+    trtask_free(&t);
+}
+END_TEST
+
+/* What chapter 11's memory lines read: bytes resident now, and the peak */
+START_TEST(test_memory_readings) {
+    double now = rss_now();
+    ck_assert_msg(now > 1e5, "resident %g bytes", now);
+    char *block = malloc(64 << 20);
+    ck_assert_ptr_nonnull(block);
+    memset(block, 1, 64 << 20);   /* touched: resident */
+    double after = rss_now();
+    ck_assert_msg(after >= now + 60e6, "64 MB touched, resident %g -> %g", now, after);
+    ck_assert_msg(rss_peak() >= after - 1e6, "peak %g below the resident %g", rss_peak(), after);
+    free(block);
 }
 END_TEST
 
@@ -580,7 +698,8 @@ END_TEST
 
 Suite *translation_suite(void) {
     Suite *s = suite_create("translation");
-    suite_case(s, "Core", test_batches, test_default_padding, test_batch_independent);
+    suite_case(s, "Core", test_batches, test_default_padding, test_batch_independent, test_typed_text,
+               test_max_len_rule, test_train_callback, test_memory_readings);
     TCase *progs = suite_case(s, "Programs", test_tsv_end_to_end, test_translate_generated_form,
                               test_dev_test_files, test_ding_corpus, test_resume_exact,
                               test_bad_input, test_translate_refuses, test_average_this_run_only,

@@ -39,10 +39,9 @@
  * and variations.dat are replaced together or, on a full disk, neither.
  *
  * --rows and every row's configuration are checked before any row trains.
+ *
+ * The chapter's files: variations.h says which file holds which section.
  */
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,55 +52,13 @@
 #include <unistd.h>
 
 #include "fast/parallel.h"
-
 #include "io/cli.h"
-#include "core/fileio.h"
-#include "model/model.h"
-#include "io/show.h"
 #include "io/plot.h"
+#include "io/show.h"
+#include "model/model.h"
 #include "model/train.h"
 #include "task/translate.h"
-
-#include "verdict.h"
-
-static const char *PROG = "12_variations";
-
-/* ---- the rows of Table 3, ours beside the paper's ------------------------------
- * Ours are edits of the base made the way the paper makes them; each sits
- * beside the paper row whose change points the same way. The paper's
- * numbers: Table 3, newstest2013 (dev), PPL per wordpiece, BLEU, parameters
- * x 10^6 (0 where the paper's cell is empty). */
-typedef enum { E_BASE, E_HEADS, E_DK_HALF, E_N, E_DMODEL, E_DFF, E_DROP, E_LS, E_POS } Edit;
-typedef struct {
-    const char *group, *label;  /* "A", "h=1"                                    */
-    Edit edit;
-    float arg;                  /* the new value; for N, d_model, d_ff a factor  */
-    const char *paper;          /* the paper's row it is set beside              */
-    double p_ppl, p_bleu;
-    int p_params;
-} Row;
-
-static const Row ROWS[] = {
-    {"base", "base", E_BASE, 0, "base", 4.92, 25.8, 65},
-    {"A", "h=1", E_HEADS, 1, "h=1 d_k=512", 5.29, 24.9, 0},
-    {"A", "h=4", E_HEADS, 4, "h=4 d_k=128", 5.00, 25.5, 0},
-    {"A", "h=16", E_HEADS, 16, "h=16 d_k=32", 4.91, 25.8, 0},
-    {"B", "d_k/2", E_DK_HALF, 0.5f, "d_k=32", 5.01, 25.4, 60},
-    {"C", "N/2", E_N, 0.5f, "N=4", 5.19, 25.3, 50},
-    {"C", "2N", E_N, 2, "N=8", 4.88, 25.5, 80},
-    {"C", "d_model/2", E_DMODEL, 0.5f, "d_model=256", 5.75, 24.5, 28},
-    {"C", "2d_model", E_DMODEL, 2, "d_model=1024", 4.66, 26.0, 168},
-    {"C", "d_ff/2", E_DFF, 0.5f, "d_ff=1024", 5.12, 25.4, 53},
-    {"C", "2d_ff", E_DFF, 2, "d_ff=4096", 4.75, 26.2, 90},
-    {"D", "P_drop=0", E_DROP, 0.0f, "P_drop=0.0", 5.77, 24.6, 0},
-    {"D", "P_drop=0.2", E_DROP, 0.2f, "P_drop=0.2", 4.95, 25.5, 0},
-    {"D", "eps_ls=0", E_LS, 0.0f, "eps_ls=0.0", 4.67, 25.3, 0},
-    {"D", "eps_ls=0.2", E_LS, 0.2f, "eps_ls=0.2", 5.47, 25.7, 0},
-    {"E", "learned PE", E_POS, 1, "pos. embedding", 4.92, 25.7, 0},
-};
-#define N_ROWS ((int)(sizeof ROWS / sizeof ROWS[0]))
-#define MAX_SEEDS 5
-#define MAX_JOBS (N_ROWS + MAX_SEEDS)
+#include "variations.h"
 
 /* The default run: the base with 2 seeds (a spread to judge by) and four
  * rows whose directions the recorded run shows far outside it at 600 steps,
@@ -111,38 +68,6 @@ static const Row ROWS[] = {
  * every row, 3 base seeds (18 models, the recorded run). */
 static const char DEFAULT_ROWS[] = "base,h=1,N/2,eps_ls=0,E";
 static const char ALL_ROWS[] = "base,A,B,C,D,E";
-
-typedef struct {
-    int n_train, n_dev, vocab, tokens, max_rows, steps, warmup, seeds, threads, all;
-    int layers, d_model, d_ff, heads;
-    float factor, eps_ls, dropout;
-    uint64_t seed;
-    const char *rows, *out, *results;
-    const char *corpus;   /* NULL: generated; "ding"; or a source<TAB>target file */
-} Opts;
-
-/* A finished row: what results.tsv holds. */
-typedef struct {
-    char key[32];         /* "base#1", "A:h=1"                               */
-    long tokens;          /* target tokens trained on                        */
-    size_t params;
-    double ppl, bleu, train_s, eval_s;
-} Result;
-
-/* Lines of results.tsv kept as they were, in the order read; grows. */
-typedef struct {
-    char **line;          /* [n] each with its '\n'                           */
-    int n, cap;
-} Lines;
-
-typedef struct {
-    Result r[MAX_JOBS];   /* one per key: at most N_ROWS - 1 + MAX_SEEDS    */
-    int n;
-    char budget[256];     /* the settings a result is only valid for        */
-    char path[1100];
-    Lines other;          /* lines of other settings: written first          */
-    Lines unused;         /* this budget's repeated or unknown keys: last    */
-} Results;
 
 static double now_s(void) {
     struct timespec ts;
@@ -266,200 +191,7 @@ static void section_task(const Opts *o, TrTask *t, Results *res) {
     }
 }
 
-/* ---- results.tsv: read what earlier runs finished, rewrite after each row ---- */
-#define TSV_HEAD "key\ttokens\tparams\tdev_ppl\tdev_bleu\ttrain_s\teval_s\tbudget\n"
-
-static void lines_add(Lines *l, const char *line) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        char **p = realloc(l->line, (size_t)l->cap * sizeof *p);
-        if (!p) cli_fail(PROG, "out of memory");
-        l->line = p;
-    }
-    if (!(l->line[l->n++] = strdup(line))) cli_fail(PROG, "out of memory");
-}
-
-static void lines_free(Lines *l) {
-    for (int i = 0; i < l->n; i++) free(l->line[i]);
-    free(l->line);
-    *l = (Lines){0};
-}
-
-static const Result *results_find(const Results *res, const char *key);
-
-/* Is key one a job of this program can have: base#1..base#MAX_SEEDS or a
- * row's "group:label"? */
-static int key_known(const char *key) {
-    char k[32];
-    for (int s = 0; s < MAX_SEEDS; s++) {
-        snprintf(k, sizeof k, "base#%d", s + 1);
-        if (!strcmp(key, k)) return 1;
-    }
-    for (int i = 0; i < N_ROWS; i++) {
-        snprintf(k, sizeof k, "%s:%s", ROWS[i].group, ROWS[i].label);
-        if (ROWS[i].edit != E_BASE && !strcmp(key, k)) return 1;
-    }
-    return 0;
-}
-
-/* What a number of results.tsv can be: the range of every value this
- * program writes there. A number outside it (PPL -5 or 1e308, BLEU 1e9,
- * a token count past a long) was not written by a run: the line was
- * edited or pasted from elsewhere, and it must not reach the table (two
- * PPLs of 1e308 make the base's mean infinite and every direction NaN). */
-#define PPL_MAX 1e9       /* uniform guessing over --vocab's largest 2^20 symbols is
-                           * PPL 1e6; a row 1000 times worse has diverged (train_row
-                           * refuses it too, so no run writes one)                   */
-#define SECONDS_MAX 1e9   /* 31 years of training or evaluation                      */
-#define LINE_MAX_BYTES 4096   /* a key, six numbers and a budget of < 256 bytes   */
-
-/* s, the whole of it, as a whole number in [lo, hi]; 0 when it is one.
- * No sign for an unsigned field, no spaces, nothing after the digits. */
-static int parse_count(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *v) {
-    if (!(*s >= '0' && *s <= '9')) return 1;   /* strtoull would take "-1" as 2^64 - 1 */
-    char *end;
-    errno = 0;
-    *v = strtoull(s, &end, 10);
-    return *end || errno || *v < lo || *v > hi;
-}
-
-/* s, the whole of it, as a finite number in [lo, hi]; 0 when it is one. */
-static int parse_real(const char *s, double lo, double hi, double *v) {
-    if (!*s || *s == ' ' || *s == '\t') return 1;
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    return *end || !isfinite(*v) || !(*v >= lo && *v <= hi);
-}
-
-/* One line of results.tsv (its '\n' removed; split in place at its tabs)
- * into r and *budget (the rest of the line after the seventh tab). 0, or 1
- * with why in why: the fields are not there, or the first number out of
- * its range, named by its column ("dev_ppl '-5' is not ..."). */
-static int parse_result(char *line, Result *r, const char **budget, char *why, size_t n) {
-    char *f[8], esc[64];
-    int k = 0;
-    f[k++] = line;
-    for (char *p = line; k < 8 && (p = strchr(p, '\t')); *p++ = '\0') f[k++] = p + 1;
-    if (k < 8 || !*f[0] || strlen(f[0]) >= sizeof r->key || !*f[7])
-        return snprintf(why, n, "not the 8 tab-separated fields the first line names; delete the "
-                        "file to start over"), 1;
-    snprintf(r->key, sizeof r->key, "%s", f[0]);
-    *budget = f[7];
-    static const char *const name[7] = {"key", "tokens", "params", "dev_ppl", "dev_bleu", "train_s", "eval_s"};
-    unsigned long long tokens, params;
-    char range[80];
-    int bad = 0;   /* the column of the first number out of its range */
-    if (parse_count(f[1], 0, LONG_MAX, &tokens))
-        bad = 1, snprintf(range, sizeof range, "a count of target tokens from 0 to %ld", LONG_MAX);
-    else if (parse_count(f[2], 1, SIZE_MAX, &params))
-        bad = 2, snprintf(range, sizeof range, "a count of parameters from 1 to %zu", (size_t)SIZE_MAX);
-    else if (parse_real(f[3], 1, PPL_MAX, &r->ppl))
-        bad = 3, snprintf(range, sizeof range, "a perplexity from 1 to %g", PPL_MAX);
-    else if (parse_real(f[4], 0, 100, &r->bleu))
-        bad = 4, snprintf(range, sizeof range, "a BLEU score from 0 to 100");
-    else if (parse_real(f[5], 0, SECONDS_MAX, &r->train_s)) bad = 5;
-    else if (parse_real(f[6], 0, SECONDS_MAX, &r->eval_s)) bad = 6;
-    if (bad >= 5) snprintf(range, sizeof range, "a time from 0 to %g seconds", SECONDS_MAX);
-    if (bad)
-        return snprintf(why, n, "%s '%s' is not %s; correct or delete that line", name[bad],
-                        fio_escape(esc, sizeof esc, f[bad], (size_t)-1), range), 1;
-    r->tokens = (long)tokens, r->params = (size_t)params;
-    return 0;
-}
-
-/* Reads every line of res->path (none there: nothing to read): this
- * budget's rows into res->r, the rest kept as they were in res->other and
- * res->unused. A line that is not one this program writes stops the run
- * (exit 2), naming the file, the line and the field. */
-static void results_load(Results *res) {
-    long long size;
-    char err[512], why[256], path[1200];
-    if (access(res->path, F_OK) != 0) return;
-    fio_escape(path, sizeof path, res->path, (size_t)-1);
-    FILE *f = fio_open_read(res->path, &size, err, sizeof err);
-    if (!f) cli_fail(PROG, "%s", err);
-    int other = 0, lineno = 0, repeated = 0, unknown = 0;
-    char *line = NULL, keep[LINE_MAX_BYTES + 2], work[LINE_MAX_BYTES + 2];
-    size_t cap = 0;
-    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
-        if (lineno++ == 0) {
-            if (strcmp(line, TSV_HEAD)) cli_fail(PROG, "%s is not a results file of this program", path);
-            continue;
-        }
-        if (strlen(line) != (size_t)len || len > LINE_MAX_BYTES)
-            cli_fail(PROG, "%s line %d is damaged: %s; delete the file to start over", path, lineno,
-                     len > LINE_MAX_BYTES ? "too long for a line of results" : "it holds a NUL byte");
-        /* the line as kept, with its '\n': a last line edited by hand may
-         * have lost it, and the rewrite would glue the next line onto it */
-        snprintf(keep, sizeof keep, "%s%s", line, line[len - 1] == '\n' ? "" : "\n");
-        Result r = {0};
-        const char *budget;
-        memcpy(work, keep, strlen(keep) + 1);
-        work[strcspn(work, "\n")] = '\0';
-        if (parse_result(work, &r, &budget, why, sizeof why))
-            cli_fail(PROG, "%s line %d is damaged: %s", path, lineno, why);
-        if (strcmp(budget, res->budget)) {   /* other settings: not this run's row */
-            lines_add(&res->other, keep);
-            other++;
-            continue;
-        }
-        /* r holds each known key once, so it never fills (MAX_JOBS has room) */
-        int known = key_known(r.key), again = known && results_find(res, r.key);
-        if (!known || again) {
-            lines_add(&res->unused, keep);
-            unknown += !known, repeated += again;
-            continue;
-        }
-        if (res->n >= MAX_JOBS) cli_fail(PROG, "%s: more distinct rows than %d", path, MAX_JOBS);
-        res->r[res->n++] = r;
-    }
-    int failed = ferror(f);
-    fclose(f);
-    free(line);
-    if (failed) fio_fail(PROG, "reading %s failed", path);
-    printf("results: %s holds %d finished row%s of this budget", path, res->n, res->n == 1 ? "" : "s");
-    printf(other ? ";\n  %d of other settings (kept in the file, not used)\n" : "\n", other);
-    if (repeated)
-        printf("  %d repeat%s the key of an earlier line: the first is used, the repeats kept in the file\n", repeated,
-               repeated == 1 ? "s" : "");
-    if (unknown)
-        printf("  %d ha%s a key this program does not know (kept in the file, not used)\n", unknown,
-               unknown == 1 ? "s" : "ve");
-}
-
-static void results_save(const Results *res) {
-    FioWriter w;
-    char err[512];
-    if (fio_create(&w, res->path, err, sizeof err)) cli_fail(PROG, "%s", err);
-    fputs(TSV_HEAD, w.f);
-    for (int i = 0; i < res->other.n; i++) fputs(res->other.line[i], w.f);
-    for (int i = 0; i < res->n; i++) {
-        const Result *r = &res->r[i];
-        fprintf(w.f, "%s\t%ld\t%zu\t%.4f\t%.2f\t%.1f\t%.1f\t%s\n", r->key, r->tokens, r->params, r->ppl, r->bleu,
-                r->train_s, r->eval_s, res->budget);
-    }
-    /* after the rows used: read again, the used line of a key comes first */
-    for (int i = 0; i < res->unused.n; i++) fputs(res->unused.line[i], w.f);
-    if (fio_commit(&w, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
-        exit(1);
-    }
-}
-
-static const Result *results_find(const Results *res, const char *key) {
-    for (int i = 0; i < res->n; i++)
-        if (!strcmp(res->r[i].key, key)) return &res->r[i];
-    return NULL;
-}
-
 /* ---- section 2: one model per row ---------------------------------------------------- */
-typedef struct {
-    const Row *row;
-    int seed_i;           /* base: 0..seeds-1; rows: 0                         */
-    char key[32];
-} Job;
-
 /* Does the name p (len bytes, not 0-terminated) spell word, in any case? */
 static int name_is(const char *p, size_t len, const char *word) {
     return len == strlen(word) && !strncasecmp(p, word, len);
@@ -481,8 +213,8 @@ static int jobs_for(const Opts *o, Job *jobs) {
                      fio_escape(esc, sizeof esc, o->rows, (size_t)-1));
         int found = 0;
         for (int i = 0; i < N_ROWS; i++) {
-            snprintf(key, sizeof key, "%s:%s", ROWS[i].group, ROWS[i].label);
-            if (name_is(p, len, ROWS[i].group) || name_is(p, len, ROWS[i].label) || name_is(p, len, key))
+            snprintf(key, sizeof key, "%s:%s", VAR_ROWS[i].group, VAR_ROWS[i].label);
+            if (name_is(p, len, VAR_ROWS[i].group) || name_is(p, len, VAR_ROWS[i].label) || name_is(p, len, key))
                 want[i] = 1, found = 1;
         }
         if (!found)
@@ -493,10 +225,10 @@ static int jobs_for(const Opts *o, Job *jobs) {
     }
     for (int i = 0; i < N_ROWS; i++) {
         if (!want[i]) continue;
-        for (int s = 0; s < (ROWS[i].edit == E_BASE ? o->seeds : 1); s++, n++) {
-            jobs[n] = (Job){&ROWS[i], s, ""};
-            if (ROWS[i].edit == E_BASE) snprintf(jobs[n].key, sizeof jobs[n].key, "base#%d", s + 1);
-            else snprintf(jobs[n].key, sizeof jobs[n].key, "%s:%s", ROWS[i].group, ROWS[i].label);
+        for (int s = 0; s < (VAR_ROWS[i].edit == E_BASE ? o->seeds : 1); s++, n++) {
+            jobs[n] = (Job){&VAR_ROWS[i], s, ""};
+            if (VAR_ROWS[i].edit == E_BASE) snprintf(jobs[n].key, sizeof jobs[n].key, "base#%d", s + 1);
+            else snprintf(jobs[n].key, sizeof jobs[n].key, "%s:%s", VAR_ROWS[i].group, VAR_ROWS[i].label);
         }
     }
     return n;
@@ -547,7 +279,7 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
     int chunk = (o->steps + 3) / 4;   /* at most 4 loss figures per row */
     for (int s = chunk; tr.step < (uint64_t)o->steps; s += chunk) {
         uint64_t to = s < o->steps ? (uint64_t)s : (uint64_t)o->steps;
-        TrainStatus ts = trtask_train(&tr, t, to, o->seed, &r.tokens, &st);
+        TrainStatus ts = trtask_train(&tr, t, to, o->seed, &r.tokens, &st, NULL, NULL);
         if (ts != TRAIN_OK)
             cli_fail(PROG, "row %s stopped at step %llu: %s; try a smaller --factor", j->key,
                      (unsigned long long)tr.step, train_status_str(ts));
@@ -576,14 +308,14 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
 static void section_rows(const Opts *o, TrTask *t, Results *res, const Job *jobs, int n) {
     show_section("2. One model per row of Table 3, one after another");
     int done = 0, todo = 0;
-    for (int k = 0; k < n; k++) todo += !results_find(res, jobs[k].key);
+    for (int k = 0; k < n; k++) todo += !var_results_find(res, jobs[k].key);
     printf("%d model%s for --rows %s: %d finished earlier, %d to train\n", n, n == 1 ? "" : "s", o->rows,
            n - todo, todo);
     if (o->rows == DEFAULT_ROWS)
         printf("(the default: 4 rows of Table 3 and the base; --all trains every row, 3 base seeds)\n");
     double spent = 0;
     for (int k = 0; k < n; k++) {
-        const Result *r = results_find(res, jobs[k].key);
+        const Result *r = var_results_find(res, jobs[k].key);
         if (r) {
             printf("[%2d/%d] %-14s done earlier: dev PPL %.3f, BLEU %.2f (kept, not retrained)\n", k + 1, n,
                    jobs[k].key, r->ppl, r->bleu);
@@ -596,233 +328,8 @@ static void section_rows(const Opts *o, TrTask *t, Results *res, const Job *jobs
         done++;
         if (res->n >= MAX_JOBS) cli_fail(PROG, "row %s: no room for its result (%d rows)", jobs[k].key, MAX_JOBS);
         res->r[res->n++] = nr;
-        results_save(res);
+        var_results_save(res);
     }
-}
-
-/* ---- section 3: the table ---------------------------------------------------------------- */
-static void write_or_die(FioWriter *w) {
-    char err[512];
-    if (fio_commit(w, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
-        exit(1);
-    }
-}
-
-/* table.md and variations.dat are one table in two forms: both are
- * written or neither. Both temporaries are flushed and synced first (a
- * full disk shows here, while neither file is replaced); on a failure
- * both temporaries go, the files of the run before stay, and the run
- * exits 1. Only then are they renamed, one after the other. */
-static void write_both_or_die(FioWriter *a, FioWriter *b) {
-    FioWriter *w[2] = {a, b};
-    for (int i = 0; i < 2; i++) {
-        errno = 0;
-        int failed = fflush(w[i]->f) != 0 || ferror(w[i]->f), e = errno;
-        if (!failed && fsync(fileno(w[i]->f)) != 0 && errno != EINVAL && errno != EROFS) failed = 1, e = errno;
-        if (!failed) continue;
-        char pa[600], pb[600];
-        fio_escape(pa, sizeof pa, a->path, (size_t)-1), fio_escape(pb, sizeof pb, b->path, (size_t)-1);
-        fprintf(stderr, "%s: writing '%s' failed: %s; '%s' and '%s' were left as they were\n", PROG,
-                i ? pb : pa, strerror(e ? e : EIO), pa, pb);
-        fio_abort(a), fio_abort(b);
-        exit(1);
-    }
-    char err[512];
-    if (fio_commit(a, err, sizeof err)) fio_abort(b);
-    else if (!fio_commit(b, err, sizeof err)) return;
-    fprintf(stderr, "%s: %s\n", PROG, err);
-    exit(1);
-}
-
-/* variations.gp: each row's difference from its base, ours beside the
- * paper's on ONE axis per column (PPL, BLEU), so a step of 0.1 is as long
- * for both; a bar per row, nothing joins rows (they are categories, not a
- * series). Behind ours: the base seeds' band (a row inside it is "=") and
- * twice the band (a direction there is weak); the base seeds' own
- * differences from their mean are the dots on the base row. Reads
- * variations.dat: block 0 one line per row, block 1 one per base seed. */
-static void write_plot(const Opts *o, const VBase *b, int n_rows, int short_run) {
-    char path[1100], err[512], what[160];
-    FioWriter w;
-    snprintf(path, sizeof path, "%s/variations.gp", o->out);
-    if (fio_create(&w, path, err, sizeof err)) cli_fail(PROG, "%s", err);
-    FILE *f = w.f;
-    if (short_run)
-        snprintf(what, sizeof what, "too short to compare: the base's dev BLEU %.2f is under %g", b->bleu,
-                 V_SHORT_BLEU);
-    else if (b->n < 2)
-        snprintf(what, sizeof what, "one base seed: no spread to judge by, every direction is weak");
-    else
-        snprintf(what, sizeof what, "dark band: the %d base seeds' spread (a row inside it is the same as base), "
-                 "light band: twice it (weak)", b->n);
-    int height = 190 + 34 * n_rows;
-    fprintf(f, "# variations.gp - written by 12_variations: each row minus its base, ours beside the paper's\n"
-               "set terminal pngcairo size 1400,%d noenhanced font 'Sans,11'\nset output 'variations.png'\n"
-               "set multiplot layout 1,2 title \"Table 3 in miniature: each row minus its base, ours beside the "
-               "paper's, on one scale\\nblue: ours, %d steps, one seed a row (grey: not converged); orange: the "
-               "paper's, 100K steps; dots: our base seeds\\n%s\" font 'Sans,12'\n",
-               height < 440 ? 440 : height, o->steps, what);
-    /* rows top to bottom; the legend is the title's second line */
-    fprintf(f, "set yrange [%d.5:-0.5]\nset ytics scale 0\nset grid xtics lc rgb '#bbbbbb'\n"
-               "set yzeroaxis lt -1 lw 1.5\nset style fill solid 0.9 noborder\nunset key\n"
-               "set offsets graph 0.14, graph 0.14, 0, 0\nset lmargin 14\nset tmargin 3\n", n_rows - 1);
-    static const char *const col[2][4] = {
-        /* title, x label, ours' column, the paper's column */
-        {"dev PPL, row - base (lower is better)", "ours per subword, the paper per wordpiece", "6", "8"},
-        {"dev BLEU, row - base (higher is better)", "ours greedy, the paper beam search", "7", "9"}};
-    for (int c = 0; c < 2; c++) {
-        double band = c ? b->band_bleu : b->band_ppl;
-        const char *fmt = c ? "%+.2f" : "%+.3f", *ou = col[c][2], *pa = col[c][3];
-        fprintf(f, "unset object\n");
-        if (b->n > 1)
-            fprintf(f, "set object 1 rect from -%.4f, graph 0 to %.4f, graph 1 fc rgb '#ececec' fs solid "
-                       "noborder behind\nset object 2 rect from -%.4f, graph 0 to %.4f, graph 1 fc rgb '#c8c8c8' "
-                       "fs solid noborder behind\n", V_WEAK_X * band, V_WEAK_X * band, band, band);
-        fprintf(f, "set title '%s'\nset xlabel '%s'\n", col[c][0], col[c][1]);
-        /* a bar from 0 to the difference: centre d/2, half-width |d|/2; ours
-         * above the row's line, the paper's below; rows that had not
-         * converged in grey; each bar's value at its end */
-        fprintf(f, "plot 'variations.dat' index 0 using ($%s/2):($0-0.19):(abs($%s)/2):(0.17):($10 > 0 ? 0x1f77b4 : "
-                   "0xaaaaaa):ytic(1) with boxxyerror lc rgb variable, \\\n"
-                   "     '' index 0 using ($%s/2):($0+0.19):(abs($%s)/2):(0.17) with boxxyerror lc rgb '#ff7f0e', "
-                   "\\\n", ou, ou, pa, pa);
-        for (int k = 0; k < 2; k++) {   /* value labels, ours then the paper's (none on the base row) */
-            const char *v = k ? pa : ou, *dy = k ? "+0.19" : "-0.19";
-            fprintf(f, "     '' index 0 using ($0 > 0 && $%s >= 0 ? $%s : 1/0):($0%s):(sprintf('%s', $%s)) with "
-                       "labels left offset 0.4,0 font 'Sans,9' notitle, \\\n"
-                       "     '' index 0 using ($0 > 0 && $%s < 0 ? $%s : 1/0):($0%s):(sprintf('%s', $%s)) with "
-                       "labels right offset -0.4,0 font 'Sans,9' notitle, \\\n", v, v, dy, fmt, v, v, v, dy, fmt, v);
-        }
-        fprintf(f, "     '' index 1 using %d:(0) with points pt 7 ps 0.8 lc rgb 'black'\n",
-                c ? 3 : 2);
-    }
-    fprintf(f, "unset multiplot\n");
-    write_or_die(&w);
-    if (plot_render(o->out, "variations")) printf("  [plot] %s/variations.png (+ .dat, .gp)\n", o->out);
-}
-
-/* "- -? yes": the paper's direction, ours ('?' when weak), whether they
- * agree; "slow" for a row not converged (shown, not counted) */
-static void dir_cell(char *s, size_t n, VDir v, int converged) {
-    snprintf(s, n, "%c %c%c %s", v_dir_char(v.paper), v_dir_char(v.ours), v.weak ? '?' : ' ',
-             !converged ? "slow" : v.agree ? "yes" : "no");
-}
-
-/* Is key one of this run's jobs? */
-static int job_of(const Job *jobs, int n, const char *key) {
-    for (int k = 0; k < n; k++)
-        if (!strcmp(jobs[k].key, key)) return 1;
-    return 0;
-}
-
-/* The table of this run's rows (--rows, --seeds): rows of other runs kept
- * in the same results file are not in it. */
-static void section_table(const Opts *o, const Results *res, const Job *jobs, int n_jobs) {
-    show_section("3. Ours beside the paper's Table 3");
-    double sp[MAX_SEEDS], sb[MAX_SEEDS];
-    int nb = 0;
-    for (int s = 0; s < MAX_SEEDS; s++) {
-        char key[32];
-        snprintf(key, sizeof key, "base#%d", s + 1);
-        const Result *r = job_of(jobs, n_jobs, key) ? results_find(res, key) : NULL;
-        if (r) sp[nb] = r->ppl, sb[nb] = r->bleu, nb++;
-    }
-    if (!nb) {
-        printf("no base row finished with this budget yet: run --rows base for the comparison\n");
-        return;
-    }
-    VBase b;
-    vbase_init(&b, sp, sb, nb);
-    int short_run = vbase_too_short(&b);
-    printf("base, %d seed%s: dev PPL %.3f (range %.3f..%.3f), dev BLEU %.2f (range %.2f..%.2f)\n", nb,
-           nb == 1 ? "" : "s", b.ppl, b.lo_ppl, b.hi_ppl, b.bleu, b.lo_bleu, b.hi_bleu);
-    if (short_run)
-        printf("too short to compare with the paper: the base's dev BLEU %.2f is under %g, so it has not\n"
-               "learned the task yet, and rows would differ in how fast they start, not where they end;\n"
-               "train longer (more --steps) for a table worth comparing\n", b.bleu, V_SHORT_BLEU);
-    else
-        printf("direction against base: + better, - worse, = same; paper: = within PPL +-%.3f, BLEU +-%.2f\n",
-               V_PAPER_SAME_PPL, V_PAPER_SAME_BLEU);
-    if (!short_run && nb > 1)
-        printf("ours: = within the farthest base seed's distance from the mean (PPL +-%.3f, BLEU +-%.2f),\n"
-               "? = weak, within twice that (each row has one seed)\n", b.band_ppl, b.band_bleu);
-    else if (!short_run)
-        printf("ours: one base seed, so no spread to judge by: every difference is a direction, a weak one (?)\n");
-    char path[1100], dat[1100], err[512];
-    FioWriter w, dw;
-    snprintf(path, sizeof path, "%s/table.md", o->out);
-    snprintf(dat, sizeof dat, "%s/variations.dat", o->out);
-    if (fio_create(&w, path, err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (fio_create(&dw, dat, err, sizeof err)) fio_abort(&w), cli_fail(PROG, "%s", err);
-    fprintf(w.f, "| row | PPL | BLEU | params | time | paper row | PPL | BLEU | params (M) | PPL dir. paper / ours "
-                 "| BLEU dir. paper / ours |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    fprintf(dw.f, "# row ours_ppl ours_bleu paper_ppl paper_bleu, then each minus its base: ours_dppl ours_dbleu "
-                  "paper_dppl paper_dbleu, converged (1: dev PPL at most %g x the base's)\n", V_CONVERGED_X);
-    printf("  %-12s %7s %6s %7s %5s | %-14s %4s %4s %3s%s\n", "ours", "PPL", "BLEU", "params", "time", "paper",
-           "PPL", "BLEU", "M", short_run ? "" : " | PPL p/o   BLEU p/o");
-    VTally tally = {0};
-    char far[512] = "";
-    size_t far_line = 0;   /* where far's current output line starts */
-    int n_plotted = 0;
-    for (int i = 0; i < N_ROWS; i++) {
-        const Row *rw = &ROWS[i];
-        int base = rw->edit == E_BASE, conv = 1;
-        char key[32], pm[16] = "-", lab[40], dp[16] = "", db[16] = "";
-        if (base) snprintf(key, sizeof key, "base#1");
-        else snprintf(key, sizeof key, "%s:%s", rw->group, rw->label);
-        const Result *r = job_of(jobs, n_jobs, key) ? results_find(res, key) : NULL;
-        if (!r) continue;
-        double ppl = base ? b.ppl : r->ppl, bleu = base ? b.bleu : r->bleu;
-        if (rw->p_params) snprintf(pm, sizeof pm, "%d", rw->p_params);
-        snprintf(lab, sizeof lab, "%s%s%s", base ? "" : rw->group, base ? "" : " ", rw->label);
-        if (!base) {
-            VDir vp = v_judge(ppl - b.ppl, b.band_ppl, nb, rw->p_ppl - ROWS[0].p_ppl, V_PAPER_SAME_PPL, 1);
-            VDir vb = v_judge(bleu - b.bleu, b.band_bleu, nb, rw->p_bleu - ROWS[0].p_bleu, V_PAPER_SAME_BLEU, 0);
-            conv = v_converged(ppl, &b);
-            vtally_add(&tally, conv, vp, vb);
-            if (!conv) {   /* a row this far off is named below */
-                size_t l = strlen(far);
-                int wrap = l - far_line + strlen(lab) > 90;   /* keep lines under 100 columns */
-                snprintf(far + l, sizeof far - l, "%s%s%s", tally.rows - tally.converged > 1 ? "," : "",
-                         wrap ? "\n  " : tally.rows - tally.converged > 1 ? " " : "", lab);
-                if (wrap) far_line = l + 2;
-            }
-            dir_cell(dp, sizeof dp, vp, conv), dir_cell(db, sizeof db, vb, conv);
-        }
-        printf("  %-12s %7.3f %6.2f %7zu %4.0fs | %-14s %4.2f %4.1f %3s", lab, ppl, bleu, r->params,
-               r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm);
-        if (!short_run) printf(base ? " |" : " | %-9s %s", dp, db);
-        printf("\n");
-        fprintf(w.f, "| %s | %.3f | %.2f | %zu | %.0f s | %s | %.2f | %.1f | %s | %s | %s |\n", lab, ppl, bleu,
-                r->params, r->train_s + r->eval_s, rw->paper, rw->p_ppl, rw->p_bleu, pm,
-                short_run ? "too short" : dp, short_run ? "too short" : db);
-        fprintf(dw.f, "\"%s\" %.4f %.2f %.2f %.1f %.4f %.2f %.3f %.2f %d\n", lab, ppl, bleu, rw->p_ppl, rw->p_bleu,
-                ppl - b.ppl, bleu - b.bleu, rw->p_ppl - ROWS[0].p_ppl, rw->p_bleu - ROWS[0].p_bleu, conv);
-        n_plotted++;
-    }
-    fprintf(dw.f, "\n\n# the base seeds, each minus the base mean: dppl dbleu\n");
-    for (int s = 0; s < nb; s++) fprintf(dw.f, "\"seed %d\" %.4f %.2f\n", s + 1, sp[s] - b.ppl, sb[s] - b.bleu);
-    write_both_or_die(&w, &dw);
-    printf("(base: mean of %d seed%s%s)\n", nb, nb == 1 ? "" : "s",
-           short_run ? "" : "; p/o = the paper's direction, ours, and whether they agree");
-    if (!short_run) {
-        int left = tally.rows - tally.converged;
-        printf("converged: %d of %d row%s (dev PPL at most twice the base's %.3f)%s\n", tally.converged, tally.rows,
-               tally.rows == 1 ? "" : "s", b.ppl, left ? "; left out of the count:" : "");
-        if (left) printf("  %s (still learning at this budget: see their loss lines in section 2)\n", far);
-        printf("the paper's direction holds in %d of %d converged rows for PPL, %d of %d for BLEU;\n",
-               tally.hold_ppl, tally.converged, tally.hold_bleu, tally.converged);
-        if (nb > 1)
-            printf("of these, %d (PPL) and %d (BLEU) differ from base by more than twice the seeds' spread%s\n",
-                   tally.clear_ppl, tally.clear_bleu, tally.clear_ppl + tally.clear_bleu < tally.hold_ppl +
-                   tally.hold_bleu ? ";\nthe others are weak (?) or the same as the base (=)" : "");
-        else
-            printf("with one base seed no difference is strong: there is no spread to measure it against\n"
-                   "(--seeds 2 or more)\n");
-    }
-    printf("table: %s\n", path);
-    write_plot(o, &b, n_plotted, short_run);
 }
 
 /* Was flag given on the command line ("--seeds 4" or "--seeds=4")? */
@@ -859,7 +366,7 @@ int main(int argc, char **argv) {
         {"--heads", CLI_INT, &o.heads, "base h (d_k = d_v = d_model / h)", 1, MODEL_MAX_HEADS},
         {"--warmup", CLI_INT, &o.warmup, "warmup steps (Sec. 5.3)", 1, 10000000},
         {"--factor", CLI_FLOAT, &o.factor, "multiplies the Sec. 5.3 learning rate", 1e-6, 100},
-        {"--threads", CLI_INT, &o.threads, "OpenMP threads (1: see chapter 11's set_threads)", 1, 256},
+        {"--threads", CLI_INT, &o.threads, "threads of the pool (1: steadiest on a shared machine)", 1, 256},
         {"--seed", CLI_U64, &o.seed, "corpus, batch order and first base seed", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder (results.tsv, table.md, plot)", 0, 0},
         {"--results", CLI_STRING, &o.results, "results file (default: OUT/results.tsv)", 0, 0},
@@ -875,9 +382,7 @@ int main(int argc, char **argv) {
     }
     Job jobs[MAX_JOBS];
     int n_jobs = jobs_for(&o, jobs);   /* a bad --rows stops the run before it starts */
-#ifdef _OPENMP
-    parallel_set_threads(o.threads);
-#endif
+    parallel_set_threads(o.threads);   /* the pool's POSIX threads, with or without OpenMP */
     if (plot_mkdir(o.out)) return 1;
     signal(SIGINT, on_sigint);
     TrTask t;
@@ -886,11 +391,11 @@ int main(int argc, char **argv) {
     else snprintf(res.path, sizeof res.path, "%s/results.tsv", o.out);
     section_task(&o, &t, &res);
     jobs_check(&o, &t, jobs, n_jobs);
-    results_load(&res);
+    var_results_load(&res);
     section_rows(&o, &t, &res, jobs, n_jobs);
-    section_table(&o, &res, jobs, n_jobs);
+    var_section_table(&o, &res, jobs, n_jobs);
     trtask_free(&t);
-    lines_free(&res.other);
-    lines_free(&res.unused);
+    var_lines_free(&res.other);
+    var_lines_free(&res.unused);
     return 0;
 }

@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,22 +72,56 @@ static float bits_float(uint32_t u) {
     return f;
 }
 
-/* The Config as 11 four-byte fields, in the order of the struct. */
+/* ---- Config's fields, listed once ---------------------------------------- */
+const ConfigField CONFIG_FIELDS[CONFIG_N_FIELDS] = {
+    {"N", offsetof(Config, N), CFG_I32},
+    {"d_model", offsetof(Config, d_model), CFG_I32},
+    {"d_ff", offsetof(Config, d_ff), CFG_I32},
+    {"h", offsetof(Config, h), CFG_I32},
+    {"d_k", offsetof(Config, d_k), CFG_I32},
+    {"d_v", offsetof(Config, d_v), CFG_I32},
+    {"vocab", offsetof(Config, vocab), CFG_I32},
+    {"max_len", offsetof(Config, max_len), CFG_I32},
+    {"dropout", offsetof(Config, dropout), CFG_F32},
+    {"pre_ln", offsetof(Config, pre_ln), CFG_I32},
+    {"pad_id", offsetof(Config, pad_id), CFG_I32},
+    {"pos", offsetof(Config, pos), CFG_FLAG},   /* CKPT_FLAG_LEARNED_PE: newer than the block */
+};
+
+int config_field_int(const Config *c, const ConfigField *f) {
+    assert(f->kind != CFG_F32);
+    int v;
+    memcpy(&v, (const char *)c + f->offset, sizeof v);
+    return v;
+}
+
+int config_differs(const Config *a, const Config *b, char *why, size_t cap) {
+    for (int i = 0; i < CONFIG_N_FIELDS; i++) {
+        const ConfigField *f = &CONFIG_FIELDS[i];
+        if (f->kind == CFG_F32) continue;   /* dropout */
+        int va = config_field_int(a, f), vb = config_field_int(b, f);
+        if (va != vb) {
+            snprintf(why, cap, "%s %d, this run's %d", f->name, va, vb);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The config block: the fields before pos, 4 bytes each, in the table's order. */
 static void config_encode(uint8_t b[44], const Config *c) {
-    const int32_t v[8] = {c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab, c->max_len};
-    for (int i = 0; i < 8; i++) put_u32(b + 4 * i, (uint32_t)v[i]);
-    put_u32(b + 32, float_bits(c->dropout));
-    put_u32(b + 36, (uint32_t)c->pre_ln);
-    put_u32(b + 40, (uint32_t)c->pad_id);
+    for (int i = 0; i < 11; i++) {
+        const ConfigField *f = &CONFIG_FIELDS[i];
+        uint32_t u;
+        memcpy(&u, (const char *)c + f->offset, 4);   /* an int's or dropout's bits */
+        put_u32(b + 4 * i, u);
+    }
 }
 static void config_decode(Config *c, const uint8_t b[44]) {
-    int32_t v[8];
-    for (int i = 0; i < 8; i++) v[i] = (int32_t)get_u32(b + 4 * i);
-    c->N = v[0], c->d_model = v[1], c->d_ff = v[2], c->h = v[3];
-    c->d_k = v[4], c->d_v = v[5], c->vocab = v[6], c->max_len = v[7];
-    c->dropout = bits_float(get_u32(b + 32));
-    c->pre_ln = (int32_t)get_u32(b + 36);
-    c->pad_id = (int32_t)get_u32(b + 40);
+    for (int i = 0; i < 11; i++) {
+        uint32_t u = get_u32(b + 4 * i);
+        memcpy((char *)c + CONFIG_FIELDS[i].offset, &u, 4);
+    }
 }
 
 /* ============================================================================
@@ -539,6 +574,49 @@ int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_
                     "it cannot be resumed", path);
     }
     return 0;
+}
+
+/* ============================================================================
+ * Is a file a save of this run?
+ * ========================================================================== */
+
+/* 1 if a and b are one vocabulary, symbol for symbol */
+static int same_vocab(const Bpe *a, const Bpe *b) {
+    int same = a->vocab == b->vocab && a->n_chars == b->n_chars;
+    for (int i = 0; same && i < a->vocab; i++)
+        same = !strcmp(a->sym[i].text, b->sym[i].text) && a->sym[i].eow == b->sym[i].eow;
+    return same;
+}
+
+int checkpoint_of_run(const char *path, const CkptRun *run, Model *out, char *why, size_t cap) {
+    char diff[96], bp[1100];
+    Model local, *m = out ? out : &local;   /* built in place: a Model is not moved */
+    TrainState ts = {0};   /* adam_m/v NULL: the step and RNGs only */
+    int has = 0;
+    if (model_load(m, path, 1, 1, 1, &ts, &has, why, cap)) return 1;
+    int rc = 2;
+    if (config_differs(&m->cfg, run->cfg, diff, sizeof diff))
+        snprintf(why, cap, "another model (%s)", diff);
+    else if (run->state && !has)
+        snprintf(why, cap, "weights only, no training state");
+    else if (run->state && ts.step != run->step)
+        snprintf(why, cap, "it was saved at step %llu, not %llu", (unsigned long long)ts.step,
+                 (unsigned long long)run->step);
+    else if (run->state && ts.rng_state[0] != run->data_rng)
+        snprintf(why, cap, "another run (another --seed)");
+    else rc = 0;
+    if (!rc && run->bpe) {
+        Bpe saved;
+        snprintf(bp, sizeof bp, "%s.bpe", path);
+        if (bpe_load(&saved, bp, why, cap)) rc = 1;
+        else {
+            if (!same_vocab(&saved, run->bpe) || m->cfg.vocab != saved.vocab)
+                rc = 2, snprintf(why, cap, "its .bpe is another vocabulary (another corpus, --seed or --vocab)");
+            bpe_free(&saved);
+        }
+    }
+    if (rc || !out) model_free(m);
+    return rc;
 }
 
 /* ============================================================================

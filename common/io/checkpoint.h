@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include "model/model.h"
 #include "model/train.h"
+#include "text/bpe.h"
 
 #define CKPT_MAGIC         "AIYNCKPT"
 #define CKPT_VERSION       1u
@@ -57,6 +58,25 @@
  * path (and before it reads a byte), so a test can change the file on disk
  * in the middle of a load. */
 extern void (*checkpoint_test_hook)(const char *path);
+
+/* ---- Config's fields, listed once -------------------------------------------
+ * The checkpoint's config block (the CFG_I32 and CFG_F32 fields, 4 bytes
+ * each, in this order), the grad dump's metadata (grad_dump.c: every field
+ * but dropout) and config_differs all read this one table. */
+typedef enum { CFG_I32, CFG_F32, CFG_FLAG } ConfigFieldKind;
+typedef struct {
+    const char *name;        /* as files and messages name it: "d_model"             */
+    size_t offset;           /* offsetof(Config, field)                              */
+    ConfigFieldKind kind;    /* CFG_F32: dropout; CFG_FLAG: pos, a bit of the flags  */
+} ConfigField;
+enum { CONFIG_N_FIELDS = 12 };
+extern const ConfigField CONFIG_FIELDS[CONFIG_N_FIELDS];
+
+int config_field_int(const Config *c, const ConfigField *f);   /* an int field's value (not dropout) */
+/* 0 if a and b are one architecture: every field but dropout (a run's
+ * setting, which changes no weight's meaning); else 1, and the first field
+ * that differs in why: "h 2, this run's 4" (a's value, then b's). */
+int config_differs(const Config *a, const Config *b, char *why, size_t cap);
 
 /* ---- models ----------------------------------------------------------------
  * Saving writes a uniquely named temporary in path's folder and renames it
@@ -86,6 +106,28 @@ int model_load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
  * (free). Returns 0, or 2 with a message; *m and ts's arrays are then freed. */
 int model_load_train(Model *m, const char *path, int max_B, int max_Ts, int max_Tt, TrainState *ts,
                      char *err, size_t errlen);
+
+/* ---- is a file a save of this run? -------------------------------------------
+ * A checkpoint holds no run id, so a run is known by what its files hold:
+ * the model's config, field for field (config_differs; h 2 and h 4 have the
+ * same parameter count); its training state, the step and the data RNG (a
+ * chapter that seeds it from --seed and never draws from it names the seed
+ * with it); and the vocabulary saved beside it, PATH.bpe, symbol for symbol
+ * (the same corpus, split and --vocab). Two runs equal in all of these
+ * differ at most in what only steers training (--factor, --warmup,
+ * --dropout, --tokens), which no file records. */
+typedef struct {
+    const Config *cfg;       /* the run's model                                       */
+    const Bpe *bpe;          /* NULL, or the run's vocabulary: PATH.bpe must be it    */
+    int state;               /* 1: a TrainState saved at `step` with data RNG state   */
+    uint64_t step, data_rng; /* `data_rng` must be in the file                        */
+} CkptRun;
+
+/* 0 if path is a save of run (m non-NULL: the model it holds is built into
+ * *m, capacity 1 x 1 x 1, the caller's to free); else 1 (the file or its
+ * .bpe cannot be read: the loader's message in why) or 2 (another run's:
+ * what differs in why, e.g. "another model (h 2, this run's 4)"). */
+int checkpoint_of_run(const char *path, const CkptRun *run, Model *m, char *why, size_t cap);
 
 /* ---- training runs --------------------------------------------------------- */
 

@@ -115,6 +115,14 @@ static int decoder_buffers(Decoder *d, Buf *buf) {
     return k;
 }
 
+double decoder_floats(const Config *c, int max_B, int max_K, int max_Ts, int max_out) {
+    size_t R = (size_t)max_B * max_K, B = max_B, Ts = max_Ts, T = max_out;
+    size_t N = c->N, D = c->d_model, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
+    size_t wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T;
+    return (double)B * Ts * (D + N * (hk + hv) + wide) + 2.0 * N * R * T * (hk + hv)
+           + (double)R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4 * T);
+}
+
 int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_out,
                 char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
@@ -129,11 +137,8 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
         return fail(err, errlen, "%d sentences x %d beams is too many rows", max_B, max_K);
     d->m = m;
     d->max_B = max_B, d->max_K = max_K, d->max_Ts = max_Ts, d->max_T = max_out;
-    size_t R = (size_t)max_B * max_K, B = max_B, Ts = max_Ts, T = max_out;
-    size_t N = c->N, D = c->d_model, H = c->h, hk = H * c->d_k, hv = H * c->d_v, F = c->d_ff, V = c->vocab;
-    size_t wide = hk > hv ? hk : hv, keys = Ts > T ? Ts : T;
-    double floats = (double)B * Ts * (D + N * (hk + hv) + wide) + 2.0 * N * R * T * (hk + hv)
-                  + (double)R * (4 * D + 4 * wide + F + H * keys + 2 * V + N * H * Ts + 4 * T);
+    size_t R = (size_t)max_B * max_K, T = max_out;
+    double floats = decoder_floats(c, max_B, max_K, max_Ts, max_out);
     if (floats * 4 > 64e9)
         return fail(err, errlen, "a decoder this size needs %.3g GB", floats * 4 / 1e9);
     const Backend *be = m->be;

@@ -197,6 +197,11 @@ typedef struct {
 int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_out,
                 char *err, size_t errlen);
 void decoder_free(Decoder *d);   /* no-op on a zeroed or freed Decoder */
+/* Floats decoder_new allocates for these sizes: the encoder output and the
+ * cross-attention K, V once per sentence, the self-attention K, V cache (two
+ * copies, for reordering beams) and one step's activations per row, where
+ * the logits are only rows x V. */
+double decoder_floats(const Config *c, int max_B, int max_K, int max_Ts, int max_out);
 
 /* ---- the incremental step (decode.c; the building blocks of decode_*) -------
  * decoder_begin: src (B,Ts) validated ids; K rows per sentence; encodes

@@ -1,4 +1,4 @@
-/* translate.c - the translation pipeline of chapter 11 as library calls
+/* translate.c - the English-German translation task as library calls
  * (translate.h). */
 #include "task/translate.h"
 #include "core/fail.h"
@@ -88,36 +88,60 @@ int trtask_build(TrTask *t, int n_train, int n_dev, int vocab, int tokens, int m
     return rc;
 }
 
+int trtask_max_len(int longest_src, int longest_tgt, int out_mul, int out_add) {
+    int decode = out_mul * longest_src + out_add + 1;   /* <s> + the longest output */
+    return decode > longest_tgt ? decode : longest_tgt;
+}
+
 int trtask_build_from(TrTask *t, const Corpus *train, const Corpus *dev, int vocab, int tokens, int max_rows,
                       uint64_t seed, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    int rc;
     corpus_copy(&t->train, train);
     corpus_copy(&t->dev, dev);
-    if ((rc = bpe_learn(&t->bpe, t->train.src, t->train.n, t->train.tgt, t->train.n, vocab, err, errlen)))
-        return rc;
-    bpe_set_words(&t->bpe, t->train.src, t->train.n);
-    if ((rc = encode_split(&t->etrain, &t->train, &t->bpe, err, errlen)) ||
-        (rc = encode_split(&t->edev, &t->dev, &t->bpe, err, errlen)))
-        return rc;
+    int rc = trtask_learn_bpe(t, vocab, err, errlen);
+    if (!rc) rc = trtask_encode(t, err, errlen);
+    if (!rc) rc = trtask_batch(t, tokens, max_rows, seed, err, errlen);
+    return rc;
+}
+
+int trtask_learn_bpe(TrTask *t, int vocab, char *err, size_t errlen) {
+    int rc = bpe_learn(&t->bpe, t->train.src, t->train.n, t->train.tgt, t->train.n, vocab, err, errlen);
+    if (!rc) bpe_set_words(&t->bpe, t->train.src, t->train.n);
+    return rc;
+}
+
+int trtask_encode(TrTask *t, char *err, size_t errlen) {
+    int rc = encode_split(&t->etrain, &t->train, &t->bpe, err, errlen);
+    if (!rc) rc = encode_split(&t->edev, &t->dev, &t->bpe, err, errlen);
+    if (!rc) rc = encode_split(&t->etest, &t->test, &t->bpe, err, errlen);
+    return rc;
+}
+
+int trtask_batch(TrTask *t, int tokens, int max_rows, uint64_t seed, char *err, size_t errlen) {
+    int rc;
     if ((rc = batches_make(&t->train_b, t->etrain.slen, t->etrain.tlen, t->etrain.n, tokens, max_rows, 1, seed,
                            err, (int)errlen)))
         return rc;
     if ((rc = batches_make(&t->dev_b, t->edev.slen, t->edev.tlen, t->edev.n, tokens, t->train_b.max_B, 1, 1, err,
                            (int)errlen)))
         return rc;
-    /* as chapter 11: room for an output twice the longest input, plus 8 */
+    if (t->etest.n && (rc = batches_make(&t->test_b, t->etest.slen, t->etest.tlen, t->etest.n, tokens,
+                                         t->train_b.max_B, 1, 1, err, (int)errlen)))
+        return rc;
+    /* the longest source of train and dev, counting a target + 1 as one (the
+     * trainer's shape: T source and T - 1 target tokens, train.h) */
     int T = t->train_b.max_Ts > t->train_b.max_Tt + 1 ? t->train_b.max_Ts : t->train_b.max_Tt + 1;
     if (t->edev.max_s > T) T = t->edev.max_s;
-    t->max_len = 2 * T + 8;
+    t->max_len = trtask_max_len(T, t->train_b.max_Tt, 2, 7);
     int B = t->train_b.max_B > t->dev_b.max_B ? t->train_b.max_B : t->dev_b.max_B;
-    size_t cells = (size_t)B * (size_t)t->max_len;
+    int Tmax = t->max_len > t->test_b.max_Ts ? t->max_len : t->test_b.max_Ts;
+    size_t cells = (size_t)B * (size_t)Tmax;
     t->src = calloc(cells, sizeof(int));
     t->tin = calloc(cells, sizeof(int));
     t->tout = calloc(cells, sizeof(int));
     t->perm = calloc((size_t)t->train_b.n, sizeof(int));
     if (!t->src || !t->tin || !t->tout || !t->perm) {
-        fail(err, errlen, "out of memory for batches of %d x %d tokens", B, t->max_len);
+        fail(err, errlen, "out of memory for batches of %d x %d tokens", B, Tmax);
         return 1;
     }
     return 0;
@@ -130,8 +154,10 @@ void trtask_free(TrTask *t) {
     bpe_free(&t->bpe);
     encoded_free(&t->etrain);
     encoded_free(&t->edev);
+    encoded_free(&t->etest);
     batches_free(&t->train_b);
     batches_free(&t->dev_b);
+    batches_free(&t->test_b);
     free(t->src);
     free(t->tin);
     free(t->tout);
@@ -139,7 +165,8 @@ void trtask_free(TrTask *t) {
     memset(t, 0, sizeof *t);
 }
 
-TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, long *tokens, StepStats *st) {
+TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, long *tokens, StepStats *st,
+                         TrStepFn each, void *ctx) {
     while (tr->step < to) {
         const Batch *b = batch_for_step(&t->train_b, tr->step, seed, t->perm);
         fill_batch(&t->etrain, b, t->src, t->tin, t->tout);
@@ -147,6 +174,7 @@ TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, lon
         TrainStatus s = train_step_global(tr, t->src, t->tin, t->tout, b->n, b->Ts, b->Tt, st);
         if (s != TRAIN_OK) return s;
         *tokens += st->n_tokens;
+        if (each) each(ctx, st);
     }
     return TRAIN_OK;
 }

@@ -1,11 +1,12 @@
-/* translate.h - chapter 11's translation pipeline as library calls, for the
- * chapters that train many models on the same task (chapter 12, Table 3).
+/* translate.h - the English-German translation task as library calls:
+ * chapter 11 shows each step and trains one model through it, chapter 12
+ * trains many on it (Table 3).
  *
  *   corpus (corpus.h) -> BPE (bpe.h) -> ids (Encoded) -> length-bucketed
  *   batches under a token budget (batch.h) -> train N steps -> dev
  *   perplexity per subword and dev BLEU (greedy).
  *
- * A pair is encoded as chapter 11 does it: src = BPE ids + </s>; the target
+ * A pair is encoded as: src = BPE ids + </s>; the target
  * keeps its BPE ids, and a batch turns them into tgt_in = <s> y and
  * tgt_out = y </s> (teacher forcing, Sec. 3.1's "shifted right").
  */
@@ -45,15 +46,24 @@ const Batch *batch_for_step(const Batches *bs, uint64_t step, uint64_t seed, int
 
 /* ---- the task: a corpus, its BPE, the encoded splits, batches ---------------- */
 typedef struct {
-    Corpus train, dev, test;  /* test: left empty (the task is scored on dev) */
+    Corpus train, dev, test;  /* test: empty where the task is scored on dev      */
     Bpe bpe;
-    Encoded etrain, edev;
-    Batches train_b, dev_b;   /* dev_b: the same budget, sorted, for eval     */
-    int max_len;              /* PE rows a model needs: decoding may run to   */
-                              /* twice the longest source + 8                 */
-    int *src, *tin, *tout;    /* (max_B, max T) batch buffers                 */
-    int *perm;                /* (train_b.n) batch order scratch              */
+    Encoded etrain, edev, etest;
+    Batches train_b;          /* sorted by length, in an order drawn from seed    */
+    Batches dev_b, test_b;    /* the same budget, sorted, at most train_b's rows  */
+    int max_len;              /* PE rows trtask_bleu_greedy's decoding needs      */
+                              /* (trtask_max_len)                                 */
+    int *src, *tin, *tout;    /* (max_B, max T) batch buffers                     */
+    int *perm;                /* (train_b.n) batch order scratch                  */
 } TrTask;
+
+/* The rows of the positional table a model of the task needs, one rule:
+ * room to decode the longest source of longest_src tokens, whose output
+ * may run to out_mul x longest_src + out_add tokens with the <s> ahead of
+ * them fed back whole, and to teach the longest target of longest_tgt
+ * tokens (<s> y). Chapter 11's beam search writes input + 50 (Sec. 6.1:
+ * 1, 50); trtask_bleu_greedy's 2 Ts + 7 (2, 7). */
+int trtask_max_len(int longest_src, int longest_tgt, int out_mul, int out_add);
 
 /* Generates n_train + n_dev pairs from seed, learns a BPE of `vocab`
  * symbols on the training side, encodes, and batches under `tokens` a side
@@ -64,15 +74,36 @@ int trtask_build(TrTask *t, int n_train, int n_dev, int vocab, int tokens, int m
 /* The same on splits the caller made (a TSV file split by corpus_split,
  * the Ding dictionary by corpus_split_fixed): train and dev are copied (the
  * caller keeps and frees its own); seed breaks the batching's ties.
- * trtask_build generates a corpus and calls this. */
+ * trtask_build generates a corpus and calls this, which calls the three
+ * steps below in turn. */
 int trtask_build_from(TrTask *t, const Corpus *train, const Corpus *dev, int vocab, int tokens, int max_rows,
                       uint64_t seed, char *err, size_t errlen);
+/* The steps, for a caller that fills t->train, t->dev and t->test itself
+ * (a zeroed TrTask; it owns them now) and shows each step's result:
+ *   1. learns a BPE of `vocab` symbols on both sides of the training split
+ *      and its English words (bpe_set_words); 0, or bpe_learn's 2 or 1;
+ *   2. encodes the three splits; 0, or 1 (out of memory);
+ *   3. cuts the batches (train sorted by length and seeded, dev and test
+ *      sorted under the same budget and train's largest batch), sets
+ *      max_len and allocates the scratch; 0, or 2 / 1 with a message.
+ * On a failure t is safe to trtask_free. */
+int trtask_learn_bpe(TrTask *t, int vocab, char *err, size_t errlen);
+int trtask_encode(TrTask *t, char *err, size_t errlen);
+int trtask_batch(TrTask *t, int tokens, int max_rows, uint64_t seed, char *err, size_t errlen);
 void trtask_free(TrTask *t);
+
+/* Called by trtask_train after each step (tr->step counts it already, the
+ * step's target tokens are in *tokens): a chapter's checkpoints, evaluation
+ * and progress lines, in its own code; ctx is the chapter's. */
+typedef void (*TrStepFn)(void *ctx, const StepStats *st);
 
 /* Training steps tr->step .. to-1 on the task's training batches (order
  * from seed, as batch_for_step); adds the target tokens seen to *tokens,
- * leaves the last step's numbers in *st. TRAIN_OK, or the first failure. */
-TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, long *tokens, StepStats *st);
+ * leaves the last step's numbers in *st, calls each(ctx, st) after every
+ * step (each may be NULL). TRAIN_OK, or the first failure (tr->step is
+ * then the step before it). */
+TrainStatus trtask_train(Trainer *tr, TrTask *t, uint64_t to, uint64_t seed, long *tokens, StepStats *st,
+                         TrStepFn each, void *ctx);
 
 /* Perplexity per subword (Table 3's PPL column is per wordpiece): exp of
  * the mean negative log-likelihood of every target token of e, </s>

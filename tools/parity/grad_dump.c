@@ -21,14 +21,16 @@ static SafeTensor named(const char *name, const NamedTensor *t, const float *dat
     return s;
 }
 
-enum { CFG_META = 10 };
+/* every Config field but dropout (the dump's "dropout" says "off"), from checkpoint.h's one list */
+enum { CFG_META = CONFIG_N_FIELDS - 1 };
 static void config_meta(const Config *c, char val[CFG_META][32], const char **meta) {
-    const char *keys[CFG_META] = {"N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab", "max_len", "pre_ln", "pad_id"};
-    int v[CFG_META] = {c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab, c->max_len, c->pre_ln, c->pad_id};
-    for (int i = 0; i < CFG_META; i++) {
-        snprintf(val[i], 32, "%d", v[i]);
-        meta[2 * i] = keys[i];
-        meta[2 * i + 1] = val[i];
+    for (int i = 0, k = 0; i < CONFIG_N_FIELDS; i++) {
+        const ConfigField *f = &CONFIG_FIELDS[i];
+        if (f->kind == CFG_F32) continue;
+        snprintf(val[k], 32, "%d", config_field_int(c, f));
+        meta[2 * k] = f->name;
+        meta[2 * k + 1] = val[k];
+        k++;
     }
 }
 
