@@ -165,7 +165,7 @@ static float fma_loop(long iters) {
 
 typedef struct {
     long iters;
-    double t0, t1;   /* this thread's loop: start and end (now_s) */
+    double t0, t1;   /* this thread's loop: start and end (clock_wall_s) */
     float sum;
 } PeakThread;
 

@@ -41,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "model/device.h"
 #include "core/fileio.h"
@@ -70,12 +71,6 @@ static const char *token_name(int id, int vocab, int slot) {
     if (id >= 0 && id < TOY_N && vocab <= 1000) return TOY[id];
     snprintf(label_buf[slot], sizeof label_buf[slot], "t%d", id);
     return label_buf[slot];
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* ---- --summary: parameters per module, written as the formulas ---------- */
@@ -616,12 +611,12 @@ static float *forward_timed(Model *m, const Input *in, double *wall, double *cpu
     float *logp = malloc(nl * sizeof(float));
     if (!logp) cli_fail(PROG, "out of memory");
     int n = 0;
-    double t0 = now_s(), w;
+    double t0 = clock_wall_s(), w;
     clock_t c0 = clock();
     do {   /* the read waits for the pass */
         model_read(m, logp, model_forward(m, in->src, in->tgt, in->B, in->Ts, in->Tt, 0), nl * sizeof(float));
         n++;
-        w = now_s() - t0;
+        w = clock_wall_s() - t0;
     } while (w < 0.1);
     *wall = w / n, *cpu = (double)(clock() - c0) / CLOCKS_PER_SEC / n, *reps = n;
     return logp;

@@ -65,7 +65,7 @@ typedef struct {
 typedef struct {
     int m, over_n;                    /* points; 1: x is n, 0: x is d */
     double x[MAXP];
-    double ms[NK][MAXP];              /* median time, milliseconds (the clock now_s reads) */
+    double ms[NK][MAXP];              /* median time, milliseconds (core/clock.h) */
     double wall_ms[NK][MAXP];         /* median wall-clock time, milliseconds */
     double flops[NK][MAXP];           /* counted FLOPs, all of them */
     double share[NK][MAXP];           /* Table 1's term / all */

@@ -54,12 +54,6 @@
 #include "text/corpus.h"
 #include "translation.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 static int max2(int a, int b) { return a > b ? a : b; }
 
 /* ---- the configuration: one for the generated corpus, one for real text ----------------
@@ -469,14 +463,14 @@ static void after_step(void *ctx, const StepStats *st) {
         remember_ckpt(r, path, o->n_avg);
     }
     if (dist_rank() == 0 && o->eval_every > 0 && (r->tr.step % (uint64_t)o->eval_every == 0 || i == p->todo - 1)) {
-        double e0 = now_s(), ec = clock_cpu_s();
+        double e0 = clock_wall_s(), ec = clock_cpu_s();
         tr_eval_during_training(o, p->t, r, e0 - p->t0 - p->eval_s);
-        p->eval_s += now_s() - e0, p->eval_cpu += clock_cpu_s() - ec;
+        p->eval_s += clock_wall_s() - e0, p->eval_cpu += clock_cpu_s() - ec;
     }
     if (dist_rank() == 0 && (i == 0 || (i + 1) % p->every == 0 || i == p->todo - 1)) {
-        double e0 = now_s(), ec = clock_cpu_s(), ppl = trtask_perplexity(&r->m, p->t);
-        p->eval_s += now_s() - e0, p->eval_cpu += clock_cpu_s() - ec;
-        double el = now_s() - p->t0 - p->eval_s;
+        double e0 = clock_wall_s(), ec = clock_cpu_s(), ppl = trtask_perplexity(&r->m, p->t);
+        p->eval_s += clock_wall_s() - e0, p->eval_cpu += clock_cpu_s() - ec;
+        double el = clock_wall_s() - p->t0 - p->eval_s;
         double eta = el / (i + 1) * (p->todo - i - 1);
         printf("  step %5llu/%d  loss %.3f  dev ppl %6.3f  lr %.2e  %6.0f tok/s  %5.1fs  ETA %5.1fs\n",
                (unsigned long long)r->tr.step, o->steps, st->loss, ppl, st->lr, r->tokens / (el > 0 ? el : 1),
@@ -502,7 +496,7 @@ static void section_train(const Opts *o, TrTask *t, Run *r) {
     /* Training time leaves out the evaluations in between (dev perplexity,
      * --eval-every's translations): eval_s and eval_cpu are theirs. */
     double c0 = clock_cpu_s();
-    p.t0 = now_s();
+    p.t0 = clock_wall_s();
     StepStats st = {0};
     char path[1100];
     /* the library's loop (task/translate.h), the batches in the order of --seed;
@@ -511,7 +505,7 @@ static void section_train(const Opts *o, TrTask *t, Run *r) {
     if (ts != TRAIN_OK)   /* the global loss and gradients: every rank meets it at the same step */
         dist_exit(1, "training stopped at step %llu: %s; try a smaller --factor", (unsigned long long)r->tr.step + 1,
                   train_status_str(ts));
-    r->train_s = now_s() - p.t0 - p.eval_s;
+    r->train_s = clock_wall_s() - p.t0 - p.eval_s;
     double train_cpu = clock_cpu_s() - c0 - p.eval_cpu;
     snprintf(path, sizeof path, "%s/ckpt_%06llu.ckpt", o->out, (unsigned long long)r->tr.step);
     save_with_bpe(r, t, path);
@@ -583,7 +577,7 @@ int main(int argc, char **argv) {
         dist_finalize();
         return rc;
     }
-    double t0 = now_s();
+    double t0 = clock_wall_s();
     TrTask t = {0};   /* the corpus, its BPE, the encoded splits, the batches */
     Run r = {0};
     section_corpus(&o, &t);
@@ -596,7 +590,7 @@ int main(int argc, char **argv) {
     if (dist_rank() == 0) {             /* the others trained; evaluation is rank 0's */
         tr_section_evaluate(&o, &t, &r);
         tr_section_attention(&o, &r, &t);
-        printf("\nwhole run: %.1f s\n", now_s() - t0);
+        printf("\nwhole run: %.1f s\n", clock_wall_s() - t0);
     }
     model_free(&r.m);
     trtask_free(&t);

@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "fast/parallel.h"
 #include "io/cli.h"
 #include "io/plot.h"
@@ -68,12 +69,6 @@
  * every row, 3 base seeds (18 models, the recorded run). */
 static const char DEFAULT_ROWS[] = "base,h=1,N/2,eps_ls=0,E";
 static const char ALL_ROWS[] = "base,A,B,C,D,E";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 /* Ctrl-C: the results file holds every finished row (each save is a
  * rename), so stopping is safe; say so and how to go on. */
@@ -274,7 +269,7 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
      * fit a 45-row screen (the parameter counts are in section 3's table) */
     printf("        loss");
     fflush(stdout);
-    double t0 = now_s(), rest = 0;
+    double t0 = clock_wall_s(), rest = 0;
     StepStats st = {0};
     int chunk = (o->steps + 3) / 4;   /* at most 4 loss figures per row */
     for (int s = chunk; tr.step < (uint64_t)o->steps; s += chunk) {
@@ -283,13 +278,13 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
         if (ts != TRAIN_OK)
             cli_fail(PROG, "row %s stopped at step %llu: %s; try a smaller --factor", j->key,
                      (unsigned long long)tr.step, train_status_str(ts));
-        double el = now_s() - t0;
+        double el = clock_wall_s() - t0;
         rest = rest_rows * (mean_s > 0 ? mean_s : el / tr.step * o->steps);
         printf(" %.3f", st.loss);
         fflush(stdout);
     }
-    r.train_s = now_s() - t0;
-    double t1 = now_s();
+    r.train_s = clock_wall_s() - t0;
+    double t1 = clock_wall_s();
     Bleu b;
     r.ppl = trtask_perplexity(&m, t);
     if (!(r.ppl <= PPL_MAX))   /* results.tsv holds no PPL past PPL_MAX (a NaN fails too) */
@@ -297,7 +292,7 @@ static Result train_row(const Opts *o, TrTask *t, const Job *j, int k, int n, in
                  r.ppl, PPL_MAX);
     if (trtask_bleu_greedy(&m, t, &b)) cli_fail(PROG, "out of memory decoding the dev set");
     r.bleu = b.score;
-    r.eval_s = now_s() - t1;
+    r.eval_s = clock_wall_s() - t1;
     printf(" | dev PPL %.3f BLEU %.2f (greedy) | %.0f+%.0f s", r.ppl, r.bleu, r.train_s, r.eval_s);
     printf(rest_rows > 0 ? ", rest ~%.0f s\n" : "\n", rest);
     trainer_free(&tr);
