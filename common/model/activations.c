@@ -32,9 +32,10 @@ static void take_sub(Bump *b, SubActs *s, size_t rows, size_t D) {
     s->res = take(b, rows * D);
 }
 
+/* The attention layer's saved tensors, laid out by the layer's own
+ * function: counted first (buf NULL), then pointed into the region taken. */
 static void take_mha(Bump *b, MhaActs *a, const Config *c, int B, int Tq, int Tk) {
-    size_t n = mha_acts_size(B, Tq, Tk, c->h, c->d_k, c->d_v);
-    float *buf = take(b, n);
+    float *buf = take(b, mha_acts_layout(a, NULL, B, Tq, Tk, c->h, c->d_k, c->d_v));
     if (buf) mha_acts_layout(a, buf, B, Tq, Tk, c->h, c->d_k, c->d_v);
 }
 
