@@ -404,10 +404,10 @@ static double central_diff(Model *m, float *p, double h, const float *coef, int 
     int rows = GB * GTT, V = m->cfg.vocab;
     float orig = *p;
     *p = orig + (float)h;
-    m->dropout_rng = saved;
+    model_set_dropout(m, saved, 0);
     double lplus = linear_loss(model_forward(m, g_src, g_tgt, GB, GTS, GTT, training), coef, (size_t)rows * V);
     *p = orig - (float)h;
-    m->dropout_rng = saved;
+    model_set_dropout(m, saved, 0);
     double lminus = linear_loss(model_forward(m, g_src, g_tgt, GB, GTS, GTT, training), coef, (size_t)rows * V);
     *p = orig;
     return (lplus - lminus) / (2 * h);

@@ -248,6 +248,12 @@ static void dropout_begin(Model *m, float p, int T) {
     }
 }
 
+void model_set_dropout(Model *m, Rng stream, int row0) {
+    assert(row0 >= 0);
+    m->dropout_rng = stream;
+    m->drop_row0 = row0;
+}
+
 /* The next dropout site of the half-pass: its tensor number and key (the
  * key shifted to this batch's first element of a data-parallel slice). */
 static const DropoutSite *dropout_next(ModelActs *a, float p) {
