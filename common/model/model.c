@@ -9,10 +9,10 @@
  *   4. Inspection: what the chapters print from the last pass.
  *
  * Every op is called through m->be, the backend table (backend.h): on the
- * CPU `be->layernorm_forward` IS nn.c's layernorm_forward; with --device
- * cuda it is the kernel in cuda/. Add & Norm around each sub-layer, forward
- * and backward, is sublayer.h's. This file is the only model; nothing in
- * it knows which backend it runs on.
+ * CPU `be->layernorm_forward` IS fast/nn_fast.c's layernorm_forward; with
+ * --device cuda it is the kernel in cuda/. Add & Norm around each
+ * sub-layer, forward and backward, is sublayer.h's. This file is the only
+ * model; nothing in it knows which backend it runs on.
  */
 #include "model/model.h"
 #include "model/activations.h"
