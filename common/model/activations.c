@@ -93,7 +93,7 @@ size_t acts_layout_backward(ModelActs *a, const Config *c, float *base, int B, i
     size_t T = (size_t)(Ts > Tt ? Ts : Tt), D = (size_t)c->d_model, rows = (size_t)B * T;
     a->d_y = take(&b, rows * D);
     a->d_x = take(&b, rows * D);
-    a->d_res = take(&b, rows * D);
+    a->d_ln = take(&b, rows * D);
     a->d_sub = take(&b, rows * D);
     a->d_mem = take(&b, (size_t)B * Ts * D);
     a->d_hidden = take(&b, rows * (size_t)c->d_ff);

@@ -79,7 +79,7 @@ struct ModelActs {
 
     /* backward region: (B,T,D) with T = max(Ts, Tt) unless noted */
     float *d_y, *d_x;           /* gradient at a sub-layer's output / input      */
-    float *d_res, *d_sub;       /* pre-LN's LayerNorm input; Sublayer output      */
+    float *d_ln, *d_sub;        /* at the Sublayer's input Norm(x) (pre-LN), output */
     float *d_mem;               /* (B,Ts,D) memory, summed over cross-attentions */
     float *d_hidden;            /* (B,T,d_ff)                                    */
     float *d_scratch;           /* mha_backward's work space                     */

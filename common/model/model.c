@@ -232,6 +232,12 @@ int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t e
  * 2. Forward
  * ========================================================================== */
 
+void model_set_dropout(Model *m, Rng stream, int row0) {
+    assert(row0 >= 0);
+    m->dropout_rng = stream;
+    m->drop_row0 = row0;
+}
+
 /* One dropout key per half of a training pass, the next draw of the model's
  * dropout stream (so a checkpoint of the stream resumes the same masks);
  * sites 0, 1, 2, ... of the half are the tensor numbers of dropout_mask.h.
@@ -246,12 +252,6 @@ static void dropout_begin(Model *m, float p, int T) {
         uint64_t hi = rng_u32(&m->dropout_rng);
         a->drop_key = hi << 32 | rng_u32(&m->dropout_rng);
     }
-}
-
-void model_set_dropout(Model *m, Rng stream, int row0) {
-    assert(row0 >= 0);
-    m->dropout_rng = stream;
-    m->drop_row0 = row0;
 }
 
 /* The next dropout site of the half-pass: its tensor number and key (the
@@ -460,32 +460,32 @@ void model_backward(Model *m, const float *dlogits) {
         float *din;
 
         /* forward: x3 = LayerNorm(x2 + Dropout(FFN(x2))) */
-        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_res, gw->ln3_g, gw->ln3_b, dy, &d->sub[2], w->ln3_g,
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln3_g, gw->ln3_b, dy, &d->sub[2], w->ln3_g,
                                     rt, D);
         in = sublayer_input(k, &d->sub[2], x2);
         be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
-        sublayer_in_backward(be, k, dx, gw->ln3_g, gw->ln3_b, a->d_res, &d->sub[2], x2, w->ln3_g, rt, D);
+        sublayer_in_backward(be, k, dx, gw->ln3_g, gw->ln3_b, a->d_ln, &d->sub[2], x2, w->ln3_g, rt, D);
         swap(&dy, &dx);
 
         /* forward: x2 = LayerNorm(x1 + Dropout(CrossAttn(x1, memory)));
          * the keys' and values' gradient flows into the memory, summed over
          * all N decoder layers that read it. */
-        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_res, gw->ln2_g, gw->ln2_b, dy, &d->sub[1], w->ln2_g,
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &d->sub[1], w->ln2_g,
                                     rt, D);
         in = sublayer_input(k, &d->sub[1], x1);
         be->mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
                      in, a->memory, B, Tt, Ts, D, hh, dk, dv);
-        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_res, &d->sub[1], x1, w->ln2_g, rt, D);
+        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &d->sub[1], x1, w->ln2_g, rt, D);
         swap(&dy, &dx);
 
         /* forward: x1 = LayerNorm(x0 + Dropout(MaskedSelfAttn(x0))) */
-        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_res, gw->ln1_g, gw->ln1_b, dy, &d->sub[0], w->ln1_g,
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln1_g, gw->ln1_b, dy, &d->sub[0], w->ln1_g,
                                     rt, D);
         in = sublayer_input(k, &d->sub[0], x0);
         be->mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &d->self, &w->self_attn,
                      in, in, B, Tt, Tt, D, hh, dk, dv);
-        sublayer_in_backward(be, k, dx, gw->ln1_g, gw->ln1_b, a->d_res, &d->sub[0], x0, w->ln1_g, rt, D);
+        sublayer_in_backward(be, k, dx, gw->ln1_g, gw->ln1_b, a->d_ln, &d->sub[0], x0, w->ln1_g, rt, D);
         swap(&dy, &dx);
     }
 
@@ -517,21 +517,21 @@ void model_backward(Model *m, const float *dlogits) {
         float *din;
 
         /* forward: x2 = LayerNorm(x1 + Dropout(FFN(x1))) */
-        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_res, gw->ln2_g, gw->ln2_b, dy, &e->sub[1], w->ln2_g,
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &e->sub[1], w->ln2_g,
                                     rs, D);
         in = sublayer_input(k, &e->sub[1], x1);
         be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
-        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_res, &e->sub[1], x1, w->ln2_g, rs, D);
+        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &e->sub[1], x1, w->ln2_g, rs, D);
         swap(&dy, &dx);
 
         /* forward: x1 = LayerNorm(x0 + Dropout(SelfAttn(x0))) */
-        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_res, gw->ln1_g, gw->ln1_b, dy, &e->sub[0], w->ln1_g,
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln1_g, gw->ln1_b, dy, &e->sub[0], w->ln1_g,
                                     rs, D);
         in = sublayer_input(k, &e->sub[0], x0);
         be->mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &e->attn, &w->self_attn,
                      in, in, B, Ts, Ts, D, hh, dk, dv);
-        sublayer_in_backward(be, k, dx, gw->ln1_g, gw->ln1_b, a->d_res, &e->sub[0], x0, w->ln1_g, rs, D);
+        sublayer_in_backward(be, k, dx, gw->ln1_g, gw->ln1_b, a->d_ln, &e->sub[0], x0, w->ln1_g, rs, D);
         swap(&dy, &dx);
     }
 

@@ -13,7 +13,9 @@
  *       x = LayerNorm(x + Dropout(FFN(x)))
  *   pre_ln = 1 switches every sub-layer to x + Dropout(Sublayer(LayerNorm(x)))
  *   and adds a final LayerNorm after each stack (what many later
- *   implementations do; not the paper).
+ *   implementations do; not the paper). Each line above is one residual
+ *   sub-layer, Add & Norm around a Sublayer: sublayer.h has its forward,
+ *   its backward and what it saves, for both placements of the Norm.
  *
  * Memory: parameters live in one allocation (Params.mem, params.h) with
  * named tensors pointing into it; gradients in a second with the same
