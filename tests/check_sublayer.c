@@ -38,6 +38,19 @@ static SubActs acts_new(int rows, int D) {
 }
 static void acts_free(SubActs *s) { free(s->ln); }   /* ln is the block's first tensor */
 
+/* A sub-layer's inputs drawn from seed: x and the Sublayer's output out
+ * (rows,D), the Norm's gain g and bias b (D); malloc'd. */
+typedef struct {
+    float *x, *out, *g, *b;
+} Inputs;
+static Inputs inputs_new(uint64_t seed, int rows, int D) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t n = (size_t)rows * D;
+    return (Inputs){randn(&r, n, 1.0f), randn(&r, n, 1.0f), randn(&r, (size_t)D, 1.0f), randn(&r, (size_t)D, 1.0f)};
+}
+static void inputs_free(Inputs *in) { free(in->x); free(in->out); free(in->g); free(in->b); }
+
 /* ========================================================================== */
 /* Core                                                                       */
 /* ========================================================================== */
@@ -107,9 +120,8 @@ START_TEST(test_dropout_on_the_output) {
      * cached step): no dropout, keep untouched. */
     enum { R = 3, D = 8, N = R * D };
     const Backend *be = backend_cpu();
-    Rng r;
-    rng_seed(&r, 41);
-    float *x = randn(&r, N, 1.0f), *out = randn(&r, N, 1.0f), *g = randn(&r, D, 1.0f), *b = randn(&r, D, 1.0f);
+    Inputs in = inputs_new(41, R, D);
+    const float *x = in.x, *out = in.out, *g = in.g, *b = in.b;
     for (int pre = 0; pre < 2; pre++) {
         SubLayerKind k = pre ? PRE : POST;
         SubActs s = acts_new(R, D);
@@ -135,7 +147,7 @@ START_TEST(test_dropout_on_the_output) {
         }
         acts_free(&s);
     }
-    free(x); free(out); free(g); free(b);
+    inputs_free(&in);
 }
 END_TEST
 
@@ -166,9 +178,8 @@ START_TEST(test_step_aliasing) {
      * the Norm of the sum (ln == x). The same bits as separate buffers. */
     enum { R = 2, D = 6, N = R * D };
     const Backend *be = backend_cpu();
-    Rng r;
-    rng_seed(&r, 42);
-    float *x = randn(&r, N, 1.0f), *out = randn(&r, N, 1.0f), *g = randn(&r, D, 1.0f), *b = randn(&r, D, 1.0f);
+    Inputs in = inputs_new(42, R, D);
+    const float *x = in.x, *out = in.out, *g = in.g, *b = in.b;
     for (int pre = 0; pre < 2; pre++) {
         SubLayerKind k = pre ? PRE : POST;
         SubActs sep = acts_new(R, D), step = acts_new(R, D);
@@ -188,7 +199,7 @@ START_TEST(test_step_aliasing) {
         acts_free(&sep);
         free(step_block);
     }
-    free(x); free(out); free(g); free(b);
+    inputs_free(&in);
 }
 END_TEST
 
