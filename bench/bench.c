@@ -50,6 +50,7 @@
 #endif
 
 #include "bench.h"
+#include "core/clock.h"
 #include "figures.h"
 #include "io/cli.h"
 #include "model/decode.h"
@@ -70,12 +71,6 @@ static int g_avx512;                  /* this CPU runs AVX-512 (OpenBLAS's Skyla
 static int g_bad;                     /* figures printed above the FMA peak beside them */
 
 /* ---- timing helpers ---------------------------------------------------------- */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -176,9 +171,9 @@ typedef struct {
 
 static void *peak_thread(void *p) {
     PeakThread *a = p;
-    a->t0 = now_s();
+    a->t0 = clock_wall_s();
     a->sum = fma_loop(a->iters);
-    a->t1 = now_s();
+    a->t1 = clock_wall_s();
     return NULL;
 }
 
@@ -211,8 +206,8 @@ static double fma_peak_run(int threads, long iters) {
  * machine only ever slow a run down. */
 static double fma_peak(int threads, int runs) {
     long iters = 1 << 18;
-    double t0 = now_s(), rate = 0;
-    while (now_s() - t0 < 0.1) rate = fma_peak_run(threads, iters);
+    double t0 = clock_wall_s(), rate = 0;
+    while (clock_wall_s() - t0 < 0.1) rate = fma_peak_run(threads, iters);
     iters = (long)(0.02 * rate * 1e9 / threads / PEAK_FLOPS_PER_ITER) + 1;
     double best = 0;
     for (int i = 0; i < runs; i++) {
@@ -297,9 +292,9 @@ static double time_op(void (*fn)(const void *), const void *arg) {
     fn(arg);
     int n = 1;
     for (;;) {
-        double t0 = now_s();
+        double t0 = clock_wall_s();
         for (int i = 0; i < n; i++) fn(arg);
-        double t = now_s() - t0;
+        double t = clock_wall_s() - t0;
         if (t >= 0.02 || n >= (1 << 20)) return t / n;
         n = t > 0.002 ? (int)(n * 0.025 / t) + 1 : n * 8;
     }
@@ -486,15 +481,15 @@ static int model_child(const char *key) {
     StepStats st = {0};
     double trip0 = core_trip_ns();   /* where the host put the cores, before and after */
     for (int r = -2; r < reps; r++) {   /* 2 warm-up rounds */
-        double t0 = now_s();
+        double t0 = clock_wall_s();
         model_forward(&m, src, tgt_in, B, Ts, Tt, 0);
-        double t1 = now_s();
+        double t1 = clock_wall_s();
         if (mc->fwd_only) {
             if (r >= 0) fwd[r] = t1 - t0, step[r] = 0;
             continue;
         }
         TrainStatus ts = train_step_batch(&tr, src, tgt_in, tgt_out, B, Ts, Tt, &st);
-        double t2 = now_s();
+        double t2 = clock_wall_s();
         if (ts != TRAIN_OK) {
             printf("MODEL_ERROR step %d: %s\n", r, train_status_str(ts));
             return 1;
@@ -588,7 +583,7 @@ static void steps_table(double peak, double peak1) {
         double t[8];
         for (int r = 0; r < reps; r++) {
             parallel_set_threads(v == 5 ? threads : 1);
-            double t0 = now_s();
+            double t0 = clock_wall_s();
             switch (v) {
             case 0: gemm_ref(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); break;
             case 1: gemm_step_reorder(C, A, B, M, N, K); break;
@@ -597,7 +592,7 @@ static void steps_table(double peak, double peak1) {
             default:
                 for (int k = 0; k < 10; k++) gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
             }
-            t[r] = (now_s() - t0) / (v >= 4 ? 10 : 1);
+            t[r] = (clock_wall_s() - t0) / (v >= 4 ? 10 : 1);
         }
         parallel_set_threads(threads);
         if (v == 0) memcpy(R, C, sizeof(float) * M * N);
@@ -644,17 +639,17 @@ static int bench_decode_run(Decoder *d, const Config *c, const int *src, int TS,
     int toks[1024];
     double l0 = load_1min();
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = clock_wall_s();
         if (decode_greedy(d, &o, src, 1, TS, err, sizeof err)) cli_fail(PROG, "decode bench: %s", err);
-        cached[r] = now_s() - t0;
+        cached[r] = clock_wall_s() - t0;
     }
     double l1 = load_1min();
     int n = d->out_len[0];
     memcpy(toks, d->out, sizeof(int) * n);
     o.cached = 0;
-    double t0 = now_s();
+    double t0 = clock_wall_s();
     if (decode_greedy(d, &o, src, 1, TS, err, sizeof err)) cli_fail(PROG, "decode bench: %s", err);
-    double uncached = now_s() - t0, tc = median(cached, reps), l2 = load_1min();
+    double uncached = clock_wall_s() - t0, tc = median(cached, reps), l2 = load_1min();
     int same = n == d->out_len[0] && !memcmp(toks, d->out, sizeof(int) * n);
     double fc = 0, fu = 0;
     for (int t = 0; t < n; t++) fc += decode_flops_cached(c, t, TS), fu += decode_flops_uncached(c, t, TS);

@@ -32,10 +32,10 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
+#include "core/clock.h"
 
 /* 2 M N K for C (M,N) = A (M,K) B (K,N) */
 static double mm(double M, double N, double K) { return 2.0 * M * N * K; }
@@ -76,25 +76,19 @@ double load_1min(void) {
  * median of 5 runs, in ns per round trip. -1 when it cannot be measured:
  * the process may run on one processor only (taskset, a cpuset, a 1-CPU
  * machine; the two threads would then take turns by time slices, a few ms
- * a turn, minutes in all), or a run took over TRIP_GIVE_UP_NS (the partner
+ * a turn, minutes in all), or a run took over TRIP_GIVE_UP_S (the partner
  * lost its core to another program): each waiting loop looks at the clock
  * now and then and gives up. */
 #define TRIP_TURNS 5000
-#define TRIP_GIVE_UP_NS 200000000L
+#define TRIP_GIVE_UP_S 0.2
 static _Atomic long trip_turn __attribute__((aligned(64)));
 static _Atomic int trip_stop;
 
-static long ns_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 /* waits until trip_turn is want; 0, or -1 when the run was given up */
-static int trip_wait(long want, long deadline) {
+static int trip_wait(long want, double deadline) {
     for (long spins = 1; atomic_load(&trip_turn) != want; spins++) {
         if (atomic_load_explicit(&trip_stop, memory_order_relaxed)) return -1;
-        if (spins % 4096 == 0 && ns_now() > deadline) {
+        if (spins % 4096 == 0 && clock_wall_s() > deadline) {
             atomic_store(&trip_stop, 1);
             return -1;
         }
@@ -103,7 +97,7 @@ static int trip_wait(long want, long deadline) {
 }
 
 static void *trip_partner(void *arg) {
-    long deadline = *(const long *)arg;
+    double deadline = *(const double *)arg;
     for (long i = 0; i < TRIP_TURNS; i++) {
         if (trip_wait(2 * i + 1, deadline)) break;
         atomic_store(&trip_turn, 2 * i + 2);
@@ -117,20 +111,20 @@ double core_trip_ns(void) {
     double t[5];
     for (int r = 0; r < 5; r++) {
         pthread_t th;
-        long deadline = ns_now() + TRIP_GIVE_UP_NS;
+        double deadline = clock_wall_s() + TRIP_GIVE_UP_S;
         atomic_store(&trip_turn, 0);
         atomic_store(&trip_stop, 0);
         if (pthread_create(&th, NULL, trip_partner, &deadline)) return -1;
-        long t0 = ns_now();
+        double t0 = clock_wall_s();
         int gave_up = 0;
         for (long i = 0; i < TRIP_TURNS && !gave_up; i++) {
             atomic_store(&trip_turn, 2 * i + 1);
             gave_up = trip_wait(2 * i + 2, deadline) != 0;
         }
-        long t1 = ns_now();
+        double t1 = clock_wall_s();
         pthread_join(th, NULL);
         if (gave_up) return -1;
-        t[r] = (double)(t1 - t0) / TRIP_TURNS;
+        t[r] = 1e9 * (t1 - t0) / TRIP_TURNS;
         for (int i = r; i > 0 && t[i] < t[i - 1]; i--) {   /* insertion sort */
             double x = t[i];
             t[i] = t[i - 1];

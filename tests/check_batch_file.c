@@ -1,18 +1,19 @@
 /* check_batch_file.c - the --batch-file format (common/io/batch_file.h) and
- * gradients on demand (common/io/grad_dump.h).
+ * gradients on demand (tools/parity/grad_dump.h).
  *
  * Core     the README's example parses, pads with the pad id, shifts the
  *          target into what the decoder reads and what it predicts, and
- *          counts only real target tokens; model_loss_grad gives the loss
- *          of the training step's own formula and the gradients
- *          grad_dump_write puts in the file.
+ *          counts only real target tokens; the training step's gradient
+ *          pass (train_grad) with dropout off gives the loss of its own
+ *          formula, the same bits twice (with dropout on, other numbers),
+ *          and the gradients grad_dump_write puts in the file.
  * Limits   every kind of bad batch gets rc 2 and a message naming the
  *          problem: syntax (no '|', two, empty side, short target, letters,
  *          negative or huge ids, nothing but comments), meaning (id outside
  *          the vocabulary, a pad id inside a sequence or first, too long for
  *          max_len, ragged lengths in a model without a pad id), files
  *          (missing, a FIFO, a NUL byte).
- * Programs 07_transformer --batch-file exits 2 on a bad batch and writes
+ * Programs parity_dump --batch-file exits 2 on a bad batch and writes
  *          the dumps on a good one.
  */
 #include <check.h>
@@ -22,7 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "io/batch_file.h"
-#include "io/grad_dump.h"
+#include "model/train.h"
+#include "parity/grad_dump.h"
 #include "ref/nn.h"
 #include "testutil.h"
 
@@ -156,13 +158,27 @@ START_TEST(test_loss_grad_and_dump) {
     snprintf(path, sizeof path, "%s/g.safetensors", dir);
     BatchFile bf;
     Batch b;
-    Config c = toy_config(0);
+    Config c = toy_config(0);   /* dropout 0.1: training = 0 must switch it off */
     ck_assert_int_eq(batch_file_parse(EXAMPLE, "example", &bf, err, sizeof err), 0);
     ck_assert_int_eq(batch_pad(&bf, &c, &b, err, sizeof err), 0);
+    /* the trainer's shape: B rows of T source and T - 1 target tokens */
+    int T = b.Ts > b.Tt + 1 ? b.Ts : b.Tt + 1;
     Model m;
-    ck_assert_int_eq(model_build(&m, &c, b.B, b.Ts, b.Tt, 7, err, sizeof err), 0);
-    float *dl = malloc((size_t)b.B * b.Tt * c.vocab * sizeof(float));
-    float loss = model_loss_grad(&m, &b, 0.1f, dl);
+    ck_assert_int_eq(model_build(&m, &c, b.B, T, T - 1, 7, err, sizeof err), 0);
+    Trainer t;
+    TrainHyper hp = train_hyper_paper();
+    ck_assert_int_eq(trainer_init_cap(&t, &m, &hp, b.B, T, b.B * b.Tt, 1, err, sizeof err), 0);
+    int n_tokens = 0;
+    float loss = train_grad(&t, b.src, b.tgt_in, b.tgt_out, b.B, b.Ts, b.Tt, 0, 0, &n_tokens);
+    ck_assert_int_eq(n_tokens, b.n_tokens);
+    size_t ng = m.grads.n;
+    float *g1 = malloc(ng * sizeof(float));
+    memcpy(g1, m.grads.mem, ng * sizeof(float));
+    ck_assert_float_eq(train_grad(&t, b.src, b.tgt_in, b.tgt_out, b.B, b.Ts, b.Tt, 0, 0, &n_tokens), loss);
+    ck_assert_mem_eq(g1, m.grads.mem, ng * sizeof(float));   /* dropout off: the same bits again */
+    float with_dropout = train_grad(&t, b.src, b.tgt_in, b.tgt_out, b.B, b.Ts, b.Tt, 1, 0, &n_tokens);
+    ck_assert_msg(with_dropout != loss, "training = 1 gave the loss without dropout, %.9g", loss);
+    train_grad(&t, b.src, b.tgt_in, b.tgt_out, b.B, b.Ts, b.Tt, 0, 0, &n_tokens);
     const float *logp = model_forward(&m, b.src, b.tgt_in, b.B, b.Ts, b.Tt, 0);
     float want = smoothed_xent_forward(logp, b.tgt_out, b.B * b.Tt, c.vocab, 0.1f, 0, NULL);
     ck_assert_float_eq(loss, want);
@@ -180,7 +196,8 @@ START_TEST(test_loss_grad_and_dump) {
     double sq = 0;
     for (size_t i = 0; i < m.grads.n; i++) sq += (double)m.grads.mem[i] * m.grads.mem[i];
     ck_assert_msg(sq > 0, "every gradient is zero");
-    free(tail), free(dl);
+    free(tail), free(g1);
+    trainer_free(&t);
     model_free(&m);
     batch_free(&b);
     batch_file_free(&bf);
@@ -189,27 +206,32 @@ START_TEST(test_loss_grad_and_dump) {
 END_TEST
 
 START_TEST(test_program) {
-    char bin[1024];
-    if (!chapter_binary(bin, sizeof bin, "check_batch_file", "07_transformer")) return;
+    char bin[1024], ch07[1024];
+    if (!chapter_binary(bin, sizeof bin, "check_batch_file", "parity_dump")) return;
+    if (!chapter_binary(ch07, sizeof ch07, "check_batch_file", "07_transformer")) return;
     char dir[64], p[128];
     fresh_dir(dir, sizeof dir, "check_batch_file");
+    ck_assert_int_eq(sh("%s --out %s --save %s/m.ckpt >/dev/null 2>&1", ch07, dir, dir), 0);   /* the toy model */
     snprintf(p, sizeof p, "%s/b.txt", dir);
     write_text(p, "3 4 5 | 1 8 99\n");      /* 99: outside the toy vocabulary of 12 */
-    ck_assert_int_eq(sh("%s --out %s --batch-file %s --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, p, dir), 2);
+    ck_assert_int_eq(sh("%s --load %s/m.ckpt --batch-file %s --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, p, dir), 2);
     snprintf(p, sizeof p, "%s/g.st", dir);
     ck_assert_int_ne(access(p, F_OK), 0);          /* nothing written */
     snprintf(p, sizeof p, "%s/b.txt", dir);
     write_text(p, EXAMPLE);
-    ck_assert_int_eq(sh("%s --out %s --batch-file %s --grad-dump %s/g.st --adam-dump %s/a.st >/dev/null 2>&1", bin,
-                        dir, p, dir, dir), 0);
+    ck_assert_int_eq(sh("%s --load %s/m.ckpt --batch-file %s --grad-dump %s/g.st --adam-dump %s/a.st >/dev/null 2>&1",
+                        bin, dir, p, dir, dir), 0);
     snprintf(p, sizeof p, "%s/g.st", dir);
     ck_assert_int_eq(access(p, F_OK), 0);
     unlink(p);
     snprintf(p, sizeof p, "%s/a.st", dir);
     ck_assert_int_eq(access(p, F_OK), 0);
     unlink(p);
-    /* --grad-dump without --batch-file is a usage error */
-    ck_assert_int_eq(sh("%s --out %s --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, dir), 2);
+    /* usage errors: --grad-dump without --batch-file, a batch without --load */
+    ck_assert_int_eq(sh("%s --load %s/m.ckpt --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, dir), 2);
+    ck_assert_int_eq(sh("%s --batch-file %s/b.txt --grad-dump %s/g.st >/dev/null 2>&1", bin, dir, dir), 2);
+    snprintf(p, sizeof p, "%s/g.st", dir);
+    ck_assert_int_ne(access(p, F_OK), 0);
     remove_dir(dir);
 }
 END_TEST

@@ -8,7 +8,7 @@
  *   _i bit 1: 0 the host shim (build/libaiyn_cuda_shim.so: the CUDA
  *             backend's own code, backend_cuda.c, with every kernel done by
  *             its CPU function; runs on every machine), 1 the real GPU
- *             (build/libaiyn_cuda.so; skipped, saying so, without one).
+ *             (build/libaiyn_cuda.so; a counted skip without one).
  * The shim checks the host side of the GPU path (the table, the workspace,
  * attention and the FFN composed from kernels, the buffers the counting
  * pass sizes, uploads and downloads, dlopen); the GPU run adds the kernels.
@@ -62,11 +62,11 @@ END_TEST
  * backend maps no CUDA library (the programs do not link cudart or cuBLAS;
  * only --device cuda opens libaiyn_cuda.so). Checked in this test's own
  * process, which Check forks before anything opens the backend; with
- * CK_FORK=no earlier tests may have opened it, so then it only says so. */
+ * CK_FORK=no earlier tests may have opened it, so then it is a counted skip. */
 START_TEST(test_cpu_maps_no_cuda) {
     const char *fork_env = getenv("CK_FORK");
     if (fork_env && !strcmp(fork_env, "no")) {
-        printf("cuda: maps check skipped under CK_FORK=no (earlier tests may have opened the backend)\n");
+        test_skip("cuda", "the maps check under CK_FORK=no (earlier tests may have opened the backend)");
         return;
     }
     char err[256];
@@ -103,7 +103,7 @@ typedef int (*SelftestRun)(int, int, CudaCheck *, int);
 START_TEST(test_kernel_matches_cpu) {
     char err[512];
     if (!backend_cuda(err, sizeof err)) {
-        if (_i == 0) printf("cuda: kernels: skipped: %s\n", err);
+        test_skip("cuda", "a GPU kernel check: %s", err);
         return;
     }
     SelftestCount count = (SelftestCount)backend_cuda_symbol("cuda_selftest_count");
@@ -122,18 +122,18 @@ END_TEST
 
 /* ---- the model on two backends ------------------------------------------------- */
 
-/* The backend _i asks for, or NULL (saying why, once) when there is none. */
-static const Backend *other_backend(int i, int say) {
+/* The backend _i asks for, or NULL (a counted skip, saying why) when
+ * there is none; the host shim is always there. */
+static const Backend *other_backend(int i) {
     char err[512], path[1024];
-    const char *dir = getenv("BUILD_DIR");
     const Backend *be;
     if (i & 2) {
         be = backend_cuda(err, sizeof err);
     } else {
-        snprintf(path, sizeof path, "%s/libaiyn_cuda_shim.so", dir ? dir : "build");
+        snprintf(path, sizeof path, "%s/libaiyn_cuda_shim.so", build_dir());
         be = backend_open(path, err, sizeof err);
     }
-    if (!be && say) printf("cuda: model on the %s: skipped: %s\n", i & 2 ? "GPU" : "host shim", err);
+    if (!be && (i & 2)) test_skip("cuda", "the model on the GPU: %s", err);
     /* the shim must always be there: make test builds it */
     if (!(i & 2)) ck_assert_msg(be != NULL, "the host shim did not load: %s", err);
     return be;
@@ -167,7 +167,7 @@ static const int TGT[3 * 5] = {1, 5, 6, 7, 8, 1, 4, 4, 0, 0, 1, 12, 3, 11, 0};
 /* forward (inference and training) and backward: logp, attention weights,
  * every gradient; then a smaller batch in the same buffers */
 START_TEST(test_model_forward_backward) {
-    const Backend *be = other_backend(_i, (_i & 1) == 0);
+    const Backend *be = other_backend(_i);
     if (!be) return;
     char err[512];
     Config c = tiny_config(_i & 1, 0.1f);
@@ -225,7 +225,7 @@ END_TEST
  * (model_decode on be, read back with model_read). The same tokens, the
  * same beam tree, log-probabilities within 1e-5 of the CPU backend's. */
 START_TEST(test_model_decode) {
-    const Backend *be = other_backend(_i, 0);
+    const Backend *be = other_backend(_i);
     if (!be) return;
     char err[512];
     Config c = tiny_config(_i & 1, 0.1f);
@@ -286,7 +286,7 @@ END_TEST
  * small (factor 0.1, warmup 10): float32 noise in a gradient near 0 cannot
  * move a weight far. */
 START_TEST(test_model_train_steps) {
-    const Backend *be = other_backend(_i, 0);
+    const Backend *be = other_backend(_i);
     if (!be) return;
     char err[512];
     Config c = tiny_config(_i & 1, 0.1f);
@@ -331,7 +331,7 @@ END_TEST
 
 /* A NaN weight: the step says so, with the CPU's status, and changes nothing. */
 START_TEST(test_model_train_nan) {
-    const Backend *be = other_backend(_i, 0);
+    const Backend *be = other_backend(_i);
     if (!be) return;
     char err[512];
     Config c = tiny_config(_i & 1, 0.1f);
@@ -366,7 +366,7 @@ END_TEST
  * sequence whose every key is blocked (zero rows, no NaN). GPU only: they
  * ask for the real CUDA backend. */
 START_TEST(test_host_helpers) {
-    if (!other_backend(2, 1)) return;
+    if (!other_backend(2)) return;
     enum { B = 2, H = 2, T = 5, DK = 4, DM = 8 };
     Rng rng;
     rng_seed(&rng, 9);
@@ -428,7 +428,7 @@ static void assert_table_complete(const Backend *be) {
  * backend_cuda.c): this build's ABI, every entry filled, and host_memory,
  * the fact shared code reads instead of asking which backend it holds. */
 START_TEST(test_tables) {
-    const Backend *cpu = backend_cpu(), *shim = other_backend(0, 0);
+    const Backend *cpu = backend_cpu(), *shim = other_backend(0);
     ck_assert_int_eq(cpu->abi, BACKEND_ABI);
     ck_assert_int_eq(shim->abi, BACKEND_ABI);
     ck_assert_str_eq(cpu->name, "cpu");
@@ -516,7 +516,7 @@ START_TEST(test_gemm_ops) {
     run_gemm_ops(backend_cpu(), got, x, E, dl, dE0, demb, dpos0);
     ck_assert_close_arrays(got, want, (size_t)GEMM_OPS_OUT, 1e-5);
     memset(shim_got, 0xff, sizeof shim_got);
-    run_gemm_ops(other_backend(0, 0), shim_got, x, E, dl, dE0, demb, dpos0);
+    run_gemm_ops(other_backend(0), shim_got, x, E, dl, dE0, demb, dpos0);
     ck_assert_msg(!memcmp(shim_got, got, sizeof got), "the shim's bits differ from the CPU's");
     free(x), free(E), free(dl), free(dE0), free(demb), free(dpos0);
 }

@@ -8,7 +8,8 @@
  *          whole batch's forward, dropout on.
  * One rank dist_attach leaves the Trainer alone: train_step_global is
  *          train_step_batch, bit for bit.
- * mpirun   (skipped, saying so, without mpirun or an MPI build): 2 and 4
+ * mpirun   (a counted skip without mpirun or an MPI build; under CI=true no
+ *          mpirun fails): 2 and 4
  *          ranks match one process to 1e-6 relative in the loss after 50
  *          steps (10 under ASan), with equal rows and with rows of
  *          different lengths; a rank killed mid-run ends the job within
@@ -34,6 +35,7 @@
 #include "dist/dist.h"
 #include "core/dropout_mask.h"
 #include "model/model.h"
+#include "core/clock.h"
 #include "testutil.h"
 #include "model/train.h"
 #include "io/checkpoint.h"
@@ -235,28 +237,20 @@ static char g_build[512];
  * Open MPI's own allocations are not ours to leak-check under ASan */
 #define MPIRUN "mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0 -np"
 
-/* 1 when the tests below can run; else says why (when say) */
-static int have_mpi(int say) {
-    static int known = -1;
-    if (known >= 0) return known;
-    known = 0;
-    const char *b = getenv("BUILD_DIR");
-    if (!say) {
-        if (b && *b && system("command -v mpirun >/dev/null 2>&1") == 0 && dist_built_with_mpi()) {
-            snprintf(g_build, sizeof g_build, "%s", b);
-            known = 1;
-        }
-    } else if (!b || !*b) fprintf(stderr, "check_dist: BUILD_DIR not set, mpirun checks skipped\n");
-    else if (system("command -v mpirun >/dev/null 2>&1") != 0)
-        fprintf(stderr, "check_dist: mpirun not found, 2- and 4-rank checks skipped "
-                        "(apt-get install openmpi-bin libopenmpi-dev, then make)\n");
-    else if (!dist_built_with_mpi())
-        fprintf(stderr, "check_dist: built without MPI (make MPI=0 or no mpicc), mpirun checks skipped\n");
-    else {
-        snprintf(g_build, sizeof g_build, "%s", b);
-        known = 1;
+/* 1 when the mpirun tests below can run (g_build set); else 0, a counted
+ * skip saying why (a failure under CI=true when mpirun is missing) */
+static int have_mpi(void) {
+    snprintf(g_build, sizeof g_build, "%s", build_dir());
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        test_skip_missing("check_dist", "mpirun", "mpirun not found, the 2- and 4-rank checks "
+                          "(apt-get install openmpi-bin libopenmpi-dev, then make)");
+        return 0;
     }
-    return known;
+    if (!dist_built_with_mpi()) {
+        test_skip("check_dist", "built without MPI (make MPI=0 or no mpicc), the mpirun checks");
+        return 0;
+    }
+    return 1;
 }
 
 /* the loss column of chapter 13's loss.csv at step `step` */
@@ -291,7 +285,7 @@ static double csv_loss(const char *dir, int step) {
 #define CMP_FLAGS "--steps " STR(CMP_STEPS) " --time-steps 0 --batch 32 --no-color"
 
 START_TEST(test_ranks_match_one_process) {
-    if (!have_mpi(1)) return;
+    if (!have_mpi()) return;
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     ck_assert_int_eq(sh("%s/13_data_parallel " CMP_FLAGS " --out %s/np1 >%s/np1.txt 2>&1", g_build, dir, dir), 0);
@@ -335,13 +329,13 @@ END_TEST
 /* A rank that dies (SIGKILL before step 25, as a lost GPU or node would)
  * ends the job within seconds, not a hang; the checkpoint of step 20 loads. */
 START_TEST(test_dead_rank_ends_job) {
-    if (!have_mpi(0)) return;
+    if (!have_mpi()) return;
     char dir[64], err[512];
     fresh_dir(dir, sizeof dir, "check_dist");
-    double t0 = now_s();
+    double t0 = clock_wall_s();
     int rc = sh("timeout 60 " MPIRUN " 2 %s/13_data_parallel --steps 40 --time-steps 0 --checkpoint-every 10 "
                 "--fail-at 25 --out %s >%s/out.txt 2>%s/err.txt", g_build, dir, dir, dir);
-    double took = now_s() - t0;
+    double took = clock_wall_s() - t0;
     ck_assert_msg(rc != 0 && rc != 124, "the job with a dead rank: exit %d (124: it hung until timeout)", rc);
     /* `timeout 60` is the hang check; how long it took depends on the
      * machine's load, so it is only reported */
@@ -362,7 +356,7 @@ END_TEST
 
 /* one rank's weights nudged after step 12: the check at step 15 stops the run */
 START_TEST(test_desync_stops_run) {
-    if (!have_mpi(0)) return;
+    if (!have_mpi()) return;
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     int rc = sh("timeout 60 " MPIRUN " 2 %s/13_data_parallel --steps 30 --time-steps 0 --check-every 5 --desync-at 12 "
@@ -380,10 +374,10 @@ START_TEST(test_resume_with_fewer_ranks) {
 #ifdef USE_OPENBLAS
     /* the bits of a product then depend on how many rows it has (OpenBLAS
      * blocks by the shape), and a rank's share of the batch has fewer */
-    fprintf(stderr, "check_dist: resume with fewer ranks not compared: this build's gemm() is OpenBLAS\n");
+    test_skip("check_dist", "resume with fewer ranks not compared: this build's gemm() is OpenBLAS");
     return;
 #endif
-    if (!have_mpi(0)) return;
+    if (!have_mpi()) return;
     char dir[64], err[512];
     fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --warmup 50 --eval 0 --examples 0 "
@@ -421,12 +415,11 @@ START_TEST(test_order_matters) {
 #if defined(USE_OPENBLAS) || !(defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
     /* the figures are the last bits of this project's AVX-512 and AVX2
      * kernels, which agree on this run (see the README) */
-    fprintf(stderr, "check_dist: this build has neither this project's AVX-512 nor its AVX2 kernels: chapter "
-                    "13's section 4b rounds differently from the README's run, its figures not compared\n");
+    test_skip("check_dist", "this build has neither this project's AVX-512 nor its AVX2 kernels: chapter 13's "
+              "section 4b rounds differently from the README's run, its figures not compared");
     return;
 #endif
-    const char *b = build_dir("check_dist", "chapter 13's section 4b checks");
-    if (!b) return;
+    const char *b = build_dir();
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     ck_assert_int_eq(sh("OMP_NUM_THREADS=1 %s/13_data_parallel --time-steps 0 --no-color --out %s/g4 >%s/g4.txt 2>&1", b,
@@ -467,7 +460,7 @@ static double last_loss(const char *path) {
  * batches, 20 steps = one process, in the loss and in the checkpoint's bits;
  * one rank's checkpoint and output only */
 START_TEST(test_translation_two_ranks) {
-    if (!have_mpi(1)) return;
+    if (!have_mpi()) return;
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--train-size 500 --layers 1 --d-model 32 --heads 2 --d-ff 64 --vocab 300 --dev-size 20 "
@@ -497,8 +490,7 @@ END_TEST
  * works for whoever runs it. Needs no mpirun (the hint is for when there
  * is none); with an MPI build or without, both print it. */
 START_TEST(test_mpirun_hint_for_user) {
-    const char *b = build_dir("check_dist", "the mpirun hint");
-    if (!b) return;
+    const char *b = build_dir();
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     ck_assert_int_eq(sh("%s/13_data_parallel --steps 1 --time-steps 0 --micro-batches 1 --no-color --out %s/o "
@@ -517,7 +509,7 @@ END_TEST
  * must say it and name the flag that makes one process give its bits, and
  * the flag must do that: the same checkpoint, byte for byte. */
 START_TEST(test_micro_batches_note) {
-    if (!have_mpi(0)) return;
+    if (!have_mpi()) return;
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --steps 5 --eval 0 --examples 0 --no-color";
@@ -548,7 +540,7 @@ END_TEST
  *    checked by its symbols; it runs only with 2+ GPUs and mpirun, then 2
  *    ranks on 2 GPUs must give one GPU's bits and say NCCL. */
 START_TEST(test_gpu_path) {
-    if (!have_mpi(1)) return;
+    if (!have_mpi()) return;
     char dir[64];
     fresh_dir(dir, sizeof dir, "check_dist");
     const char *f = "--layers 1 --d-model 32 --d-ff 64 --heads 4 --batch 32 --steps 30 --eval 0 --examples 0 "
@@ -563,18 +555,18 @@ START_TEST(test_gpu_path) {
     snprintf(so, sizeof so, "%s/libaiyn_cuda.so", g_build);
     void *h = access(so, F_OK) == 0 ? dlopen(so, RTLD_LAZY | RTLD_LOCAL) : NULL;
     void *ex = h ? dlsym(h, "aiyn_nccl_exchange") : NULL, *ver = h ? dlsym(h, "aiyn_nccl_version") : NULL;
-    if (!h) fprintf(stderr, "check_dist: no CUDA backend (%s), NCCL path not built\n", so);
-    else if (!ex || !ver) fprintf(stderr, "check_dist: libaiyn_cuda.so built without NCCL (no nccl.h/libnccl found)\n");
+    if (!h) test_skip("check_dist", "the NCCL path: no CUDA backend (%s)", so);
+    else if (!ex || !ver) test_skip("check_dist", "the NCCL path: libaiyn_cuda.so built without NCCL (no nccl.h/libnccl found)");
     else {
         char v[64];
         void (*version)(char *, size_t);
         memcpy(&version, &ver, sizeof ver);
         version(v, sizeof v);
-        fprintf(stderr, "check_dist: NCCL path built into libaiyn_cuda.so (%s)", v);
+        fprintf(stderr, "check_dist: NCCL path built into libaiyn_cuda.so (%s)\n", v);
         if (sh("test \"$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\" -ge 2") != 0)
-            fprintf(stderr, "; not run: it needs 2 or more GPUs, and none or one is visible here\n");
+            test_skip("check_dist", "the NCCL run: it needs 2 or more GPUs, and none or one is visible here");
         else {   /* one GPU per rank, then 2 ranks against one GPU */
-            fprintf(stderr, "; running 2 ranks on 2 GPUs\n");
+            fprintf(stderr, "check_dist: running 2 ranks on 2 GPUs\n");
             ck_assert_int_eq(sh("%s/08_training %s --device cuda --out %s/gpu1 >/dev/null 2>&1", g_build, f, dir), 0);
             ck_assert_int_eq(sh(MPIRUN " 2 sh -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec %s/08_training %s "
                                 "--device cuda --out %s/gpu2' >%s/gpu2.txt 2>&1", g_build, f, dir, dir), 0);

@@ -18,8 +18,8 @@
  * at most once per command line: their output is kept in
  * $BUILD_DIR/docs_cache/ until the binary is rebuilt.
  *
- * Runs the binaries in $BUILD_DIR (set by `make test`); skipped without it;
- * DOCS_SKIP lists chapters not to run (see skipped()).
+ * Runs the binaries in $BUILD_DIR (set by `make test`); a missing one fails;
+ * DOCS_SKIP lists chapters not to run, each a counted skip (see skipped()).
  * When a quote is stale the test says which README, which line and which
  * command: rerun the command and update the README.
  *
@@ -33,7 +33,7 @@
  *
  * Unmarked blocks are compared on both. A build with neither (PORTABLE=1,
  * valgrind's) or with OpenBLAS's gemm rounds differently again: it
- * compares no quote, and says so.
+ * compares no quote: a counted skip.
  *
  * Figures in prose. A number that README prose or a `make demo` recap
  * (tools/demo_recaps.txt) states about a run is tied to the line of output
@@ -58,14 +58,18 @@
 
 /* ---- running a chapter, once ------------------------------------------------ */
 
-/* DOCS_SKIP="08_training ...": chapters not run here. `make SANITIZE=1 test`
- * sets it for 08_training, which takes minutes under ASan; the output does
- * not depend on the sanitizers, and the plain `make test` checks it. */
+/* DOCS_SKIP="08_training ...": chapters not run here, each time a counted
+ * skip. `make SANITIZE=1 test` sets it for the chapters that train, which
+ * take minutes under ASan; their output does not depend on the sanitizers,
+ * and the plain `make test` checks it. */
 static int skipped(const char *prog) {
     const char *list = getenv("DOCS_SKIP");
     size_t n = strlen(prog);
     for (const char *p = list ? strstr(list, prog) : NULL; p; p = strstr(p + 1, prog))
-        if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ')) return 1;
+        if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ')) {
+            test_skip("check_docs", "%s not run (DOCS_SKIP)", prog);
+            return 1;
+        }
     return 0;
 }
 
@@ -75,16 +79,13 @@ static double mtime_of(const char *path) {
     return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 }
 
-static int have_build(void) { return build_dir("check_docs", "docs and width checks") != NULL; }
-
 /* The stdout of "$BUILD_DIR/prog args --no-color" (malloc'd), from the
- * cache when it is newer than the binary. NULL when the binary is missing;
- * *rc gets the exit status. */
+ * cache when it is newer than the binary; *rc gets the exit status. A
+ * missing binary fails the test. */
 static char *chapter_output(const char *prog, const char *args, int *rc) {
-    const char *build = getenv("BUILD_DIR");
+    const char *build = build_dir();
     char bin[1024], cache[2048], key[256];
-    snprintf(bin, sizeof bin, "%s/%s", build, prog);
-    if (access(bin, X_OK) != 0) return NULL;
+    chapter_binary(bin, sizeof bin, "check_docs", prog);
     /* the cache file is named for the command line, characters other than
      * [A-Za-z0-9._-] as '_' plus a checksum so two lines never collide */
     unsigned long h = 5381;
@@ -134,8 +135,7 @@ static char *chapter_output(const char *prog, const char *args, int *rc) {
  * the user's out/ with the READMEs' runs (issue 34, item 9). Runs chapter 01
  * afresh: its files appear in the scratch folder, none in ./out. */
 START_TEST(test_runs_leave_out_alone) {
-    if (!have_build()) return;
-    const char *build = getenv("BUILD_DIR");
+    const char *build = build_dir();
     char dir[256], ref[300];
     fresh_dir(dir, sizeof dir, "check_docs");
     snprintf(ref, sizeof ref, "%s/before", dir);
@@ -240,10 +240,7 @@ static int check_readme(const char *path, int *blocks, int *other, FILE *report)
                 (*other)++;   /* another build's figures */
             } else if ((*blocks)++, skipped(prog)) {
                 fprintf(report, "%s:%d: '%s' skipped (DOCS_SKIP)\n", path, marker_line, cmdline);
-            } else if (!(output = chapter_output(prog, cmdline + pl, &rc))) {
-                fprintf(report, "%s:%d: no binary for '%s' in $BUILD_DIR\n", path, marker_line, prog);
-                bad++;
-            } else if (rc != 0) {
+            } else if ((output = chapter_output(prog, cmdline + pl, &rc)), rc != 0) {
                 fprintf(report, "%s:%d: '%s' exited with status %d\n", path, marker_line, cmdline, rc);
                 bad++;
             }
@@ -425,9 +422,6 @@ static int check_figure(const Figure *e, FILE *report) {
     char *out_text = out ? squeeze_all(out) : NULL;
     if (bad) {
         /* said above */
-    } else if (!out) {
-        fprintf(report, "%s: no binary for '%s' in $BUILD_DIR\n", e->file, prog);
-        bad = 1;
     } else if (rc != 0) {
         fprintf(report, "%s: '%s' exited with status %d\n", e->file, e->run, rc);
         bad = 1;
@@ -500,7 +494,6 @@ END_TEST
 /* The whole check can fail: a file stating 01_dot_product's "[1, 2] . [3, 4]
  * = 11" as 11 passes, as 12 fails, and words the file lacks fail. */
 START_TEST(test_figure_catches_a_changed_figure) {
-    if (!have_build()) return;
     char path[] = "/tmp/check_docs_fig_XXXXXX";
     int fd = mkstemp(path);
     ck_assert(fd >= 0);
@@ -528,9 +521,8 @@ END_TEST
 
 /* Every entry of FIGURES: README prose and the demo's recaps agree with the runs. */
 START_TEST(test_prose_figures) {
-    if (!have_build()) return;
     if (!DOCS_KERNELS) {
-        fprintf(stderr, "check_docs: neither of the READMEs' kernels in this build: figures in prose not compared\n");
+        test_skip("check_docs", "neither of the READMEs' kernels in this build: figures in prose not compared");
         return;
     }
     int bad = 0, checked = 0, left = 0;
@@ -550,7 +542,6 @@ END_TEST
  * printed as 0.0 ms, "reading notes" the student does not have, and a
  * reason for -inf masking the paper does not give. */
 START_TEST(test_no_canned_claims) {
-    if (!have_build()) return;
     struct {
         const char *prog, *never;
     } c[] = {{"05_positional_encoding", "cpu vs CPU"}, {"07_transformer", "cpu vs CPU"},
@@ -560,7 +551,6 @@ START_TEST(test_no_canned_claims) {
         if (skipped(c[k].prog)) continue;
         int rc = -1;
         char *out = chapter_output(c[k].prog, "", &rc);
-        if (!out) continue;
         ck_assert_msg(rc == 0, "%s: exit %d", c[k].prog, rc);
         ck_assert_msg(!strstr(out, c[k].never), "%s prints '%s'", c[k].prog, c[k].never);
         free(out);
@@ -573,7 +563,6 @@ END_TEST
  * marked with this build's kernels is compared, one marked with the other
  * kernels is not, and an unknown mark is a problem. */
 START_TEST(test_checker_catches_a_changed_figure) {
-    if (!have_build()) return;
     char path[] = "/tmp/check_docs_XXXXXX";
     int fd = mkstemp(path);
     ck_assert(fd >= 0);
@@ -609,13 +598,12 @@ END_TEST
 
 /* README.md and every chapters/NN_name/README.md. */
 START_TEST(test_readme_quotes) {
-    if (!have_build()) return;
     if (!DOCS_KERNELS) {
         /* PORTABLE=1 and valgrind's build (plain C), or OpenBLAS's gemm
          * (BLAS=openblas): neither kernels the READMEs quote */
-        fprintf(stderr, "check_docs: this build has neither this project's AVX-512 nor its AVX2 kernels, so its "
-                        "figures differ in the last bits from the READMEs' runs: quotes not compared (widths and "
-                        "heights are)\n");
+        test_skip("check_docs", "this build has neither this project's AVX-512 nor its AVX2 kernels, so its "
+                  "figures differ in the last bits from the READMEs' runs: quotes not compared (widths and "
+                  "heights are)");
         return;
     }
     int bad = 0, blocks = 0, other = 0, files = 0;
@@ -652,21 +640,15 @@ static const char *defaults_args(const char *prog) {
 
 /* Every chapter at its defaults: no line wider than 100 columns. */
 START_TEST(test_chapter_widths) {
-    if (!have_build()) return;
     DIR *d = opendir("chapters");
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
-    int checked = 0, bad = 0;
+    int bad = 0;
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
-        if (skipped(de->d_name)) {
-            fprintf(stderr, "check_docs: %s skipped (DOCS_SKIP)\n", de->d_name);
-            continue;
-        }
+        if (skipped(de->d_name)) continue;
         int rc = 0;
         char *out = chapter_output(de->d_name, defaults_args(de->d_name), &rc);
-        if (!out) continue;
-        checked++;
         ck_assert_msg(rc == 0, "%s at its defaults: exit status %d", de->d_name, rc);
         int lineno = 0;
         for (const char *p = out; *p;) {
@@ -684,7 +666,6 @@ START_TEST(test_chapter_widths) {
     }
     closedir(d);
     ck_assert_msg(bad == 0, "%d output line(s) wider than %d columns (listed above)", bad, MAX_COLS);
-    if (checked == 0) fprintf(stderr, "check_docs: no chapter binaries, width check skipped\n");
 }
 END_TEST
 
@@ -760,7 +741,6 @@ END_TEST
 /* Every chapter at its defaults: every numbered section fits 45 rows (the
  * output comes from the same cache as the width and README checks). */
 START_TEST(test_chapter_section_heights) {
-    if (!have_build()) return;
     DIR *d = opendir("chapters");
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
@@ -769,7 +749,6 @@ START_TEST(test_chapter_section_heights) {
         if (de->d_name[0] < '0' || de->d_name[0] > '9' || skipped(de->d_name)) continue;
         int rc = 0;
         char *out = chapter_output(de->d_name, defaults_args(de->d_name), &rc);
-        if (!out) continue;
         enum { MAXN = 64 };
         int rows[MAXN + 1];
         section_rows(out, rows, MAXN);

@@ -30,6 +30,7 @@
 #include "fast/gemm.h"
 #include "ref/ops.h"
 #include "core/rng.h"
+#include "core/clock.h"
 #include "testutil.h"
 
 /* A matrix of rows x cols stored with leading dimension ld >= cols; the
@@ -169,7 +170,7 @@ END_TEST
  * transposed or not, over two KC blocks, with ragged columns too. */
 START_TEST(test_edge_tiles_bits) {
 #ifdef USE_OPENBLAS
-    printf("gemm: edge tiles not tested: this build's gemm() is OpenBLAS (BLAS=openblas)\n");
+    test_skip("gemm", "edge tiles: this build's gemm() is OpenBLAS (BLAS=openblas)");
     return;
 #endif
     Rng rng;
@@ -286,17 +287,17 @@ static void *gemm_job(void *arg) {
 
 START_TEST(test_no_memory_for_workspace) {
 #if defined(__SANITIZE_ADDRESS__)
-    fprintf(stderr, "gemm no-memory test skipped: AddressSanitizer build\n");
+    test_skip("gemm", "the no-memory test under AddressSanitizer");
     return;
 #endif
 #ifdef USE_OPENBLAS
     /* OpenBLAS has buffers of its own and exits when it cannot get them */
-    fprintf(stderr, "gemm no-memory test skipped: this build's gemm() is OpenBLAS\n");
+    test_skip("gemm", "the no-memory test: this build's gemm() is OpenBLAS");
     return;
 #endif
     const char *fork_env = getenv("CK_FORK");
     if (fork_env && strcmp(fork_env, "no") == 0) {
-        fprintf(stderr, "gemm no-memory test skipped: CK_FORK=no\n");
+        test_skip("gemm", "the no-memory test under CK_FORK=no");
         return;
     }
     enum { M = 37, N = 45, K = 301 };
@@ -338,7 +339,7 @@ START_TEST(test_no_memory_for_workspace) {
     if (binds)
         ck_assert_msg(memcmp(C, R, sizeof(float) * M * N) == 0, "without a workspace gemm should give gemm_ref's answer");
     else
-        fprintf(stderr, "gemm no-memory test skipped: RLIMIT_AS has no effect here (qemu-user ignores it)\n");
+        test_skip("gemm", "the no-memory test: RLIMIT_AS has no effect here (qemu-user ignores it)");
     pthread_barrier_destroy(&go);
     free(A); free(B); free(C); free(R); free(F);
 }
@@ -355,7 +356,6 @@ START_TEST(test_deterministic) {
     gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C1, N);
     gemm(1, 1, M, N, K, 1.0f, A, M, B, K, 0.0f, C2, N);
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "two identical calls differ");
-#ifdef _OPENMP
     /* 1 thread versus all (when more than one is allowed: under valgrind
      * the suite runs with OMP_NUM_THREADS=1, see the Makefile) */
     int threads = parallel_threads();
@@ -365,7 +365,6 @@ START_TEST(test_deterministic) {
         parallel_set_threads(threads);
         ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "1 thread differs from %d", threads);
     }
-#endif
     free(A); free(B); free(C1); free(C2);
 }
 END_TEST
@@ -383,13 +382,11 @@ START_TEST(test_deterministic_big_c) {
     gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
     gemm_many(1, &(GemmArgs){0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N});
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "gemm_many differs from gemm");
-#ifdef _OPENMP
     int threads = parallel_threads();
     parallel_set_threads(threads > 1 ? 1 : 2);
     gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N);
     parallel_set_threads(threads);
     ck_assert_msg(memcmp(C1, C2, sizeof(float) * M * N) == 0, "1 and 2 threads differ");
-#endif
     free(A); free(B); free(C1); free(C2);
 }
 END_TEST
@@ -417,13 +414,9 @@ START_TEST(test_many_matches_gemm) {
     for (int i = 0; i < 4; i++)
         gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, 1.0f, g[i].A, g[i].lda, g[i].B, g[i].ldb,
              g[i].beta, C1[i], g[i].ldc);
-#ifdef _OPENMP
     int threads = parallel_threads();
     for (int t = 0; t < 2; t++) {
         parallel_set_threads(t == 0 ? 1 : (threads > 1 ? threads : 2));
-#else
-    for (int t = 0; t < 1; t++) {
-#endif
         float *saved[4];   /* C before the products, restored after each round */
         for (int i = 0; i < 4; i++) {
             saved[i] = malloc(sizeof(float) * c[i].M * c[i].N);
@@ -437,9 +430,7 @@ START_TEST(test_many_matches_gemm) {
             free(saved[i]);
         }
     }
-#ifdef _OPENMP
     parallel_set_threads(threads);
-#endif
     for (int i = 0; i < 4; i++) {
         free(A[i]); free(B[i]); free(C1[i]); free(C2[i]);
     }
@@ -455,13 +446,10 @@ END_TEST
  * so the test fails if that path never ran. */
 START_TEST(test_cut_along_k) {
 #if defined(USE_OPENBLAS)
-    printf("gemm: cut along K not tested: this build's gemm() is OpenBLAS (BLAS=openblas)\n");
-#elif defined(_OPENMP)
-    int threads = parallel_threads();
-    if (threads < 2) {
-        printf("gemm: cut along K not tested: it needs 2 threads (OMP_NUM_THREADS=1)\n");
-        return;
-    }
+    test_skip("gemm", "cut along K: this build's gemm() is OpenBLAS (BLAS=openblas)");
+#else
+    /* at least 2 threads (the pool is POSIX threads, with OpenMP or without) */
+    int threads = parallel_threads(), team = threads > 1 ? threads : 2;
     Rng rng;
     rng_seed(&rng, 13);
     struct { int tA, tB, M, N, K; float alpha, beta; } c[4] = {
@@ -486,32 +474,28 @@ START_TEST(test_cut_along_k) {
         parallel_set_threads(1);
         gemm(g[i].transA, g[i].transB, M, N, K, g[i].alpha, g[i].A, g[i].lda, g[i].B, g[i].ldb, g[i].beta, want[i], N);
     }
-    parallel_set_threads(threads);
+    parallel_set_threads(team);
     /* rounds until a worker kept a block aside, for up to 5 s: on a busy
      * machine a worker may get no turn for a while and then takes no chunk
      * (the caller does them all: parallel.c), and a round takes microseconds */
     long before = gemm_blocks_kept_aside();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = clock_wall_s();
     int rounds = 0;
-    for (double secs = 0; secs < 5 && (rounds < 4 || gemm_blocks_kept_aside() == before); rounds++) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    for (; clock_wall_s() - t0 < 5 && (rounds < 4 || gemm_blocks_kept_aside() == before); rounds++) {
         for (int i = 0; i < 4; i++) {
             memcpy(got[i], C0[i], sizeof(float) * c[i].M * c[i].N);
             if (rounds % 2) gemm_many(1, &g[i]);
             else gemm(g[i].transA, g[i].transB, g[i].M, g[i].N, g[i].K, g[i].alpha, g[i].A, g[i].lda, g[i].B,
                       g[i].ldb, g[i].beta, got[i], g[i].ldc);
             ck_assert_msg(memcmp(got[i], want[i], sizeof(float) * c[i].M * c[i].N) == 0,
-                          "round %d, product %d: %d threads differ from 1", rounds, i, threads);
+                          "round %d, product %d: %d threads differ from 1", rounds, i, team);
         }
     }
+    parallel_set_threads(threads);
     ck_assert_msg(gemm_blocks_kept_aside() > before, "no block was kept aside in %d rounds (5 s)", rounds);
     for (int i = 0; i < 4; i++) {
         free(A[i]); free(B[i]); free(C0[i]); free(want[i]); free(got[i]);
     }
-#else
-    printf("gemm: cut along K not tested: a build without OpenMP has one thread\n");
 #endif
 }
 END_TEST

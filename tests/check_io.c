@@ -2,11 +2,11 @@
  * files and failing disks (issue 14's reproducers, one test each).
  *
  * Core      fio_escape, fio_open_read and the atomic FioWriter on their own.
- * Programs  each built program in $BUILD_DIR (skipped without it):
+ * Programs  each built program in $BUILD_DIR (a missing one fails):
  *             - a FIFO given to --load / --resume / --input: exit 2 at once
  *             - stdout on /dev/full: exit 1 with a message (was 0)
  *             - --out on a full disk (RLIMIT_FSIZE) and on a read-only
- *               folder (a read-only tmpfs; skipped if it cannot be mounted):
+ *               folder (a read-only tmpfs; a counted skip if it cannot be mounted):
  *               exit 1, every earlier file left as it was, no partial file
  *               and no temporary left behind
  *             - --dump on a full disk: exit 1, no file
@@ -166,7 +166,7 @@ static void exec_under(void *arg) {
  * alarm of a hang). */
 static int run(const RunOpts *o, const char *prog, ...) {
     char bin[512];
-    snprintf(bin, sizeof bin, "%s/%s", getenv("BUILD_DIR"), prog);
+    chapter_binary(bin, sizeof bin, "check_io", prog);
     char *argv[32] = {bin};
     int argc = 1;
     va_list ap;
@@ -179,9 +179,6 @@ static int run(const RunOpts *o, const char *prog, ...) {
     return run_captured(&g_out, &g_err, exec_under, &c);
 }
 
-/* The programs' tests need them built: make test sets BUILD_DIR. */
-static int have_programs(void) { return build_dir("check_io", "program checks") != NULL; }
-
 static char g_dir[64];
 static void setup(void) { fresh_dir(g_dir, sizeof g_dir, "check_io"); }
 static void teardown(void) {
@@ -190,7 +187,6 @@ static void teardown(void) {
 
 /* Issue 14, item 3: FIFOs hang forever. */
 START_TEST(test_fifo_given_to_programs) {
-    if (!have_programs()) return;
     char fifo[128], out[128];
     snprintf(fifo, sizeof fifo, "%s/f", g_dir);
     snprintf(out, sizeof out, "%s/out", g_dir);
@@ -206,17 +202,15 @@ END_TEST
 
 /* Item 4: output to a full stdout exits 0. */
 START_TEST(test_stdout_full) {
-    if (!have_programs()) return;
     /* the test needs the character device that fails every write with
      * ENOSPC; a minimal container may lack it, or have a plain file there */
     struct stat st;
     if (stat("/dev/full", &st) != 0 || access("/dev/full", W_OK) != 0) {
-        fprintf(stderr, "check_io: no writable /dev/full, test_stdout_full skipped\n");
+        test_skip("check_io", "test_stdout_full: no writable /dev/full");
         return;
     }
     if (!S_ISCHR(st.st_mode)) {
-        fprintf(stderr, "check_io: /dev/full is not a character device here (a minimal container?), "
-                        "test_stdout_full skipped\n");
+        test_skip("check_io", "test_stdout_full: /dev/full is not a character device here (a minimal container?)");
         return;
     }
     char out[128];
@@ -242,7 +236,6 @@ static void same_folder(const char *dir, const char *ref, const char *what) {
  * Each program runs once normally, then again with 400 bytes of disk: it
  * must exit 1, and the folder must hold exactly the earlier files. */
 START_TEST(test_out_full_disk) {
-    if (!have_programs()) return;
     const char *progs[] = {"01_dot_product", "03_attention", "06_masking", "07_transformer"};
     for (int i = 0; i < 4; i++) {
         char out[128], ref[128];
@@ -264,14 +257,12 @@ END_TEST
 /* Item 4: --out at a read-only folder exited 0 in chapters 01-07. As root
  * permissions do not stop a write, so the folder is a read-only tmpfs. */
 START_TEST(test_out_read_only) {
-    if (!have_programs()) return;
     char ro[128];
     snprintf(ro, sizeof ro, "%s/ro", g_dir);
     ck_assert_int_eq(mkdir(ro, 0755), 0);
     if (mount("tmpfs", ro, "tmpfs", MS_RDONLY, "size=64k") != 0) {
         if (geteuid() == 0) {
-            fprintf(stderr, "check_io: cannot mount a read-only tmpfs (%s), read-only --out skipped\n",
-                    strerror(errno));
+            test_skip("check_io", "read-only --out: cannot mount a read-only tmpfs (%s)", strerror(errno));
             return;
         }
         chmod(ro, 0555);   /* not root: permissions are enough */
@@ -295,12 +286,15 @@ END_TEST
 
 /* Item 4: --dump on a full disk exited 2 and left a 0-byte file. */
 START_TEST(test_dump_full_disk) {
-    if (!have_programs()) return;
-    char dump[128], out[128];
+    char dump[128], out[128], ck[128];
     snprintf(dump, sizeof dump, "%s/logits.txt", g_dir);
     snprintf(out, sizeof out, "%s/out", g_dir);
-    RunOpts o = {.fsize = 100000, .stdout_to = "/dev/null"};   /* the plots fit, the dump does not */
-    int rc = run(&o, "07_transformer", "--dump", dump, "--dump-attn", "--vocab", "2000", "--out", out, NULL);
+    snprintf(ck, sizeof ck, "%s/out/v2000.ckpt", g_dir);
+    int rc = run(NULL, "07_transformer", "--vocab", "2000", "--save", ck, "--out", out, NULL);
+    ck_assert_msg(rc == 0, "07 --vocab 2000 --save: exit %d; stderr: %s", rc, g_err);
+    RunOpts o = {.fsize = 100000, .stdout_to = "/dev/null"};   /* the checkpoint is read, the dump does not fit */
+    rc = run(&o, "parity_dump", "--load", ck, "--src", "3 4 5 6 3 7 2", "--tgt", "1 8 9 10", "--dump", dump,
+             "--dump-attn", NULL);
     ck_assert_msg(rc == 1, "--dump on a full disk: exit %d, want 1; stderr: %s", rc, g_err);
     ck_assert_msg(strstr(g_err, "--dump: writing") && strstr(g_err, "File too large"), "stderr: %s", g_err);
     ck_assert_msg(access(dump, F_OK) != 0, "a partial dump was left at %s", dump);
@@ -308,13 +302,9 @@ START_TEST(test_dump_full_disk) {
 }
 END_TEST
 
-/* Item 10: OMP_NUM_THREADS=100000 crashed inside libgomp. */
+/* Item 10: OMP_NUM_THREADS=100000 crashed inside libgomp. The pool reads
+ * OMP_NUM_THREADS with OpenMP or without, so every build caps it. */
 START_TEST(test_thread_count_capped) {
-    if (!have_programs()) return;
-#ifndef _OPENMP
-    fprintf(stderr, "check_io: built without OpenMP, thread cap not tested\n");
-    return;
-#endif
     char out[128];
     snprintf(out, sizeof out, "%s/out", g_dir);
     RunOpts o = {.env = "OMP_NUM_THREADS=100000"};
@@ -329,7 +319,6 @@ END_TEST
  * printing "THEY DISAGREE: a bug". Item 7: its tokens reached the terminal
  * raw. */
 START_TEST(test_attention_hostile_input) {
-    if (!have_programs()) return;
     char in[128], out[128];
     snprintf(in, sizeof in, "%s/big.qkv", g_dir);
     snprintf(out, sizeof out, "%s/out", g_dir);
@@ -351,7 +340,6 @@ END_TEST
 /* Item 5: a run that diverges (--factor 1e9) must leave a checkpoint that
  * loads and holds only finite numbers - weights and Adam's moments. */
 START_TEST(test_diverging_run_keeps_finite_checkpoint) {
-    if (!have_programs()) return;
     char out[128], ckpt[160], err[512];
     snprintf(out, sizeof out, "%s/out", g_dir);
     snprintf(ckpt, sizeof ckpt, "%s/copy.ckpt", out);
@@ -372,19 +360,19 @@ START_TEST(test_diverging_run_keeps_finite_checkpoint) {
 END_TEST
 
 /* Issue 34, item 3(b): an output path naming the same file as an input
- * (`07 --load m.ckpt --export-safetensors m.ckpt`, also through ./, a
- * symlink or a hard link) or as another output (`08 --checkpoint c
- * --export-safetensors c`) silently replaced it, exit 0. Each must exit 2
- * at flag time, every file as it was and no new one. One run per program
- * shows the check does not refuse what is fine: 07 exporting beside its
- * checkpoint, 08 resuming its own checkpoint in place. */
+ * (`parity_dump --load m.ckpt --export-safetensors m.ckpt`, also through
+ * ./, a symlink or a hard link; `07 --load m.ckpt --save m.ckpt`) or as
+ * another output (`08 --checkpoint c --export-safetensors c`) silently
+ * replaced it, exit 0. Each must exit 2 at flag time, every file as it was
+ * and no new one. One run per program shows the check does not refuse what
+ * is fine: parity_dump exporting beside its checkpoint, 08 resuming its own
+ * checkpoint in place. */
 static void refused(const char *prog, const char *what, int rc) {
     ck_assert_msg(rc == 2, "%s %s: exit %d, want 2; stderr: %s", prog, what, rc, g_err);
     ck_assert_msg(strstr(g_err, "same file"), "%s %s: stderr does not say 'same file': %s", prog, what, g_err);
 }
 
 START_TEST(test_output_is_an_input) {
-    if (!have_programs()) return;
     char ck[128], dot[128], lnk[128], hard[128], keep[128], batch[128], out[128], g[128], dotg[128], other[128];
     snprintf(ck, sizeof ck, "%s/m.ckpt", g_dir);
     snprintf(dot, sizeof dot, "%s/./m.ckpt", g_dir);
@@ -402,25 +390,25 @@ START_TEST(test_output_is_an_input) {
     ck_assert_int_eq(sh("mkdir %s/keep && cp %s %s && cp %s %s/keep/ && ln -s m.ckpt %s && ln %s %s", g_dir, ck, keep,
                         batch, g_dir, lnk, ck, hard), 0);
 
-    /* 07: an output on the checkpoint it loads, or on the batch it reads */
-    refused("07", "--load m.ckpt --export-safetensors ./m.ckpt",
-            run(NULL, "07_transformer", "--load", ck, "--export-safetensors", dot, "--out", out, NULL));
-    refused("07", "--load link --export-safetensors m.ckpt",
-            run(NULL, "07_transformer", "--load", lnk, "--export-safetensors", ck, "--out", out, NULL));
+    /* 07 and parity_dump: an output on the checkpoint it loads, or on the batch it reads */
+    refused("parity_dump", "--load m.ckpt --export-safetensors ./m.ckpt",
+            run(NULL, "parity_dump", "--load", ck, "--export-safetensors", dot, NULL));
+    refused("parity_dump", "--load link --export-safetensors m.ckpt",
+            run(NULL, "parity_dump", "--load", lnk, "--export-safetensors", ck, NULL));
     refused("07", "--load m.ckpt --save m.ckpt",
             run(NULL, "07_transformer", "--load", ck, "--save", ck, "--out", out, NULL));
-    refused("07", "--load m.ckpt --dump hard link",
-            run(NULL, "07_transformer", "--load", ck, "--dump", hard, "--out", out, NULL));
-    refused("07", "--load m.ckpt --grad-dump m.ckpt",
-            run(NULL, "07_transformer", "--load", ck, "--batch-file", batch, "--grad-dump", ck, "--out", out, NULL));
-    refused("07", "--load m.ckpt --adam-dump symlink",
-            run(NULL, "07_transformer", "--load", ck, "--batch-file", batch, "--adam-dump", lnk, "--out", out, NULL));
-    refused("07", "--batch-file b --grad-dump b",
-            run(NULL, "07_transformer", "--batch-file", batch, "--grad-dump", batch, "--out", out, NULL));
+    refused("parity_dump", "--load m.ckpt --dump hard link",
+            run(NULL, "parity_dump", "--load", ck, "--src", "3", "--tgt", "1", "--dump", hard, NULL));
+    refused("parity_dump", "--load m.ckpt --grad-dump m.ckpt",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--grad-dump", ck, NULL));
+    refused("parity_dump", "--load m.ckpt --adam-dump symlink",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--adam-dump", lnk, NULL));
+    refused("parity_dump", "--batch-file b --grad-dump b",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--grad-dump", batch, NULL));
     /* two outputs of one run, neither there yet */
-    refused("07", "--grad-dump g.st --export-safetensors ./g.st",
-            run(NULL, "07_transformer", "--batch-file", batch, "--grad-dump", g, "--export-safetensors", dotg,
-                "--out", out, NULL));
+    refused("parity_dump", "--grad-dump g.st --export-safetensors ./g.st",
+            run(NULL, "parity_dump", "--load", ck, "--batch-file", batch, "--grad-dump", g, "--export-safetensors",
+                dotg, NULL));
 
     /* 08: the export on the checkpoint it writes or on the one it resumes */
     char c8[128], o8[128], o8ck[160];
@@ -440,8 +428,9 @@ START_TEST(test_output_is_an_input) {
                         "'batch.txt hard.ckpt keep link.ckpt m.ckpt '", lnk, g_dir), 0);
 
     /* what is fine stays fine */
-    rc = run(NULL, "07_transformer", "--load", ck, "--export-safetensors", other, "--out", out, NULL);
-    ck_assert_msg(rc == 0 && access(other, F_OK) == 0, "07 --load --export-safetensors other: exit %d; %s", rc, g_err);
+    rc = run(NULL, "parity_dump", "--load", ck, "--export-safetensors", other, NULL);
+    ck_assert_msg(rc == 0 && access(other, F_OK) == 0, "parity_dump --load --export-safetensors other: exit %d; %s", rc,
+                  g_err);
     rc = run(NULL, "08_training", "--steps", "2", "--batch", "16", "--eval", "0", "--examples", "0", "--out", o8, NULL);
     ck_assert_msg(rc == 0, "08 --steps 2: exit %d; stderr: %s", rc, g_err);
     rc = run(NULL, "08_training", "--resume", o8ck, "--steps", "3", "--batch", "16", "--eval", "0", "--examples", "0",

@@ -7,7 +7,7 @@
  * banners number.
  *
  * Runs $BUILD_DIR/03_attention and 08_training (set by `make test`), and
- * every chapter for the --section range; skipped without them. */
+ * every chapter for the --section range; a missing one fails. */
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -19,24 +19,18 @@
 
 /* Runs "$BUILD_DIR/03_attention ARGS" through sh with the given stdin
  * (a shell redirection or pipe prefix), stdout into out and stderr into err
- * (malloc'd, the caller frees). Returns the exit status, -1 when there is
- * no such program (nothing to free then). */
+ * (malloc'd, the caller frees). Returns the exit status. */
 static int run03(const char *stdin_from, const char *args, char **out, char **err) {
-    const char *build = getenv("BUILD_DIR");
     char bin[512];
-    if (!build || !*build) build = "build";
-    snprintf(bin, sizeof bin, "%s/03_attention", build);
-    if (access(bin, X_OK) != 0) return -1;
+    chapter_binary(bin, sizeof bin, "check_lecture", "03_attention");
     /* its plots go into the build folder, never the user's out/ */
-    return sh_captured(out, err, "%s %s --no-color --out %s/check_lecture_out %s", stdin_from, bin, build, args);
+    return sh_captured(out, err, "%s %s --no-color --out %s/check_lecture_out %s", stdin_from, bin, build_dir(),
+                       args);
 }
 
 START_TEST(test_pause_from_pipe) {
     char *plain, *plain_err, *paused, *paused_err;
-    if (run03("", "", &plain, &plain_err) < 0) {
-        fprintf(stderr, "check_lecture: no 03_attention binary, skipped\n");
-        return;
-    }
+    ck_assert_int_eq(run03("", "", &plain, &plain_err), 0);
     /* a pipe that gives Enter presses, one that gives nothing */
     const char *feeds[] = {"printf '\\n\\n\\n\\n\\n\\n' |", "true |", "</dev/null"};
     for (int k = 0; k < 3; k++) {
@@ -54,7 +48,7 @@ END_TEST
 
 START_TEST(test_section_only) {
     char *all, *all_err, *s, *e;
-    if (run03("", "", &all, &all_err) < 0) return;
+    ck_assert_int_eq(run03("", "", &all, &all_err), 0);
     ck_assert_int_eq(run03("", "--section 4", &s, &e), 0);
     ck_assert_msg(strstr(s, "== 4. ") != NULL, "section 4's banner missing:\n%s", s);
     ck_assert_msg(strstr(s, "== 3. ") == NULL && strstr(s, "== 5. ") == NULL, "other sections shown:\n%s", s);
@@ -91,8 +85,6 @@ END_TEST
  * checkpoint, is never made. Every chapter that declares its sections is
  * run (12 is left out until it declares its own). */
 START_TEST(test_section_out_of_range_at_once) {
-    const char *build = build_dir("check_lecture", "--section range checks");
-    if (!build) return;
     static const struct { const char *prog; int n; } progs[] = {
         {"08_training", 10}, {"01_dot_product", 3}, {"02_softmax", 4}, {"03_attention", 6},
         {"04_multihead", 3}, {"05_positional_encoding", 5}, {"06_masking", 5}, {"07_transformer", 8},
@@ -103,11 +95,7 @@ START_TEST(test_section_out_of_range_at_once) {
     fresh_dir(dir, sizeof dir, "check_lecture");
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char bin[1024], *o, *e, want[128];
-        snprintf(bin, sizeof bin, "%s/%s", build, progs[i].prog);
-        if (access(bin, X_OK) != 0) {
-            fprintf(stderr, "check_lecture: no %s, its --section check skipped\n", bin);
-            continue;
-        }
+        chapter_binary(bin, sizeof bin, "check_lecture", progs[i].prog);
         snprintf(out, sizeof out, "%s/%s", dir, progs[i].prog);
         int rc = sh_captured(&o, &e, "%s --section 99 --no-color --out %s", bin, out);
         ck_assert_msg(rc == 2, "%s --section 99: exit %d, want 2; stderr: %s", progs[i].prog, rc, e);
@@ -171,7 +159,7 @@ START_TEST(test_section_progress) {
         ck_assert_msg(n >= 2 && s[n - 1] == '\r' && s[n - 2] == ' ', "progress line left on the terminal");
         free(s);
     } else {
-        fprintf(stderr, "check_lecture: no script(1), the terminal case of --section progress skipped\n");
+        test_skip("check_lecture", "the terminal case of --section progress: no script(1)");
     }
     free(all), free(all_err);
     remove_dir(dir);
@@ -186,10 +174,7 @@ END_TEST
  * "N. " title inside a show_section(...) call of each chapters/NN_name/main.c. */
 START_TEST(test_declared_sections_match_banners) {
     DIR *dir = opendir("chapters");
-    if (!dir) {
-        fprintf(stderr, "check_lecture: no chapters/ here, banner count check skipped\n");
-        return;
-    }
+    ck_assert_msg(dir != NULL, "no chapters/ folder here: run the tests from the project root");
     struct dirent *de;
     int checked = 0;
     while ((de = readdir(dir))) {
@@ -224,15 +209,12 @@ END_TEST
 
 /* Every chapter's --help lists the lecture-mode flags (cli.c adds them). */
 START_TEST(test_every_help_lists_them) {
-    const char *build = build_dir("check_lecture", "--help checks");
-    if (!build) return;
     static const char *const progs[] = {"01_dot_product", "02_softmax", "03_attention", "04_multihead",
                                         "05_positional_encoding", "06_masking", "07_transformer",
                                         "08_training"};
     for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
         char bin[1024], *buf;
-        snprintf(bin, sizeof bin, "%s/%s", build, progs[i]);
-        if (access(bin, X_OK) != 0) continue;
+        chapter_binary(bin, sizeof bin, "check_lecture", progs[i]);
         ck_assert_int_eq(sh_captured(&buf, NULL, "%s --help", bin), 0);
         ck_assert_msg(strstr(buf, "--pause") && strstr(buf, "--section N") && strstr(buf, "--minmax"),
                       "%s --help lacks the lecture-mode flags:\n%s", progs[i], buf);

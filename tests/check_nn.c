@@ -40,11 +40,6 @@ static double weighted_sum(const float *out, const float *R, size_t n) {
     return s;
 }
 
-typedef double (*LossFn)(void *ctx);
-
-#define check_grad(loss, ctx, param, grad, n, h, atol, rtol) \
-    fd_check_at((loss), (ctx), (param), (grad), (n), NULL, 0, (h), (atol), (rtol), NULL, #param, __FILE__, __LINE__)
-
 /* ========================================================================== */
 /* Core: hand-checked values                                                  */
 /* ========================================================================== */
@@ -356,16 +351,12 @@ START_TEST(test_linear_sizes) {
 }
 END_TEST
 
-/* Sets the pool's thread count (if built with OpenMP); returns the old one. */
+/* Sets the pool's thread count (POSIX threads, with OpenMP or without);
+ * returns the old one. */
 static int set_threads(int n) {
-#ifdef _OPENMP
     int old = parallel_threads();
     parallel_set_threads(n);
     return old;
-#else
-    (void)n;
-    return 1;
-#endif
 }
 
 /* Threads must not change a single bit: rows are split between threads but
@@ -429,9 +420,9 @@ START_TEST(test_grad_linear) {
     c.R = randn(&r, 15, 1); c.out = zeros(15);
     float *dx = zeros(12), *dW = zeros(20), *db = zeros(5);
     linear_backward(dx, dW, db, c.R, c.x, c.W1, c.N, c.IN, c.OUT);
-    check_grad(loss_linear, &c, c.x, dx, 12, 1e-2f, 1e-3, 1e-3);
-    check_grad(loss_linear, &c, c.W1, dW, 20, 1e-2f, 1e-3, 1e-3);
-    check_grad(loss_linear, &c, c.b1, db, 5, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_linear, &c, c.x, dx, 12, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_linear, &c, c.W1, dW, 20, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_linear, &c, c.b1, db, 5, 1e-2f, 1e-3, 1e-3);
     free(c.x); free(c.W1); free(c.b1); free(c.R); free(c.out); free(dx); free(dW); free(db);
 }
 END_TEST
@@ -466,11 +457,11 @@ START_TEST(test_grad_ffn) {
     int on = 0;
     for (int i = 0; i < 18; i++) on += c.hidden[i] > 0;
     ck_assert_msg(on > 3 && on < 15, "want a mix of active and inactive units, got %d of 18", on);
-    check_grad(loss_ffn, &c, c.x, dx, 12, 1e-3f, 2e-3, 2e-3);
-    check_grad(loss_ffn, &c, c.W1, dW1, 24, 1e-3f, 2e-3, 2e-3);
-    check_grad(loss_ffn, &c, c.b1, db1, 6, 1e-3f, 2e-3, 2e-3);
-    check_grad(loss_ffn, &c, c.W2, dW2, 24, 1e-3f, 2e-3, 2e-3);
-    check_grad(loss_ffn, &c, c.b2, db2, 4, 1e-3f, 2e-3, 2e-3);
+    fd_check(loss_ffn, &c, c.x, dx, 12, 1e-3f, 2e-3, 2e-3);
+    fd_check(loss_ffn, &c, c.W1, dW1, 24, 1e-3f, 2e-3, 2e-3);
+    fd_check(loss_ffn, &c, c.b1, db1, 6, 1e-3f, 2e-3, 2e-3);
+    fd_check(loss_ffn, &c, c.W2, dW2, 24, 1e-3f, 2e-3, 2e-3);
+    fd_check(loss_ffn, &c, c.b2, db2, 4, 1e-3f, 2e-3, 2e-3);
     free(c.x); free(c.W1); free(c.b1); free(c.W2); free(c.b2); free(c.R); free(c.out); free(c.hidden);
     free(dx); free(dW1); free(db1); free(dW2); free(db2); free(dh);
 }
@@ -493,9 +484,9 @@ START_TEST(test_grad_layernorm) {
     float *dx = zeros(18), *dg = zeros(6), *db = zeros(6);
     loss_layernorm(&c);
     layernorm_backward(dx, dg, db, c.R, c.x, c.mean, c.rstd, c.gamma, 3, 6);
-    check_grad(loss_layernorm, &c, c.x, dx, 18, 1e-2f, 2e-3, 2e-3);
-    check_grad(loss_layernorm, &c, c.gamma, dg, 6, 1e-2f, 2e-3, 2e-3);
-    check_grad(loss_layernorm, &c, c.beta, db, 6, 1e-2f, 2e-3, 2e-3);
+    fd_check(loss_layernorm, &c, c.x, dx, 18, 1e-2f, 2e-3, 2e-3);
+    fd_check(loss_layernorm, &c, c.gamma, dg, 6, 1e-2f, 2e-3, 2e-3);
+    fd_check(loss_layernorm, &c, c.beta, db, 6, 1e-2f, 2e-3, 2e-3);
     free(c.x); free(c.gamma); free(c.beta); free(c.R); free(c.out); free(c.mean); free(c.rstd);
     free(dx); free(dg); free(db);
 }
@@ -524,11 +515,11 @@ START_TEST(test_grad_dropout_residual) {
     float *dx = zeros(40), *db = zeros(40);
     loss_dropout(&c);
     dropout_backward(dx, c.R, c.keep, 40);
-    check_grad(loss_dropout, &c, c.x, dx, 40, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_dropout, &c, c.x, dx, 40, 1e-2f, 1e-3, 1e-3);
     memset(dx, 0, 40 * sizeof(float));
     residual_backward(dx, db, c.R, 40);
-    check_grad(loss_residual, &c, c.x, dx, 40, 1e-2f, 1e-3, 1e-3);
-    check_grad(loss_residual, &c, c.b1, db, 40, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_residual, &c, c.x, dx, 40, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_residual, &c, c.b1, db, 40, 1e-2f, 1e-3, 1e-3);
     free(c.x); free(c.b1); free(c.R); free(c.out); free(c.keep); free(dx); free(db);
 }
 END_TEST
@@ -551,7 +542,7 @@ START_TEST(test_grad_embed) {
     c.W1 = randn(&r, V * D, 1); c.R = randn(&r, B * T * D, 1); c.out = zeros(B * T * D);
     float *dtable = zeros(V * D);
     embed_backward(dtable, c.R, ids, B, T, D, V);
-    check_grad(loss_embed, &c, c.W1, dtable, V * D, 1e-2f, 1e-3, 1e-3);
+    fd_check(loss_embed, &c, c.W1, dtable, V * D, 1e-2f, 1e-3, 1e-3);
     for (int k = 0; k < D; k++) ck_assert_float_eq(dtable[2 * D + k], 0.0f);   /* id 2 unused */
     free(c.W1); free(c.R); free(c.out); free(dtable);
 }
@@ -576,7 +567,7 @@ START_TEST(test_grad_logsoftmax_xent) {
     float *dlogits = zeros(N * V);
     loss_xent(&c);
     smoothed_xent_backward(dlogits, c.out, targets, N, V, 0.1f, 0);
-    check_grad(loss_xent, &c, c.x, dlogits, N * V, 1e-2f, 2e-4, 2e-3);
+    fd_check(loss_xent, &c, c.x, dlogits, N * V, 1e-2f, 2e-4, 2e-3);
     for (int v = 0; v < V; v++) ck_assert_float_eq(dlogits[2 * V + v], 0.0f);
     free(c.x); free(c.out); free(dlogits);
 }

@@ -130,34 +130,26 @@ static double matmul_loss(const float *a, const float *b, const float *G, int M,
     return L;
 }
 
+typedef struct { const float *a, *b, *G; int M, K, N; } MatmulLoss;
+static double matmul_loss_of(void *ctx) {
+    MatmulLoss *c = ctx;
+    return matmul_loss(c->a, c->b, c->G, c->M, c->K, c->N);
+}
+
 START_TEST(test_matmul_gradient) {
-    /* Central differences, step h = 1e-2 (L is linear in each entry, so the
-     * difference quotient is exact up to rounding); tolerance 1e-4. */
+    /* Central differences (fd_check), step h = 1e-2 (L is linear in each
+     * entry, so the difference quotient is exact up to rounding); tolerance 1e-4. */
     enum { M = 3, K = 4, N = 5 };
     Rng rng;
     rng_seed(&rng, 3);
-    float a[M * K], b[K * N], G[M * N], da[M * K] = {0}, db[K * N] = {0}, nda[M * K], ndb[K * N];
+    float a[M * K], b[K * N], G[M * N], da[M * K] = {0}, db[K * N] = {0};
     rng_fill_normal(&rng, a, M * K, 0, 1);
     rng_fill_normal(&rng, b, K * N, 0, 1);
     rng_fill_normal(&rng, G, M * N, 0, 1);
     matmul_backward(da, db, G, a, b, M, K, N);
-    const float h = 1e-2f;
-    for (int i = 0; i < M * K; i++) {
-        float keep = a[i];
-        a[i] = keep + h; double Lp = matmul_loss(a, b, G, M, K, N);
-        a[i] = keep - h; double Lm = matmul_loss(a, b, G, M, K, N);
-        a[i] = keep;
-        nda[i] = (float)((Lp - Lm) / (2.0 * h));
-    }
-    for (int i = 0; i < K * N; i++) {
-        float keep = b[i];
-        b[i] = keep + h; double Lp = matmul_loss(a, b, G, M, K, N);
-        b[i] = keep - h; double Lm = matmul_loss(a, b, G, M, K, N);
-        b[i] = keep;
-        ndb[i] = (float)((Lp - Lm) / (2.0 * h));
-    }
-    ck_assert_close_arrays(da, nda, M * K, 1e-4);
-    ck_assert_close_arrays(db, ndb, K * N, 1e-4);
+    MatmulLoss c = {a, b, G, M, K, N};
+    fd_check(matmul_loss_of, &c, a, da, M * K, 1e-2f, 1e-4, 0);
+    fd_check(matmul_loss_of, &c, b, db, K * N, 1e-2f, 1e-4, 0);
 }
 END_TEST
 
@@ -262,29 +254,29 @@ static double softmax_loss(const float *x, const float *G, int C) {
     return L;
 }
 
+typedef struct { const float *x, *G; int C; } SoftmaxLoss;
+static double softmax_loss_of(void *ctx) {
+    SoftmaxLoss *c = ctx;
+    return softmax_loss(c->x, c->G, c->C);
+}
+
 START_TEST(test_softmax_gradient) {
-    /* Central differences in double, step h = 1e-3: truncation error
+    /* Central differences (fd_check) in double, step h = 1e-3: truncation error
      * ~h^2 * |third derivative| < 1e-6; tolerance 1e-4 covers float
      * rounding of the analytic gradient. Also checks that backward adds
      * (+=) onto what dinp held. */
     enum { C = 6 };
     Rng rng;
     rng_seed(&rng, 5);
-    float x[C], G[C], y[C], dx[C], num[C];
+    float x[C], G[C], y[C], dx[C], added[C];
     rng_fill_normal(&rng, x, C, 0, 2);
     rng_fill_normal(&rng, G, C, 0, 1);
     softmax_forward(y, x, 1, C);
     for (int i = 0; i < C; i++) dx[i] = 0.5f;
     softmax_backward(dx, G, y, 1, C);
-    const float h = 1e-3f;
-    for (int i = 0; i < C; i++) {
-        float keep = x[i];
-        x[i] = keep + h; double Lp = softmax_loss(x, G, C);
-        x[i] = keep - h; double Lm = softmax_loss(x, G, C);
-        x[i] = keep;
-        num[i] = (float)((Lp - Lm) / (2.0 * h)) + 0.5f;
-    }
-    ck_assert_close_arrays(dx, num, C, 1e-4);
+    for (int i = 0; i < C; i++) added[i] = dx[i] - 0.5f;   /* what backward added onto the 0.5 */
+    SoftmaxLoss c = {x, G, C};
+    fd_check(softmax_loss_of, &c, x, added, C, 1e-3f, 1e-4, 0);
 
     /* the gradient of any function of softmax sums to 0 over a row
      * (shifting every score together changes nothing) */

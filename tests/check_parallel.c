@@ -16,7 +16,7 @@
  * No assertion here depends on how fast anything runs: on a busy machine
  * a worker may get no turn at all, and then the caller does every chunk.
  * Where a test wants to see a worker run a chunk (to know the path it
- * means to test ran) and none did, it says it skipped that part, and why.
+ * means to test ran), it gives the worker longer turns until one does.
  * How fast two threads are beside a busy program is bench's to measure
  * (build/bench busy). */
 #define _GNU_SOURCE   /* sched_setaffinity: the busy loop stays on one CPU */
@@ -39,6 +39,7 @@
 #include "fast/parallel.h"
 #include "fast/thread_shim.h"
 #include "ref/optim.h"
+#include "core/clock.h"
 #include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -57,8 +58,8 @@ static void count_hits(void *ctx, long lo, long hi) {
     RunCheck *c = ctx;
     if ((hi - lo > c->grain && !(lo == 0 && hi == c->n)) || lo >= hi || lo < 0 || hi > c->n) c->bad = 1;
     if (!pthread_equal(pthread_self(), c->caller) && c->by_others++ == 0) {
-        double t0 = now_s();
-        while (now_s() - t0 < 1e-4) {}
+        double t0 = clock_wall_s();
+        while (clock_wall_s() - t0 < 1e-4) {}
     }
     for (long i = lo; i < hi; i++) c->hits[i]++;
 }
@@ -172,6 +173,7 @@ typedef struct {
     int *hits;
     _Atomic int first_done, bad;
     pthread_t who[2];
+    double hold;   /* seconds the first part takes, so that a worker holding the second waits */
 } TurnCheck;
 
 static void turn_part(void *ctx, long lo, long hi) {
@@ -180,9 +182,9 @@ static void turn_part(void *ctx, long lo, long hi) {
     if ((part == 0 && hi != c->h) || (part == 1 && (lo != c->h || hi != c->n))) c->bad = 1;
     if (part == 1 && !c->first_done) c->bad = 1;   /* started before the first had returned */
     c->who[part] = pthread_self();
-    if (part == 0) {   /* 0.2 ms, so that a worker holding part 1 has to wait */
-        double t0 = now_s();
-        while (now_s() - t0 < 2e-4) sched_yield();   /* (lets the worker run where threads take turns) */
+    if (part == 0) {   /* so that a worker holding part 1 has to wait */
+        double t0 = clock_wall_s();
+        while (clock_wall_s() - t0 < c->hold) sched_yield();   /* (lets the worker run where threads take turns) */
     }
     for (long i = lo; i < hi; i++) c->hits[i]++;
     if (part == 0) c->first_done = 1;
@@ -191,8 +193,8 @@ static void turn_part(void *ctx, long lo, long hi) {
 /* one round of parallel_in_turn: -1 if a part was cut wrong, started
  * before the first had returned or did an item other than once; else 1 if
  * the parts ran on two threads, 0 if on one */
-static int in_turn_once(long n, long h) {
-    TurnCheck c = {n, h, calloc((size_t)n, sizeof(int)), 0, 0, {0}};
+static int in_turn_once(long n, long h, double hold) {
+    TurnCheck c = {n, h, calloc((size_t)n, sizeof(int)), 0, 0, {0}, hold};
     if (!c.hits) return -1;
     parallel_in_turn(n, h, turn_part, &c);
     int bad = c.bad;
@@ -201,8 +203,8 @@ static int in_turn_once(long n, long h) {
     return bad ? -1 : !pthread_equal(c.who[0], c.who[1]);
 }
 
-static int in_turn_round(long n, long h) {
-    int r = in_turn_once(n, h);
+static int in_turn_round(long n, long h, double hold) {
+    int r = in_turn_once(n, h, hold);
     ck_assert_msg(r >= 0, "n=%ld h=%ld: a part was cut wrong, started too early or did an item twice", n, h);
     return r;
 }
@@ -211,15 +213,18 @@ static const long turn_cases[][2] = {{1000, 500}, {1000, 1}, {1000, 999}, {7, 3}
 
 START_TEST(test_in_turn) {
     int threads = want_two();
-    /* 40 rounds, then on (up to 2000 rounds or 5 s) until a worker has run
-     * a second part, so that the wait for the first was tested */
+    /* 40 rounds, then on until a worker has run a second part, so that the
+     * wait for the first is tested: the first part holds 0.2 ms, twice as
+     * long each 20 rounds without a worker (up to 0.1 s: a busy machine's
+     * scheduler gives a waiting thread a turn well within that) */
     int apart = 0, rounds = 0;
-    double t0 = now_s();
-    for (; rounds < 40 || (!apart && rounds < 2000 && now_s() - t0 < 5); rounds++)
-        apart += in_turn_round(turn_cases[rounds % 4][0], turn_cases[rounds % 4][1]);
-    if (!apart)
-        printf("parallel: no worker ran a second part in %d rounds (a busy machine gave it no turn): "
-               "the wait for the first part was not tested\n", rounds);
+    double hold = 2e-4, t0 = clock_wall_s();
+    for (; rounds < 40 || (!apart && clock_wall_s() - t0 < 20); rounds++) {
+        if (rounds >= 40 && rounds % 20 == 0 && hold < 0.1) hold *= 2;
+        apart += in_turn_round(turn_cases[rounds % 4][0], turn_cases[rounds % 4][1], hold);
+    }
+    ck_assert_msg(apart > 0, "no worker ran a second part in %d rounds (%.0f s, the first part held up to %.3f s): "
+                  "the wait for the first part was not tested", rounds, clock_wall_s() - t0, hold);
     parallel_set_threads(threads);
 }
 END_TEST
@@ -264,7 +269,7 @@ START_TEST(test_busy_neighbour) {
     int turn_bad = 0;
     for (int round = 0; round < 50 && !bad; round++)
         for (int a = 0; a < 6 && !bad; a++) bad = run_once(ns[a], grains[round % 4], &by_workers);
-    for (int r = 0; r < 20; r++) turn_bad |= in_turn_once(turn_cases[r % 4][0], turn_cases[r % 4][1]) < 0;
+    for (int r = 0; r < 20; r++) turn_bad |= in_turn_once(turn_cases[r % 4][0], turn_cases[r % 4][1], 2e-4) < 0;
 
     /* Adam over 40 chunks (a sum per chunk, added in chunk order) and a
      * gemm of a model's size (128 x 512 . 512 x 512): 1 thread, then the

@@ -17,7 +17,7 @@
  *         weight [out, in], zero attention biases, the post-LN last norms
  *         moved to the stack's final norm, pre-LN's copied; a model
  *         nn.MultiheadAttention cannot hold is refused (2, nothing
- *         written); 07_transformer --export-torch writes it, and refuses
+ *         written); parity_dump --export-torch writes it, and refuses
  *         the file it loads as its output.
  * Limits  a duplicate or unusable name is refused (2) with nothing written;
  *         an unwritable folder gives 1 and leaves the old file as it was.
@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "io/safetensors.h"
 #include "io/torch_export.h"
 #include "testutil.h"
@@ -404,13 +404,17 @@ START_TEST(test_torch_refusals) {
 }
 END_TEST
 
-/* 07_transformer --export-torch: writes the export; refuses a model without
- * a twin and an output that is the file it loads (exit 2, before writing) */
+/* parity_dump --export-torch: writes the export of a checkpoint chapter 07
+ * saved; refuses a model without a twin and an output that is the file it
+ * loads (exit 2, before writing) */
 START_TEST(test_torch_flag) {
-    char bin[512];
-    if (!chapter_binary(bin, sizeof bin, "check_safetensors", "07_transformer")) return;
+    char bin[512], ch07[512];
+    if (!chapter_binary(bin, sizeof bin, "check_safetensors", "parity_dump")) return;
+    if (!chapter_binary(ch07, sizeof ch07, "check_safetensors", "07_transformer")) return;
+    ck_assert_int_eq(sh("%s --no-color --out %s/o --save %s/m.ckpt >/dev/null && "
+                        "%s --no-color --out %s/o --d-k 5 --save %s/k5.ckpt >/dev/null", ch07, dir, dir, ch07, dir, dir), 0);
     char *out = NULL, *er = NULL;
-    int rc = sh_captured(&out, &er, "%s --no-color --out %s/o --save %s/m.ckpt --export-torch %s", bin, dir, dir, path);
+    int rc = sh_captured(&out, &er, "%s --load %s/m.ckpt --export-torch %s", bin, dir, path);
     ck_assert_msg(rc == 0, "--export-torch: exit %d: %s", rc, er);
     ck_assert_ptr_nonnull(strstr(out, "torch.nn.Transformer's layout"));
     free(out), free(er);
@@ -421,12 +425,11 @@ START_TEST(test_torch_flag) {
     ck_assert_ptr_nonnull(strstr(json, "\"transformer.decoder.layers.1.multihead_attn.in_proj_weight\""));
     free(json);
 
-    rc = sh_captured(&out, &er, "%s --no-color --out %s/o --d-k 5 --export-torch %s/x.st", bin, dir, dir);
+    rc = sh_captured(&out, &er, "%s --load %s/k5.ckpt --export-torch %s/x.st", bin, dir, dir);
     ck_assert_msg(rc == 2 && strstr(er, "--export-torch") && strstr(er, "d_k 5"), "exit %d: %s", rc, er);
     free(out), free(er);
     ck_assert_int_eq(sh("cp %s/m.ckpt %s/keep.ckpt", dir, dir), 0);
-    rc = sh_captured(&out, &er, "%s --no-color --out %s/o --load %s/m.ckpt --export-torch %s/./m.ckpt", bin, dir,
-                     dir, dir);
+    rc = sh_captured(&out, &er, "%s --load %s/m.ckpt --export-torch %s/./m.ckpt", bin, dir, dir);
     ck_assert_msg(rc == 2 && strstr(er, "same file"), "exit %d: %s", rc, er);
     free(out), free(er);
     ck_assert_int_eq(sh("test ! -e %s/x.st && cmp -s %s/m.ckpt %s/keep.ckpt", dir, dir, dir), 0);

@@ -16,7 +16,7 @@
  * compare, and the plot draws differences on one scale, on results made by
  * hand (nothing trains); --rows takes row names, --all every row.
  *
- * Runs $BUILD_DIR/12_variations (set by `make test`); skipped without it.
+ * Runs $BUILD_DIR/12_variations (set by `make test`); fails without it.
  */
 #include <check.h>
 #include <signal.h>

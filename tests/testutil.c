@@ -1,7 +1,6 @@
 /* testutil.c - the shared helpers of the Check suites (what each does and
  * who owns what it returns: testutil.h). */
 #include "testutil.h"
-#include "core/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +94,45 @@ void fresh_dir(char *dir, size_t cap, const char *suite) {
 /* /bin/rm, not rm: a test may have emptied PATH (check_show.c does) */
 void remove_dir(const char *dir) { ck_assert_int_eq(sh("/bin/rm -rf '%s'", dir), 0); }
 
+/* ---- skips --------------------------------------------------------------- */
+
+/* "SUITE: skipped: WHY" on stderr, and "SUITE: WHY" at the end of the
+ * runner's skip file in one write(2), so that lines from children running
+ * at once do not interleave. */
+static void skip_record(const char *suite, const char *fmt, va_list ap) {
+    char why[768], line[1024];
+    vsnprintf(why, sizeof why, fmt, ap);
+    why[strcspn(why, "\n")] = '\0';   /* one line a skip */
+    fprintf(stderr, "%s: skipped: %s\n", suite, why);
+    int n = snprintf(line, sizeof line, "%s: %s\n", suite, why);
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1, line[n - 1] = '\n';
+    const char *path = getenv(SKIP_FILE_ENV);
+    if (!path || !*path) return;
+    int fd = open(path, O_WRONLY | O_APPEND);
+    ck_assert_msg(fd >= 0, "cannot open the skip file %s: %s", path, strerror(errno));
+    ck_assert_int_eq(write(fd, line, (size_t)n), n);
+    close(fd);
+}
+
+void test_skip(const char *suite, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    skip_record(suite, fmt, ap);
+    va_end(ap);
+}
+
+void test_skip_missing(const char *suite, const char *tool, const char *fmt, ...) {
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const char *ci = getenv("CI");
+    ck_assert_msg(!(ci && !strcmp(ci, "true")), "%s: %s; CI installs %s (.ci/run), so under CI=true this fails",
+                  suite, why, tool);
+    test_skip(suite, "%s", why);
+}
+
 /* ---- programs ------------------------------------------------------------ */
 
 int sh(const char *fmt, ...) {
@@ -107,23 +145,16 @@ int sh(const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-const char *build_dir(const char *suite, const char *what) {
+const char *build_dir(void) {
     const char *build = getenv("BUILD_DIR");
-    if (build && *build) return build;
-    fprintf(stderr, "%s: BUILD_DIR not set, %s skipped\n", suite, what);
-    return NULL;
+    ck_assert_msg(build && *build, "BUILD_DIR is not set: run the tests through build/check_all, which sets it");
+    return build;
 }
 
 int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog) {
-    char what[256];
-    snprintf(what, sizeof what, "%s runs", prog);
-    const char *build = build_dir(suite, what);
-    if (!build) return 0;
-    snprintf(bin, cap, "%s/%s", build, prog);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "%s: no %s, its runs skipped\n", suite, bin);
-        return 0;
-    }
+    snprintf(bin, cap, "%s/%s", build_dir(), prog);
+    ck_assert_msg(access(bin, X_OK) == 0, "%s: no program %s to test (make builds it; make test builds every one)",
+                  suite, bin);
     return 1;
 }
 
@@ -269,10 +300,6 @@ void assert_lines_fit(const char *s, int max_cols, const char *unless) {
     }
 }
 
-/* ---- time ---------------------------------------------------------------- */
-
-double now_s(void) { return clock_wall_s(); }
-
 /* ---- gradients ----------------------------------------------------------- */
 
 double fd_diff(FdLoss loss, void *ctx, float *p, float h) {
@@ -285,17 +312,29 @@ double fd_diff(FdLoss loss, void *ctx, float *p, float h) {
     return (lp - lm) / ((double)up - (double)down);
 }
 
-size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size_t n, const size_t *idx,
-                   size_t nidx, float h, double atol, double rtol, int *kinks, const char *what,
-                   const char *file, int line) {
+double fd_diff_double(FdLoss loss, void *ctx, double *p, double h) {
+    double saved = *p, up = saved + h, down = saved - h;
+    *p = up;
+    double lp = loss(ctx);
+    *p = down;
+    double lm = loss(ctx);
+    *p = saved;
+    return (lp - lm) / (up - down);
+}
+
+/* fd_check_at's loop for a float parameter (pf) or a double one (pd). */
+static size_t fd_check_core(FdLoss loss, void *ctx, float *pf, double *pd, const float *grad, size_t n,
+                            const size_t *idx, size_t nidx, double h, double atol, double rtol, int *kinks,
+                            const char *what, const char *file, int line) {
     size_t count = idx ? nidx : n;
     for (size_t k = 0; k < count; k++) {
         size_t i = idx ? idx[k] : k;
         ck_assert_msg(i < n, "%s:%d: fd_check index %zu of %s is past its %zu entries", file, line, i, what, n);
-        double an = grad[i], num = fd_diff(loss, ctx, &param[i], h);
+        double an = grad[i];
+        double num = pf ? fd_diff(loss, ctx, &pf[i], (float)h) : fd_diff_double(loss, ctx, &pd[i], h);
         double tol = atol + rtol * fmax(fabs(num), fabs(an));
         if (fabs(num - an) <= tol) continue;               /* NaN fails every <= */
-        double num2 = fd_diff(loss, ctx, &param[i], 2 * h);
+        double num2 = pf ? fd_diff(loss, ctx, &pf[i], (float)(2 * h)) : fd_diff_double(loss, ctx, &pd[i], 2 * h);
         double tol2 = atol + rtol * fmax(fabs(num2), fabs(an));
         if (fabs(num2 - an) <= tol2) continue;             /* a kink spoiled only the h quotient */
         if (kinks && fabs(num2 - num) > tol) {             /* the two quotients disagree: a kink */
@@ -303,9 +342,20 @@ size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size
             continue;
         }
         ck_abort_msg("%s:%d: gradient of %s[%zu]: backward %.7g, finite differences %.7g (h = %g) and %.7g (2h); "
-                     "tolerance %.2g + %.2g x |value|", file, line, what, i, an, num, (double)h, num2, atol, rtol);
+                     "tolerance %.2g + %.2g x |value|", file, line, what, i, an, num, h, num2, atol, rtol);
     }
     return count;
+}
+
+size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size_t n, const size_t *idx,
+                   size_t nidx, float h, double atol, double rtol, int *kinks, const char *what,
+                   const char *file, int line) {
+    return fd_check_core(loss, ctx, param, NULL, grad, n, idx, nidx, h, atol, rtol, kinks, what, file, line);
+}
+
+size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *grad, size_t n, double h, double atol,
+                          double rtol, const char *what, const char *file, int line) {
+    return fd_check_core(loss, ctx, NULL, param, grad, n, NULL, 0, h, atol, rtol, NULL, what, file, line);
 }
 
 /* ---- suites -------------------------------------------------------------- */

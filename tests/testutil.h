@@ -9,14 +9,15 @@
  *                 test_config_tiny (a small model's Config)
  *   files         read_file / read_file_or_fail / write_file / write_text;
  *                 fresh_dir / remove_dir (a folder of one's own in /tmp)
+ *   skips         test_skip / test_skip_missing: a part not run, counted
+ *                 and listed by the runner after Check's summary
  *   programs      sh (a shell command's exit status); build_dir and
- *                 chapter_binary (is $BUILD_DIR/prog there?); run_captured
+ *                 chapter_binary ($BUILD_DIR/prog, or the test fails); run_captured
  *                 and sh_captured (a child's or a command's stdout and
  *                 stderr, as strings); limit_file_size (a full disk)
  *   output        capture_begin / capture_end (what this process prints);
  *                 text_cols / widest_line / assert_lines_fit: how wide
  *                 printed text is on a terminal
- *   time          now_s
  *   suites        suite_case: a test case and its tests, in one line
  *
  * Failures of the test's world (a temporary folder that cannot be made, a
@@ -56,6 +57,9 @@ typedef double (*FdLoss)(void *ctx);
 /* One central difference of loss in *p: (L(p+h) - L(p-h)) divided by the
  * step actually taken (p +- h rounded to float); *p is restored. */
 double fd_diff(FdLoss loss, void *ctx, float *p, float h);
+/* The same for a parameter of a double-precision reference (the loss then
+ * computed in double throughout, as tests/attention_double.h's). */
+double fd_diff_double(FdLoss loss, void *ctx, double *p, double h);
 
 /* Compares grad[i], the backward pass's d loss / d param[i], with fd_diff
  * for each i in idx[0..nidx) (idx NULL: every i in 0..n). An entry passes
@@ -73,6 +77,12 @@ size_t fd_check_at(FdLoss loss, void *ctx, float *param, const float *grad, size
 #define fd_check(loss, ctx, param, grad, n, h, atol, rtol) \
     fd_check_at((loss), (ctx), (param), (grad), (n), NULL, 0, (h), (atol), (rtol), NULL, #param, __FILE__, \
                 __LINE__)
+/* fd_check_at with fd_diff_double: the float backward pass of a layer
+ * against central differences of its double-precision reference. */
+size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *grad, size_t n, double h, double atol,
+                          double rtol, const char *what, const char *file, int line);
+#define fd_check_double(loss, ctx, param, grad, n, h, atol, rtol, what) \
+    fd_check_double_at((loss), (ctx), (param), (grad), (n), (h), (atol), (rtol), (what), __FILE__, __LINE__)
 
 /* ---- inputs -------------------------------------------------------------- */
 
@@ -109,6 +119,24 @@ void write_text(const char *path, const char *text);
 void fresh_dir(char *dir, size_t cap, const char *suite);
 void remove_dir(const char *dir);
 
+/* ---- skips --------------------------------------------------------------- */
+
+/* The environment variable naming the file the runner (check_main.c) reads
+ * the skips from: each test runs in a forked child, so a skip is a line
+ * appended to that file, not a counter in memory. */
+#define SKIP_FILE_ENV "AIYN_SKIP_FILE"
+
+/* Records that suite left a part of a test out, and why (printf-formatted):
+ * "SUITE: skipped: WHY" on stderr, and "SUITE: WHY" as one line of
+ * $AIYN_SKIP_FILE, which the runner counts and lists after Check's
+ * summary. The caller then returns or goes on without that part. */
+__attribute__((format(printf, 2, 3))) void test_skip(const char *suite, const char *fmt, ...);
+/* The same for a part that needs tool, which CI's machine installs
+ * (.ci/run): under CI=true its absence fails the test instead, naming the
+ * tool, since there a skip would hide a broken install. */
+__attribute__((format(printf, 3, 4))) void test_skip_missing(const char *suite, const char *tool, const char *fmt,
+                                                             ...);
+
 /* ---- programs ------------------------------------------------------------ */
 
 /* Runs a printf-formatted shell command; its exit status (-1: killed by a
@@ -116,11 +144,12 @@ void remove_dir(const char *dir);
  * redirects it. */
 __attribute__((format(printf, 1, 2))) int sh(const char *fmt, ...);
 
-/* $BUILD_DIR, where `make test` put the programs; NULL, with a line
- * "SUITE: BUILD_DIR not set, WHAT skipped", when it is unset or empty. */
-const char *build_dir(const char *suite, const char *what);
-/* The built program $BUILD_DIR/prog into bin. 0, with a line saying that
- * suite's runs of it are skipped, when BUILD_DIR is unset or there is none. */
+/* $BUILD_DIR, where `make test` put the programs (the runner sets it to
+ * its own folder when it is unset); fails the test when it is empty. */
+const char *build_dir(void);
+/* The built program $BUILD_DIR/prog into bin; returns 1. A program that is
+ * not there fails the test (suite names it): a test of a program that did
+ * not run has tested nothing. */
 int chapter_binary(char *bin, size_t cap, const char *suite, const char *prog);
 
 /* Runs fn(arg) in a child process (fn may exec a program; when it returns,
@@ -161,11 +190,6 @@ int widest_line(const char *s);
  * unless that line contains `unless` (NULL: no exception), e.g. the output
  * folder, whose width is the user's path's. */
 void assert_lines_fit(const char *s, int max_cols, const char *unless);
-
-/* ---- time ---------------------------------------------------------------- */
-
-/* Seconds on the monotonic clock: for measuring how long something took. */
-double now_s(void);
 
 /* ---- suites -------------------------------------------------------------- */
 

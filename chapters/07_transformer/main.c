@@ -18,21 +18,12 @@
  *   --summary             the architecture as a tree, parameters per module
  *   --table3              Table 3's model sizes: our count beside the paper's
  *   --save F / --load F   checkpoints (format in README.md)
- *   --src "3 4 5" --tgt "1 8" --dump F [--dump-attn]
- *                         run given token ids and write logits (and the
- *                         attention weights) to a text file, to compare with
- *                         another implementation loading the same weights
  *   --config base --batch 8 --len 32
  *                         time the paper's base model on a random batch
- *   --batch-file B --grad-dump G [--adam-dump A]
- *                         forward + backward (dropout off) on a batch of
- *                         padded sequences: loss, logits and every gradient
- *                         (and one Adam step) in safetensors files, to check
- *                         against PyTorch (tools/parity/, `make parity`)
- *   --export-safetensors F  the weights in the safetensors format
- *   --export-torch F      the weights in torch.nn.Transformer's own layout
- *                         (safetensors; load_state_dict(strict=True) takes
- *                         them: common/io/torch_export.h, `make parity`)
+ * Checking these numbers against other implementations (a logits dump for
+ * reference.py, gradients and an Adam step against PyTorch, safetensors and
+ * torch.nn.Transformer exports) is build/parity_dump's job, from a checkpoint
+ * this program saves: tools/parity/parity_dump.c, `make parity`.
  *
  * --device cuda runs the same model (common/model/model.c) with the CUDA backend's
  * kernels: the numbers printed, the guesses and the heatmaps are the GPU's;
@@ -54,12 +45,10 @@
 #include "model/device.h"
 #include "core/fileio.h"
 #include "io/checkpoint.h"
-#include "io/grad_dump.h"
 #include "model/model.h"
 #include "core/rng.h"
 #include "io/show.h"
 #include "io/plot.h"
-#include "io/torch_export.h"
 #include "core/tensor.h"
 
 #define PROG "07_transformer"
@@ -87,26 +76,6 @@ static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* "3 4 5" -> ids; exits 2 naming the flag on anything that is not a list
- * of whole numbers. Returns the count. */
-static int parse_ids(const char *flag, const char *s, int *ids, int cap) {
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        while (*p == ' ' || *p == ',' || *p == '\t') p++;
-        if (!*p) break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) cli_fail(PROG, "%s: '%s' is not a list of token ids (e.g. \"3 4 5\")", flag, s);
-        if (n == cap) cli_fail(PROG, "%s: more than %d tokens", flag, cap);
-        if (v < -1000000000L || v > 1000000000L) v = -1;   /* out of range: reported below */
-        ids[n++] = (int)v;
-        p = end;
-    }
-    if (n == 0) cli_fail(PROG, "%s: no token ids given", flag);
-    return n;
 }
 
 /* ---- --summary: parameters per module, written as the formulas ---------- */
@@ -406,69 +375,15 @@ static void heatmaps(const Model *m, const int *src, const int *tgt, int Ts, int
     }
 }
 
-/* ---- --dump: numbers for comparing with another implementation ---------- */
-
-static void write_matrix(FILE *f, const float *x, int rows, int cols) {
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) fprintf(f, "%.9g%c", x[(size_t)r * cols + j], j + 1 < cols ? ' ' : '\n');
-}
-
-static void dump(const Model *m, const float *logp, const int *src, const int *tgt, int Ts, int Tt,
-                 int with_attn, const char *path) {
-    const Config *c = &m->cfg;
-    /* written to a temporary and renamed when complete: a full disk leaves
-     * no partial dump (and an earlier one intact) */
-    FioWriter w;
-    char err[9000];
-    if (fio_create(&w, path, err, sizeof err)) fio_fail(PROG, "--dump: %s", err);
-    FILE *f = w.f;
-    fprintf(f, "# 07_transformer forward pass (inference, batch 1). Floats printed with 9\n"
-               "# significant digits (enough to give back the exact float32).\n");
-    fprintf(f, "config N %d d_model %d d_ff %d h %d d_k %d d_v %d vocab %d max_len %d pre_ln %d pad_id %d\n",
-            c->N, c->d_model, c->d_ff, c->h, c->d_k, c->d_v, c->vocab, c->max_len, c->pre_ln, c->pad_id);
-    fprintf(f, "src %d:", Ts);
-    for (int i = 0; i < Ts; i++) fprintf(f, " %d", src[i]);
-    fprintf(f, "\ntgt %d:", Tt);
-    for (int i = 0; i < Tt; i++) fprintf(f, " %d", tgt[i]);
-    fprintf(f, "\nlogits %d %d   # rows: target positions, columns: vocabulary ids\n", Tt, c->vocab);
-    write_matrix(f, model_logits(m), Tt, c->vocab);
-    fprintf(f, "logp %d %d   # log-softmax of the logits\n", Tt, c->vocab);
-    write_matrix(f, logp, Tt, c->vocab);
-    if (with_attn) {
-        const char *names[3] = {"encoder.%d.self_attn", "decoder.%d.self_attn", "decoder.%d.cross_attn"};
-        AttnKind kinds[3] = {ATTN_ENC_SELF, ATTN_DEC_SELF, ATTN_DEC_CROSS};
-        int tq[3] = {Ts, Tt, Tt}, tk[3] = {Ts, Tt, Ts};
-        for (int l = 0; l < c->N; l++)
-            for (int i = 0; i < 3; i++) {
-                fprintf(f, "attention ");
-                fprintf(f, names[i], l);
-                fprintf(f, " %d %d %d   # heads, queries, keys; head after head\n", c->h, tq[i], tk[i]);
-                write_matrix(f, model_attention(m, kinds[i], l), c->h * tq[i], tk[i]);
-            }
-    }
-    if (fio_commit(&w, err, sizeof err)) fio_fail(PROG, "--dump: %s", err);
-    printf("  wrote %s (logits%s)\n", path, with_attn ? " and attention weights" : "");
-}
-
-/* Exit status as everywhere: 2 for bad input, 1 when a file cannot be written. */
-static void fail_rc(int rc, const char *err) {
-    fprintf(stderr, PROG ": error: %s\n", err);
-    exit(rc == 1 ? 1 : 2);
-}
-
 /* ---- the run: flags, then one function per section ------------------------------ */
 
 typedef struct {
     /* size flags: 0 (or -1 for dropout) means "what --config says" */
     int N, d_model, d_ff, h, d_k, d_v, vocab, max_len;
     float dropout;
-    int pre_ln, learned_pe, summary, table3, layer, head, batch, len, dump_attn;
+    int pre_ln, learned_pe, summary, table3, layer, head, batch, len;
     uint64_t seed;
-    const char *config, *out, *device, *save, *load, *src_s, *tgt_s, *dump_path;
-    const char *batch_path, *grad_path, *adam_path, *st_path;   /* gradients on demand, safetensors */
-    const char *torch_path;                                      /* --export-torch */
-    float eps_ls;
-    int warmup;
+    const char *config, *out, *device, *save, *load, *src_s, *tgt_s;
     const Backend *be;   /* where the forward pass runs */
 } Opts;
 
@@ -479,7 +394,7 @@ typedef struct {
 
 static void parse_flags(Opts *o, int argc, char **argv) {
     *o = (Opts){.dropout = -1.0f, .seed = 42, .config = "small", .out = "out/07_transformer", .device = "cpu",
-                 .eps_ls = 0.1f, .warmup = 4000, .layer = 1, .head = 1};
+                 .layer = 1, .head = 1};
     CliOption opts[] = {
         {"--config",    CLI_STRING, &o->config,   "size preset: small, base (Table 3) or big (Table 3)", 0, 0},
         {"--layers",    CLI_INT,    &o->N,        "N, layers per stack (0: preset; small 2)", 0, MODEL_MAX_N},
@@ -504,15 +419,6 @@ static void parse_flags(Opts *o, int argc, char **argv) {
         {"--table3",    CLI_FLAG,   &o->table3,   "print Table 3's model sizes, ours beside the paper's, and stop", 0, 0},
         {"--save",      CLI_STRING, &o->save,     "write the model's weights to this checkpoint file", 0, 0},
         {"--load",      CLI_STRING, &o->load,     "read the model from this checkpoint (its config wins)", 0, 0},
-        {"--dump",      CLI_STRING, &o->dump_path, "write logits of the forward pass to this text file", 0, 0},
-        {"--dump-attn", CLI_FLAG,   &o->dump_attn, "with --dump: also every attention weight", 0, 0},
-        {"--batch-file", CLI_STRING, &o->batch_path, "forward+backward on this batch (format: README.md), dropout off", 0, 0},
-        {"--grad-dump", CLI_STRING, &o->grad_path, "with --batch-file: loss, logits and every gradient (safetensors)", 0, 0},
-        {"--adam-dump", CLI_STRING, &o->adam_path, "with --batch-file: one Adam step, new weights and moments (safetensors)", 0, 0},
-        {"--label-smoothing", CLI_FLOAT, &o->eps_ls, "eps_ls of the --batch-file loss (Sec. 5.4)", 0, 0.99},
-        {"--warmup",    CLI_INT,    &o->warmup,   "warmup_steps of the --adam-dump learning rate (Sec. 5.3)", 1, 10000000},
-        {"--export-safetensors", CLI_STRING, &o->st_path, "write the weights in the safetensors format", 0, 0},
-        {"--export-torch", CLI_STRING, &o->torch_path, "write the weights for torch.nn.Transformer (safetensors)", 0, 0},
         {"--device",    CLI_STRING, &o->device,   "cpu or cuda (cuda: the forward pass runs on the GPU)", 0, 0},
         {"--out",       CLI_STRING, &o->out,      "output folder for heatmap data and PNGs", 0, 0},
     };
@@ -520,15 +426,9 @@ static void parse_flags(Opts *o, int argc, char **argv) {
               opts, CLI_COUNT(opts));
     show_lecture_sections(8);   /* its banners: "1." .. "8." */
     if (!(o->be = backend_select(o->device))) cli_fail(PROG, "--device must be cpu or cuda, got '%s'", o->device);
-    /* every file this run writes must be a file of its own: `--load m.ckpt
-     * --export-safetensors m.ckpt` would replace the checkpoint it read.
-     * Checked now, before anything is written (--out's heatmaps included). */
-    const FioArg files[] = {
-        {"--load", o->load, FIO_READS},           {"--batch-file", o->batch_path, FIO_READS},
-        {"--save", o->save, FIO_WRITES},          {"--dump", o->dump_path, FIO_WRITES},
-        {"--grad-dump", o->grad_path, FIO_WRITES}, {"--adam-dump", o->adam_path, FIO_WRITES},
-        {"--export-safetensors", o->st_path, FIO_WRITES}, {"--export-torch", o->torch_path, FIO_WRITES},
-    };
+    /* the checkpoint it writes must not be the one it reads: `--load m.ckpt
+     * --save m.ckpt` is refused before anything is written */
+    const FioArg files[] = {{"--load", o->load, FIO_READS}, {"--save", o->save, FIO_WRITES}};
     char err[1400];
     if (fio_check_outputs(files, (int)(sizeof files / sizeof files[0]), err, sizeof err)) cli_fail(PROG, "%s", err);
 }
@@ -568,17 +468,6 @@ static int info_only(const Opts *o, const Config *c) {
         return 1;
     }
     if (!o->load && config_validate(c, err, sizeof err)) cli_fail(PROG, "%s", err);
-    if (o->batch_path) {   /* --batch-file: gradients on demand, then stop */
-        if (o->be != backend_cpu())
-            cli_fail(PROG, "--batch-file runs on the CPU only (the reference); drop --device cuda");
-        if (o->torch_path)
-            cli_fail(PROG, "--export-torch does not combine with --batch-file; export with --load CKPT alone");
-        GradJob job = {o->batch_path, o->load, o->grad_path, o->adam_path, o->st_path, o->eps_ls, o->warmup};
-        int rc = grad_job_run(&job, c, o->seed, err, sizeof err);   /* common/io/grad_dump.c */
-        if (rc) fail_rc(rc, err);
-        return 1;
-    }
-    if (o->grad_path || o->adam_path) cli_fail(PROG, "--grad-dump and --adam-dump need --batch-file");
     if (!o->summary || o->load) return 0;
     /* small models are also built, to check the formulas against the tensors that really exist */
     Model sm;
@@ -602,8 +491,8 @@ static void input_alloc(const Opts *o, Input *in) {
         in->src = malloc(MODEL_MAX_LEN * sizeof(int));
         in->tgt = malloc(MODEL_MAX_LEN * sizeof(int));
         if (in->src && in->tgt) {
-            in->Ts = o->src_s ? parse_ids("--src", o->src_s, in->src, MODEL_MAX_LEN) : 7;
-            in->Tt = o->tgt_s ? parse_ids("--tgt", o->tgt_s, in->tgt, MODEL_MAX_LEN) : (o->src_s ? 1 : 4);
+            in->Ts = o->src_s ? cli_parse_ids(PROG, "--src", o->src_s, in->src, MODEL_MAX_LEN) : 7;
+            in->Tt = o->tgt_s ? cli_parse_ids(PROG, "--tgt", o->tgt_s, in->tgt, MODEL_MAX_LEN) : (o->src_s ? 1 : 4);
         }
     }
     if (!in->src || !in->tgt) cli_fail(PROG, "out of memory");
@@ -697,7 +586,7 @@ static void section_time(const Model *m, const Input *in, double wall, double cp
 /* Section 8: the model moves to the CPU (the reference; on the CPU nothing
  * moves) and runs the same pass; the difference says how far the backend's
  * float32 rounding took it. logp_be: the backend's result, on the host. */
-static const float *section_check(Model *m, const Input *in, const float *logp_be, int asked_gpu) {
+static void section_check(Model *m, const Input *in, const float *logp_be, int asked_gpu) {
     char err[512];
     const char *name = m->be->name;
     show_section("8. The same forward pass on the CPU");
@@ -708,79 +597,81 @@ static const float *section_check(Model *m, const Input *in, const float *logp_b
         else
             printf("  the pass ran on the CPU, the reference: nothing to compare it with here.\n"
                    "  --device cuda runs it on a GPU and compares the two.\n");
-        return logp_be;
+        return;
     }
     if (model_to(m, backend_cpu(), err, sizeof err)) cli_fail(PROG, "%s", err);
     const float *logp = model_forward(m, in->src, in->tgt, in->B, in->Ts, in->Tt, 0);
     Diff d = diff_arrays(logp_be, logp, (size_t)in->B * in->Tt * m->cfg.vocab);
     printf("  %s vs CPU: max |diff| = %.3g (log-probabilities, the whole forward pass)\n", name, d.max_abs);
+}
+
+/* Sections 2-5's forward pass (inference: no dropout), once to warm up (a
+ * GPU's first call loads cuBLAS), then timed: as many passes as fill 0.1 s,
+ * at least one (the toy model's pass takes well under a millisecond).
+ * Returns the log-probabilities (B*Tt, vocab) on the host, malloc'd;
+ * *wall, *cpu: seconds per pass, *reps: passes timed. */
+static float *forward_timed(Model *m, const Input *in, double *wall, double *cpu, int *reps) {
+    model_forward(m, in->src, in->tgt, in->B, in->Ts, in->Tt, 0);
+    size_t nl = (size_t)in->B * in->Tt * m->cfg.vocab;
+    float *logp = malloc(nl * sizeof(float));
+    if (!logp) cli_fail(PROG, "out of memory");
+    int n = 0;
+    double t0 = now_s(), w;
+    clock_t c0 = clock();
+    do {   /* the read waits for the pass */
+        model_read(m, logp, model_forward(m, in->src, in->tgt, in->B, in->Ts, in->Tt, 0), nl * sizeof(float));
+        n++;
+        w = now_s() - t0;
+    } while (w < 0.1);
+    *wall = w / n, *cpu = (double)(clock() - c0) / CLOCKS_PER_SEC / n, *reps = n;
     return logp;
+}
+
+static void section_attention(const Opts *o, const Model *m, const Input *in) {
+    show_section("6. Attention weights (terminal + PNG)");
+    printf("Rows are queries, columns keys; each row sums to 1. The decoder's self-attention\n"
+           "is lower-triangular: the mask of Sec. 3.2.3 gives later positions weight 0.\n");
+    heatmaps(m, in->src, in->tgt, in->Ts, in->Tt, o->layer - 1, o->head - 1, o->out);
+}
+
+/* --save: the weights (the model is on the CPU now) */
+static void save(const Opts *o, const Model *m) {
+    char err[512];
+    int rc = model_save(m, o->save, NULL, err, sizeof err);   /* 1: I/O, 2: bad state */
+    if (rc == 1) fio_fail(PROG, "--save: %s", err);
+    if (rc) cli_fail(PROG, "--save: %s", err);
+    printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", o->save);
 }
 
 int main(int argc, char **argv) {
     Opts o;
     parse_flags(&o, argc, argv);
     Config c = make_config(&o);
-    if (info_only(&o, &c)) return 0;
+    if (info_only(&o, &c)) return 0;            /* --table3, --summary */
     Input in;
     input_alloc(&o, &in);
     Model m;
     build_model(&o, &c, &in, &m);
-    char err[512];
-    if (o.torch_path && torch_export_check(&c, err, sizeof err)) cli_fail(PROG, "--export-torch: %s", err);
-    if (o.summary) {
+    if (o.summary) {                            /* --summary of a loaded model */
         print_summary(&c, &m);
         model_free(&m), free(in.src), free(in.tgt);
         return 0;
     }
     input_fill(&o, &m, &in);
+    char err[512];
     if (model_to(&m, o.be, err, sizeof err)) cli_fail(PROG, "--device %s: %s", o.device, err);
-    section_input(&o, &m, &in);
 
-    /* the forward pass (inference: no dropout), once to warm up (a GPU's
-     * first call loads cuBLAS), then timed: as many passes as fill 0.1 s,
-     * at least one (the toy model's pass takes well under a millisecond) */
-    model_forward(&m, in.src, in.tgt, in.B, in.Ts, in.Tt, 0);
-    size_t nl = (size_t)in.B * in.Tt * c.vocab;
-    float *logp = malloc(nl * sizeof(float));
-    if (!logp) cli_fail(PROG, "out of memory");
-    int reps = 0;
-    double t0 = now_s(), wall;
-    clock_t c0 = clock();
-    do {   /* the read waits for the pass */
-        model_read(&m, logp, model_forward(&m, in.src, in.tgt, in.B, in.Ts, in.Tt, 0), nl * sizeof(float));
-        reps++;
-        wall = now_s() - t0;
-    } while (wall < 0.1);
-    double cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
-
-    print_stages(&m, logp, in.src, in.Ts, in.Tt);
+    section_input(&o, &m, &in);                                  /* 1. the ids */
+    double wall, cpu;
+    int reps;
+    float *logp = forward_timed(&m, &in, &wall, &cpu, &reps);
+    print_stages(&m, logp, in.src, in.Ts, in.Tt);                /* 2.-5. stage by stage */
     print_next_token(&m, logp, in.tgt, in.Tt, c.vocab < 5 ? c.vocab : 5);
-    show_section("6. Attention weights (terminal + PNG)");
-    printf("Rows are queries, columns keys; each row sums to 1. The decoder's self-attention\n"
-           "is lower-triangular: the mask of Sec. 3.2.3 gives later positions weight 0.\n");
-    heatmaps(&m, in.src, in.tgt, in.Ts, in.Tt, o.layer - 1, o.head - 1, o.out);
-    section_time(&m, &in, wall / reps, cpu / reps, reps);
-    const float *cpu_logp = section_check(&m, &in, logp, strcmp(o.device, "cpu") != 0);
+    section_attention(&o, &m, &in);                              /* 6. heatmaps */
+    section_time(&m, &in, wall, cpu, reps);                      /* 7. */
+    section_check(&m, &in, logp, strcmp(o.device, "cpu") != 0); /* 8. the same pass on the CPU */
+    if (o.save) save(&o, &m);
 
-    /* --dump writes the CPU's numbers (the model is on the CPU now) */
-    if (o.dump_path) dump(&m, cpu_logp, in.src, in.tgt, in.Ts, in.Tt, o.dump_attn, o.dump_path);
-    if (o.save) {
-        int rc = model_save(&m, o.save, NULL, err, sizeof err);   /* 1: I/O, 2: bad state */
-        if (rc == 1) fio_fail(PROG, "--save: %s", err);
-        if (rc) cli_fail(PROG, "--save: %s", err);
-        printf("  saved the weights to %s (format: chapters/07_transformer/README.md)\n", o.save);
-    }
-    if (o.st_path) {
-        int rc = model_export_safetensors(&m, o.st_path, err, sizeof err);
-        if (rc) fail_rc(rc, err);
-        printf("  wrote the weights to %s (safetensors)\n", o.st_path);
-    }
-    if (o.torch_path) {   /* PyTorch's own layout: common/io/torch_export.h */
-        int rc = model_export_torch(&m, o.torch_path, err, sizeof err);
-        if (rc) fail_rc(rc, err);
-        printf("  wrote the weights to %s (torch.nn.Transformer's layout, safetensors)\n", o.torch_path);
-    }
     host_free();
     free(logp);
     model_free(&m);

@@ -4,51 +4,33 @@
 Plain Python (standard library only, no numpy): reads a checkpoint written by
 `07_transformer --save`, runs the same source/target ids through Figure 1
 written out with lists and loops, and compares its logits (and, if present,
-attention weights) with a `--dump` file from the C program.
+attention weights) with a `--dump` file that build/parity_dump writes from the
+same checkpoint.
 
-    build/07_transformer --save out/07_transformer/m.ckpt \\
-        --src "3 4 5 6 3 7 2" --tgt "1 8 9 10" --dump out/07_transformer/d.txt --dump-attn
+    build/07_transformer --save out/07_transformer/m.ckpt
+    build/parity_dump --load out/07_transformer/m.ckpt --src "3 4 5 6 3 7 2" --tgt "1 8 9 10" \\
+        --dump out/07_transformer/d.txt --dump-attn
     python3 chapters/07_transformer/reference.py out/07_transformer/m.ckpt out/07_transformer/d.txt
 
-It is slow (pure Python) and meant for the small model. It also documents
-the checkpoint format in code: see read_checkpoint().
+It is slow (pure Python) and meant for the small model. The checkpoint is
+read by the project's one Python reader, tools/parity/checkpoint.py (the
+format in code: parse_checkpoint).
 """
 import math
-import struct
+import os
 import sys
-import zlib
+from struct import error as struct_error
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "parity"))
+import checkpoint   # noqa: E402  (tools/parity/checkpoint.py)
 
 
 def read_checkpoint(path):
     """Returns (config dict, {name: (shape, flat list of floats)})."""
-    data = open(path, "rb").read()
-    if data[:8] != b"AIYNCKPT":
-        sys.exit(f"{path}: not a checkpoint (wrong magic)")
-    version, size, flags = struct.unpack_from("<IQI", data, 8)
-    if version != 1 or size != len(data):
-        sys.exit(f"{path}: version {version} or size {size} != {len(data)}")
-    if zlib.crc32(data[:-4]) != struct.unpack_from("<I", data, len(data) - 4)[0]:
-        sys.exit(f"{path}: CRC-32 mismatch")
-    names = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab", "max_len"]
-    vals = struct.unpack_from("<8i", data, 24)
-    cfg = dict(zip(names, vals))
-    cfg["dropout"], cfg["pre_ln"], cfg["pad_id"] = struct.unpack_from("<fii", data, 56)
-    (n_tensors,) = struct.unpack_from("<I", data, 68)
-    off = 72
-    if flags & 1:                       # TrainState: step, 2 rng states, n, adam m, adam v
-        n = struct.unpack_from("<Q", data, off + 24)[0]
-        off += 32 + 8 * n
-    tensors = {}
-    for _ in range(n_tensors):
-        (ln,) = struct.unpack_from("<I", data, off)
-        name = data[off + 4:off + 4 + ln].decode()
-        off += 4 + ln
-        (ndim,) = struct.unpack_from("<I", data, off)
-        shape = struct.unpack_from(f"<{ndim}I", data, off + 4)
-        off += 4 + 4 * ndim
-        count = math.prod(shape)
-        tensors[name] = (shape, list(struct.unpack_from(f"<{count}f", data, off)))
-        off += 4 * count
+    try:
+        cfg, tensors, _ = checkpoint.parse_checkpoint(path)
+    except (OSError, ValueError, struct_error) as e:
+        sys.exit(str(e))
     return cfg, tensors
 
 

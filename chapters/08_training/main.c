@@ -48,16 +48,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "core/fileio.h"
 #include "model/device.h"
 #include "dist/dist.h"
 #include "model/backend.h"
 #include "io/checkpoint.h"
-#include "io/grad_dump.h"
+#include "parity/grad_dump.h"
 #include "io/lineview.h"
 #include "model/model.h"
 #include "ref/nn.h"
@@ -67,27 +67,15 @@
 #include "core/tensor.h"
 #include "model/train.h"
 #include "task/copy_task.h"
+#include "attention_view.h"
 
 static const char *PROG = "08_training";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-/* "<pad>", "<s>", or the number: labels for heatmap rows and columns */
-static void token_label(char *buf, size_t len, int id) {
-    if (id == COPY_PAD) snprintf(buf, len, "<pad>");
-    else if (id == COPY_START) snprintf(buf, len, "<s>");
-    else snprintf(buf, len, "%d", id);
-}
 
 static void print_ids(const char *name, const int *ids, int n) {
     printf("%-8s", name);
     for (int i = 0; i < n; i++) {
         char b[8];
-        token_label(b, sizeof b, ids[i]);
+        attn_token_label(b, sizeof b, ids[i]);
         printf(" %3s", b);
     }
 }
@@ -117,150 +105,6 @@ static void parse_decode(int *src, const char *s, int T, const Config *c) {
         if (src[i] == COPY_PAD || src[i] == COPY_START)
             cli_fail(PROG, "--decode: token %d is %d, but 0 is padding and 1 the start symbol; the copy task's words are 2..%d",
                      i, src[i], c->vocab - 1);
-}
-
-/* ---- attention heatmaps ------------------------------------------------------
- * Which map the terminal draws: one layer, one head or the mean of the
- * heads (--attn-layer, --attn-head, --attn-enc). The PNGs get every head
- * of every layer, whatever these say. Layers and heads count from 1. */
-typedef struct {
-    int layer;   /* 1..N; 0 until check_attn_view: the last layer            */
-    int head;    /* 1..h; 0: the mean of the h heads                         */
-    int enc;     /* also draw the encoder self-attention (default: one line) */
-} AttnView;
-
-/* --attn-layer and --attn-head against this model (a --resume file decides
- * N and h): exit 2 naming the flag and the valid range. */
-static void check_attn_view(AttnView *v, Model *m, Trainer *tr) {
-    int N = m->cfg.N, h = m->cfg.h, L = v->layer, H = v->head;
-    if (L > N || H > h) {
-        trainer_free(tr), model_free(m);
-        if (L > N) cli_fail(PROG, "--attn-layer %d: this model has %d layer%s (1..%d)", L, N, N > 1 ? "s" : "", N);
-        cli_fail(PROG, "--attn-head %d: this model has %d head%s (1..%d; 0: their mean)", H, h, h > 1 ? "s" : "", h);
-    }
-    if (L == 0) v->layer = N;
-}
-
-/* map (Tq,Tk) = head `head` (1-based) of w (h,Tq,Tk), or the mean of all h */
-static void head_or_mean(float *map, const float *w, int head, int h, int n) {
-    for (int i = 0; i < n; i++) {
-        float s = 0;
-        for (int k = 0; k < h; k++) s += w[(size_t)k * n + i];
-        map[i] = head ? w[(size_t)(head - 1) * n + i] : s / h;
-    }
-}
-
-/* Rows of map (Tq,Tk) whose largest weight is on key position i + shift. */
-static int rows_on_diagonal(const float *map, int Tq, int Tk, int shift) {
-    int on = 0;
-    for (int i = 0; i < Tq; i++) {
-        int best = 0;
-        for (int j = 1; j < Tk; j++) best = map[i * Tk + j] > map[i * Tk + best] ? j : best;
-        on += best == i + shift;
-    }
-    return on;
-}
-
-/* What each cross-attention head of one layer does, counted on w (h,Tq,Tk):
- * rows whose largest weight is on source position i+1 (the token to copy),
- * per head, and the heads that do it for every row, named. */
-static void cross_heads_line(const float *w, int h, int Tq, int Tk, int layer, int N) {
-    int all[256], n_all = 0;
-    printf("  layer %d of %d, per head:", layer, N);
-    for (int k = 0; k < h; k++) {
-        int on = rows_on_diagonal(w + (size_t)k * Tq * Tk, Tq, Tk, 1);
-        printf(" %d", on);
-        if (on == Tq && n_all < 256) all[n_all++] = k + 1;
-    }
-    printf(" of %d; ", Tq);
-    if (n_all == 0) printf("no head does it for every row\n");
-    else if (n_all == h && h > 1) printf("all %d heads do it for every row\n", h);
-    else {
-        printf("%s", n_all > 1 ? "heads" : "head");
-        for (int k = 0; k < n_all; k++)
-            printf("%s %d", k == 0 ? "" : k + 1 == n_all ? " and" : ",", all[k]);
-        printf(" alone do%s it for every row\n", n_all > 1 ? "" : "es");
-    }
-}
-
-/* Runs the model on one (source, decoded output) pair with teacher forcing
- * and shows encoder self-attention, decoder masked self-attention and the
- * decoder's cross-attention over the source (Sec. 3.2.3): in the terminal
- * the layer and head of v, per head what the cross-attention learned, and
- * every head of every layer as PNGs (attn_WHEN_KIND_heads_layerL.png). */
-static void show_attention(Model *m, const AttnView *v, const int *src, const int *ys, int T, const char *when,
-                           const char *out) {
-    int Tt = T - 1;
-    model_forward(m, src, ys, 1, T, Tt, 0);
-    char srcl[COPY_LEN * 2][8], tgtl[COPY_LEN * 2][8];
-    const char *sl[COPY_LEN * 2], *tl[COPY_LEN * 2];
-    for (int i = 0; i < T; i++) {
-        token_label(srcl[i], sizeof srcl[i], src[i]);
-        sl[i] = srcl[i];
-    }
-    for (int i = 0; i < Tt; i++) {
-        token_label(tgtl[i], sizeof tgtl[i], ys[i]);
-        tl[i] = tgtl[i];
-    }
-    static const struct { AttnKind kind; const char *name, *what, *xlabel, *ylabel; } kinds[] = {
-        {ATTN_ENC_SELF, "enc_self", "encoder self-attention", "source key", "source query"},
-        {ATTN_DEC_SELF, "dec_self", "decoder masked self-attention", "decoder key", "decoder query (input token)"},
-        {ATTN_DEC_CROSS, "cross", "decoder cross-attention", "source key", "decoder query (input token)"},
-    };
-    const int h = m->cfg.h, N = m->cfg.N;
-    float map[COPY_LEN * COPY_LEN];
-    float *w = malloc((size_t)h * T * T * sizeof(float));   /* one layer's weights (1,h,Tq,Tk), on the host */
-    if (!w) cli_fail(PROG, "out of memory");
-    char which[32], title[160], name[64];
-    if (v->head) snprintf(which, sizeof which, "head %d of %d", v->head, h);
-    else snprintf(which, sizeof which, "mean of %d heads", h);
-
-    /* the terminal: layer v->layer, head v->head (or the mean) */
-    for (int k = 0; k < 3; k++) {
-        int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
-        int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
-        model_read(m, w, model_attention(m, kinds[k].kind, v->layer - 1), (size_t)h * Tq * Tk * sizeof(float));
-        head_or_mean(map, w, v->head, h, Tq * Tk);
-        snprintf(title, sizeof title, "%s training: %s, layer %d of %d, %s", when, kinds[k].what, v->layer, N, which);
-        if (kinds[k].kind == ATTN_ENC_SELF && !v->enc) {   /* one line; --attn-enc draws it */
-            float lo = map[0], hi = map[0];
-            for (int i = 1; i < Tq * Tk; i++) lo = map[i] < lo ? map[i] : lo, hi = map[i] > hi ? map[i] : hi;
-            printf("%s:\n  weights %.3f..%.3f, the largest %.1fx uniform (1/%d = %.3f); --attn-enc draws it\n",
-                   title, lo, hi, hi * Tk, Tk, 1.0 / Tk);
-            continue;
-        }
-        Tensor wt = tensor_wrap(w, "weights", "batch heads query key", 1, h, Tq, Tk);
-        show_shape(&wt, kinds[k].kind == ATTN_DEC_CROSS ? "(queries: decoder, keys: encoder output)"
-                                                        : "(Eq. 1: one softmax row per query)");
-        show_heatmap(title, map, Tq, Tk, kinds[k].kind == ATTN_ENC_SELF ? sl : tl,
-                     kinds[k].kind == ATTN_DEC_SELF ? tl : sl);
-        if (kinds[k].kind != ATTN_ENC_SELF) {   /* the (shifted) diagonal, counted */
-            int shift = kinds[k].kind == ATTN_DEC_CROSS;
-            printf("rows whose largest weight is on %s: %d of %d\n",
-                   shift ? "source position i+1" : "their own position i", rows_on_diagonal(map, Tq, Tk, shift), Tq);
-        }
-    }
-
-    /* per head: which cross-attention heads point at the token to copy */
-    printf("cross-attention rows whose largest weight is on source position i+1, each head alone:\n");
-    for (int layer = 1; layer <= N; layer++) {
-        model_read(m, w, model_attention(m, ATTN_DEC_CROSS, layer - 1), (size_t)h * Tt * T * sizeof(float));
-        cross_heads_line(w, h, Tt, T, layer, N);
-    }
-
-    /* the PNGs: every head of every layer, one grid per layer */
-    for (int k = 0; k < 3; k++) {
-        int Tq = kinds[k].kind == ATTN_ENC_SELF ? T : Tt;
-        int Tk = kinds[k].kind == ATTN_DEC_SELF ? Tt : T;
-        for (int layer = 1; layer <= N; layer++) {
-            model_read(m, w, model_attention(m, kinds[k].kind, layer - 1), (size_t)h * Tq * Tk * sizeof(float));
-            snprintf(title, sizeof title, "%s training: %s, layer %d of %d", when, kinds[k].what, layer, N);
-            snprintf(name, sizeof name, "attn_%s_%s_heads_layer%d", when, kinds[k].name, layer);
-            plot_heads_grid(out, name, title, w, h, Tq, Tk, kinds[k].kind == ATTN_ENC_SELF ? sl : tl,
-                            kinds[k].kind == ATTN_DEC_SELF ? tl : sl, kinds[k].xlabel, kinds[k].ylabel);
-        }
-    }
-    free(w);
 }
 
 /* ---- section 1: the data ---------------------------------------------------------- */
@@ -295,7 +139,7 @@ static void section_label_smoothing(const char *out, float eps_ls) {
         char rl_s[R][16], cl_s[COPY_VOCAB][8];
         const char *rl[R], *cl[COPY_VOCAB];
         for (int v = 0; v < V; v++) {
-            token_label(cl_s[v], sizeof cl_s[v], v);
+            attn_token_label(cl_s[v], sizeof cl_s[v], v);
             cl[v] = cl_s[v];
         }
         for (int r = 0; r < R; r++) {
@@ -428,7 +272,7 @@ typedef struct {
 } Progress;
 
 static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first, const StepStats *st, int keep) {
-    double el = now_s() - p->t0;
+    double el = clock_wall_s() - p->t0;
     double done = (double)(step - first), left = (double)steps - (double)step;
     double eta = done > 0 ? el / done * left : 0;
     if (p->tty) printf("\r");
@@ -436,7 +280,7 @@ static void progress_line(Progress *p, uint64_t step, int steps, uint64_t first,
            (unsigned long long)step, steps, st->loss, st->lr, st->grad_norm,
            el > 0 ? p->tokens / el : 0.0, el, eta, keep || !p->tty ? "\n" : "");
     fflush(stdout);
-    p->last_draw = now_s();
+    p->last_draw = clock_wall_s();
 }
 
 /* Trains from tr->step up to o->steps on the trainer's backend, printing ~12
@@ -463,7 +307,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
     }
     printf("%d steps (from %llu to %d), %d target tokens each; a line every %d steps\n",
            todo, (unsigned long long)first, o->steps, tr->B * (tr->T - 1), every);
-    Progress pg = {.tty = isatty(1), .t0 = now_s()};
+    Progress pg = {.tty = isatty(1), .t0 = clock_wall_s()};
     StepStats st = {0};
     int rc = 0, done = 0;
     for (int i = 0; i < todo; i++) {
@@ -496,7 +340,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
         step_x[i] = (float)tr->step;
         done = i + 1;
         int keep = i == 0 || (i + 1) % every == 0 || i == todo - 1;
-        if (keep || (pg.tty && now_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
+        if (keep || (pg.tty && clock_wall_s() - pg.last_draw > 0.2)) progress_line(&pg, tr->step, o->steps, first, &st, keep);
         if (dist_rank() == 0) show_progress("step", (long)tr->step, o->steps);   /* stderr, only under --section N */
         if (o->ckpt_every > 0 && tr->step % o->ckpt_every == 0 && i != todo - 1) {
             /* rank 0 alone writes; every rank learns how it went and all stop together */
@@ -515,7 +359,7 @@ static int train_loop(Trainer *tr, const LoopOpts *o, float eps_ls) {
             printf("  checkpoint: %s (step %llu)\n", o->ckpt_path, (unsigned long long)tr->step);
         }
     }
-    double train_s = now_s() - pg.t0;
+    double train_s = clock_wall_s() - pg.t0;
     double fl = smoothed_loss_floor(tr->model->cfg.vocab, eps_ls, tr->model->cfg.pad_id);
     if (rc == 0 && done > 0 && dist_rank() == 0) {
         printf("trained %d steps in %.1f s: %.1f ms/step, %.0f target tokens/s; final loss %.4f (floor %.4f)\n",
@@ -559,7 +403,7 @@ static void decode_and_print(Model *m, const int *src, int T) {
 typedef struct {
     int layers, d_model, d_ff, heads, batch, steps, warmup;
     float factor, eps_ls, dropout;
-    int no_reg, ckpt_every, n_eval, n_examples, nan_at, micro;
+    int no_reg, ckpt_every, n_eval, n_examples, nan_at, micro, quick;
     uint64_t seed, eval_seed;
     const char *out, *ckpt_path, *resume, *device, *decode, *st_path;
     char ckpt_buf[1024];
@@ -573,6 +417,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
     *r = (Run){.layers = 2, .d_model = 64, .d_ff = 128, .heads = 4, .batch = 128, .steps = 600,
                .warmup = 200, .factor = 1.0f, .eps_ls = 0.1f, .dropout = 0.1f, .n_eval = 1000,
                .n_examples = 5, .seed = 42, .eval_seed = 2017, .out = "out/08_training", .device = "cpu", .micro = 1};
+    if (cli_given(argc, argv, "--quick")) r->steps = 5, r->batch = 16, r->n_eval = 10, r->n_examples = 1;
     CliOption opts[] = {
         {"--layers", CLI_INT, &r->layers, "N: layers in the encoder and in the decoder", 1, 64},
         {"--d-model", CLI_INT, &r->d_model, "d_model (paper 512)", 2, 4096},
@@ -601,6 +446,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--attn-enc", CLI_FLAG, &r->attn.enc, "also draw the encoder self-attention (default: one line)", 0, 0},
         {"--device", CLI_STRING, &r->device, "cpu or cuda (cuda: train, decode and evaluate on the GPU)", 0, 0},
         {"--out", CLI_STRING, &r->out, "output folder for plots and the checkpoint", 0, 0},
+        {"--quick", CLI_FLAG, &r->quick, "a short run: --steps 5 --batch 16 --eval 10 --examples 1 (make smoke)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "train the Transformer on the copy task (Section 5: Adam, warmup, dropout, label smoothing)",
               opts, CLI_COUNT(opts));
@@ -701,21 +547,21 @@ static void section_after(const Run *r, Model *m, const int *ex_src, Rng *ex_rng
     printf("the example from section 5%s:\n", r->decode ? " (your --decode)" : "");
     decode_and_print(m, ex_src, T);
     if (r->n_eval > 0) {
-        double t0 = now_s(), tok;
+        double t0 = clock_wall_s(), tok;
         double acc = copy_exact_match(m, r->n_eval, T, r->eval_seed, &tok);
         if (acc < 0) cli_fail(PROG, "out of memory for the evaluation");
         printf("exact match on %d held-out sequences (seed %llu): %.1f%%  (tokens right: %.2f%%; %.1f s)\n",
-               r->n_eval, (unsigned long long)r->eval_seed, 100 * acc, 100 * tok, now_s() - t0);
+               r->n_eval, (unsigned long long)r->eval_seed, 100 * acc, 100 * tok, clock_wall_s() - t0);
     }
     show_section("8. After training: attention");
     greedy(m, ex_ys, ex_src, T);
-    show_attention(m, &r->attn, ex_src, ex_ys, T, "after", r->out);
+    attn_view_show(PROG, m, &r->attn, ex_src, ex_ys, T, "after", r->out);
     printf("To copy, decoder position i (fed token i) must output source token i+1, so a head that has\n"
            "learned the task looks at source position i+1. Compare section 5; other views: --attn-head H.\n");
     show_section("9. After training: attention as lines (Figures 3-5)");
     char lab[COPY_LEN][8];   /* section 8's encoder attention, drawn as the paper draws it */
     const char *lp[COPY_LEN];
-    for (int i = 0; i < T; i++) token_label(lab[i], sizeof lab[i], ex_src[i]), lp[i] = lab[i];
+    for (int i = 0; i < T; i++) attn_token_label(lab[i], sizeof lab[i], ex_src[i]), lp[i] = lab[i];
     lineview_encoder(r->out, m, T, lp, "copy task, after training");
 }
 
@@ -773,7 +619,7 @@ int main(int argc, char **argv) {
     dist_init(&argc, &argv, PROG);   /* one rank unless started by mpirun (chapter 13) */
     parse_flags(&r, argc, argv);
     build(&r, &m, &tr);
-    check_attn_view(&r.attn, &m, &tr);
+    attn_view_check(PROG, &r.attn, &m, &tr);
     if (dist_attach(&dt, &tr, 50, err, sizeof err)) dist_exit(2, "%s", err);
     dist_quiet_others();             /* rank 0 alone prints and writes */
     int user_src[COPY_LEN];
@@ -805,7 +651,7 @@ int main(int argc, char **argv) {
     show_section("5. Before training: greedy decoding and attention");
     decode_and_print(&m, ex_src, COPY_LEN);
     greedy(&m, ex_ys, ex_src, COPY_LEN);
-    show_attention(&m, &r.attn, ex_src, ex_ys, COPY_LEN, "before", r.out);
+    attn_view_show(PROG, &m, &r.attn, ex_src, ex_ys, COPY_LEN, "before", r.out);
 
     show_section("6. Training (Sec. 5.3 optimizer, Sec. 5.4 regularization)");
     LoopOpts lo = {.steps = r.steps, .ckpt_every = r.ckpt_every, .nan_at = r.nan_at,

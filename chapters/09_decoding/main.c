@@ -26,9 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "fast/parallel.h"
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "model/decode.h"
 #include "model/device.h"
@@ -53,12 +53,6 @@ typedef struct {
     const char *out;
     int ex[T];        /* the example of sections 1, 2 and 7                  */
 } Ch;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static const char *label(int id) {
     static char buf[8][8];
@@ -111,7 +105,7 @@ static void setup_model(Ch *c, const char *load, int steps) {
     if (trainer_init(&tr, &c->m, &hp, NS, T, c->seed ^ 0xDA7A5EEDull, err, sizeof err)) cli_fail(PROG, "%s", err);
     CopyBatch cb;
     if (copy_batch_alloc(&cb, NS, T)) cli_fail(PROG, "out of memory");
-    double t0 = now_s();
+    double t0 = clock_wall_s();
     StepStats st = {0};
     for (int i = 0; i < steps; i++)
         if (copy_train_step(&tr, &cb, &st) != TRAIN_OK) cli_fail(PROG, "training diverged at step %d", i + 1);
@@ -120,7 +114,7 @@ static void setup_model(Ch *c, const char *load, int steps) {
     printf("no --load: trained chapter 08's small copy model here (N=2, d_model=64, h=4) for %d steps\n"
            "of %d sequences in %.1f s; loss %.3f. It is only partly trained, on purpose: its mistakes\n"
            "are where search matters. (build/08_training trains it fully; pass its checkpoint to --load.)\n",
-           steps, NS, now_s() - t0, st.loss);
+           steps, NS, clock_wall_s() - t0, st.loss);
 }
 
 /* ---- 1. why generation is sequential ------------------------------------------ */
@@ -132,9 +126,9 @@ static void section_sequential(Ch *c) {
     double secs[2];
     for (int cached = 1; cached >= 0; cached--) {
         o.cached = cached;
-        double t0 = now_s();
+        double t0 = clock_wall_s();
         run_or_die(decode_greedy(&c->d, &o, c->ex, 1, T, err, sizeof err), err);
-        secs[cached] = now_s() - t0, steps[cached] = c->d.steps, len = c->d.out_len[0];
+        secs[cached] = clock_wall_s() - t0, steps[cached] = c->d.steps, len = c->d.out_len[0];
     }
     printf("training: ONE decoder pass over all %d target positions at once (teacher forcing: the\n"
            "input is the known target shifted right; the causal mask hides the future).\n", T - 1);
@@ -430,12 +424,10 @@ static void section_cost(Ch *c) {
     float *x = calloc((size_t)L, sizeof *x), *ms[2] = {calloc((size_t)L, sizeof(float)), calloc((size_t)L, sizeof(float))};
     if (!toks || !x || !ms[0] || !ms[1]) cli_fail(PROG, "out of memory");
     toks[0] = COPY_START;
-#ifdef _OPENMP
     /* one thread both ways: on a busy machine a team of threads waits for its
      * slowest member, which turns some steps into scheduler time slices */
     int threads = parallel_threads();
     parallel_set_threads(1);
-#endif
     for (int cached = 1; cached >= 0; cached--) {
         run_or_die(decoder_begin(&d, c->ex, 1, T, 1, cached, err, sizeof err), err);
         for (int t = 0; t < L; t++) {
@@ -443,9 +435,9 @@ static void section_cost(Ch *c) {
             const float *lp = NULL;
             for (int rep = 0; rep < 3; rep++) {
                 d.pos = t;
-                double t0 = now_s();
+                double t0 = clock_wall_s();
                 lp = decoder_step(&d, toks + t);
-                float dt = (float)(1e3 * (now_s() - t0));
+                float dt = (float)(1e3 * (clock_wall_s() - t0));
                 ms[cached][t] = rep == 0 || dt < ms[cached][t] ? dt : ms[cached][t];
             }
             if (cached) {                    /* the uncached pass replays these tokens */
@@ -456,9 +448,7 @@ static void section_cost(Ch *c) {
             x[t] = (float)(t + 1);
         }
     }
-#ifdef _OPENMP
     parallel_set_threads(threads);
-#endif
     printf("model N=%d, d_model=%d, h=%d, source %d tokens; 1 thread, best of 3 per position (a busy\n"
            "machine is noisy: compare the two columns, not the absolute times)\n", k.N, k.d_model, k.h, T);
     printf("  position | ms cached | ms uncached | MFLOP cached | MFLOP uncached\n");
@@ -526,7 +516,8 @@ int main(int argc, char **argv) {
     Ch c = {.beam = 4, .alpha = 0.6f, .offset = -1, .end_id = 2, .n_search = 512, .cost_len = 128,
             .seed = 42, .out = "out/09_decoding"};
     const char *load = NULL, *device = "cpu";
-    int steps = 120;
+    int steps = 120, quick = 0;
+    if (cli_given(argc, argv, "--quick")) steps = 5, c.n_search = 64, c.cost_len = 16;
     CliOption o[] = {
         {"--load", CLI_STRING, &load, "chapter 08's checkpoint (default: train a small one here)", 0, 0},
         {"--train-steps", CLI_INT, &steps, "without --load: training steps (partly trained on purpose)", 0, 100000},
@@ -539,6 +530,7 @@ int main(int argc, char **argv) {
         {"--device", CLI_STRING, &device, "cpu or cuda: where the decoder runs (training: the CPU)", 0, 0},
         {"--seed", CLI_U64, &c.seed, "seed for the weights, training data and inputs", 0, 0},
         {"--out", CLI_STRING, &c.out, "output folder for plots", 0, 0},
+        {"--quick", CLI_FLAG, &quick, "a short run: --train-steps 5 --search 64 --cost-len 16 (make smoke)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "greedy decoding, beam search with the length penalty, and the KV cache "
               "(Sec. 6.1)", o, CLI_COUNT(o));

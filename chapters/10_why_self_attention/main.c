@@ -34,9 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "fast/parallel.h"
 
 #include "layers/multihead.h"
@@ -91,12 +91,7 @@ static int g_wall = 0;
 static const char *time_label(void) {
     return g_wall ? "ms per layer forward (wall clock)" : "ms per layer forward (CPU time)";
 }
-static double clock_s(clockid_t which) {
-    struct timespec t;
-    clock_gettime(which, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-static double now_s(void) { return clock_s(g_wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID); }
+static double sweep_clock_s(void) { return g_wall ? clock_wall_s() : clock_thread_s(); }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -263,9 +258,9 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
                 built = 1;
             }
             Flops f = {0, 0};
-            double t0 = now_s();
+            double t0 = sweep_clock_s();
             t1_forward(&L, y, x, n, &f);                 /* warm-up run; counts the FLOPs */
-            double first = now_s() - t0;
+            double first = sweep_clock_s() - t0;
             if (kd == T1_SELF_ATTENTION)     /* the score tensor the library laid out for n */
                 s->score_floats[p] = (double)(L.acts.concat - L.acts.weights);
             if (kd == T1_SELF_ATTENTION)
@@ -277,11 +272,11 @@ static void run_sweep(Sweep *s, const Config *c, Rng *rng, int fixed) {
             if (first * reps < MIN_POINT_S) reps = (int)fmin(51, ceil(MIN_POINT_S / fmax(first, 1e-7)));
             double t[64], tw[64];
             for (int r = 0; r < reps; r++) {
-                double w0 = clock_s(CLOCK_MONOTONIC);
-                t0 = now_s();
+                double w0 = clock_wall_s();
+                t0 = sweep_clock_s();
                 t1_forward(&L, y, x, n, NULL);
-                t[r] = now_s() - t0;
-                tw[r] = clock_s(CLOCK_MONOTONIC) - w0;
+                t[r] = sweep_clock_s() - t0;
+                tw[r] = clock_wall_s() - w0;
             }
             qsort(t, reps, sizeof(double), cmp_double);
             qsort(tw, reps, sizeof(double), cmp_double);
@@ -372,7 +367,7 @@ static void section_complexity_n(const Config *c, Rng *rng, Sweep *sn, Fit *fn) 
     printf("  Every layer counts the FLOPs of each library call it makes (multiply-add = 2).\n"
            "  Times: medians of %d+ repeats of %s, %d thread(s). Read them as rough;\n"
            "  the exponents the tests check are the FLOP ones, which do not depend on the load.\n",
-           c->repeats, g_wall ? "wall-clock time" : "this thread's CPU time", c->threads);
+           c->repeats, g_wall ? "wall-clock time" : "this thread's CPU time", parallel_threads());
     double dsizes[MAXP];   /* both sweeps are checked before either runs */
     sn->over_n = 1;
     sn->m = sweep_sizes(sn->x, c->n_lo, c->n_hi, 1);
@@ -616,6 +611,8 @@ int main(int argc, char **argv) {
     Config c = {.d_n = 64, .n_lo = 8, .n_hi = 512, .n_d = 64, .d_lo = 16, .d_hi = 512, .h = 8, .k = 3,
                 .r = 4, .repeats = 3, .full = 0, .path_max = 1024, .threads = 1, .seed = 42,
                 .out = "out/10_why_self_attention"};
+    int quick = 0;
+    if (cli_given(argc, argv, "--quick")) c.n_hi = 128, c.d_hi = 64, c.path_max = 64, c.repeats = 1;
     CliOption opts[] = {
         {"--full",     CLI_FLAG,   &c.full,     "the complete sweep: n 8..4096 at d 512, d 64..2048 at n 64", 0, 0},
         {"--d",        CLI_INT,    &c.d_n,      "width d of the n sweep", 1, 8192},
@@ -627,10 +624,11 @@ int main(int argc, char **argv) {
         {"--r",        CLI_INT,    &c.r,        "restricted attention: keys within r/2 of the query", 2, 1024},
         {"--repeats",  CLI_INT,    &c.repeats,  "timed runs per point (the median is kept)", 1, 51},
         {"--path-max", CLI_INT,    &c.path_max, "longest n of the path-length search (from 16)", 16, 4096},
-        {"--threads",  CLI_INT,    &c.threads,  "OpenMP threads for the timed layers (1: work, not cores)", 1, 256},
+        {"--threads",  CLI_INT,    &c.threads,  "threads for the timed layers (1: work, not cores)", 1, 256},
         {"--wall",     CLI_FLAG,   &c.wall,     "time with the wall clock (default with --threads 1: CPU time)", 0, 0},
         {"--seed",     CLI_U64,    &c.seed,     "random seed for weights and inputs", 0, 0},
         {"--out",      CLI_STRING, &c.out,      "output folder for data, scripts and PNGs", 0, 0},
+        {"--quick",    CLI_FLAG,   &quick,      "a short run: --n-max 128 --d-max 64 --path-max 64 --repeats 1", 0, 0},
     };
     cli_parse(argc, argv, PROG, "Table 1 measured: complexity, sequential operations, path length",
               opts, CLI_COUNT(opts));
@@ -640,9 +638,7 @@ int main(int argc, char **argv) {
     if (c.d_n % c.h) cli_fail(PROG, "--heads %d must divide --d %d", c.h, c.d_n);
     if (c.d_lo < c.h) c.d_lo = c.h;
     if (plot_mkdir(c.out) != 0) cli_fail(PROG, "--out: cannot use folder '%s'", c.out);
-#ifdef _OPENMP
     parallel_set_threads(c.threads);
-#endif
     g_wall = c.wall || c.threads > 1;
     Rng rng;
     rng_seed(&rng, c.seed);

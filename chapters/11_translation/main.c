@@ -1548,6 +1548,10 @@ int main(int argc, char **argv) {
     Opts o = {.n_train = 10000, .n_dev = 0, .n_test = 500, .max_rows = 96, .ckpt_every = -1, .n_avg = 5,
               .threads = 1, .micro = 1, .steps = -1, .factor = -1, .eps_ls = 0.1f, .dropout = -1, .seed = 42,
               .out = "out/11_translation"};
+    int quick = 0;
+    if (cli_given(argc, argv, "--quick"))
+        o.n_train = 300, o.n_dev = 10, o.n_test = 10, o.steps = 4, o.layers = 1, o.d_model = 16, o.heads = 2,
+        o.d_ff = 32, o.vocab = 200, o.tokens = 300, o.ckpt_every = 2;
     CliOption opts[] = {
         {"--train-size", CLI_INT, &o.n_train, "generated training pairs", 1, 2000000},
         {"--dev-size", CLI_INT, &o.n_dev, "dev pairs (perplexity); default 300, or 500 with --corpus ding", 0, 100000},
@@ -1579,6 +1583,7 @@ int main(int argc, char **argv) {
         {"--out", CLI_STRING, &o.out, "output folder", 0, 0},
         {"--eval-every", CLI_INT, &o.eval_every, "every K steps: dev PPL and greedy test BLEU, hypotheses saved (0: off)", 0, 100000000},
         {"--dump-data", CLI_STRING, &o.dump, "also write the encoded splits and batches to this folder (make bench-translate)", 0, 0},
+        {"--quick", CLI_FLAG, &quick, "a short run: 300 pairs, 4 steps of a 1-layer d_model 16 model (make smoke)", 0, 0},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);   /* errors (stderr) land after what was printed */
     dist_init(&argc, &argv, PROG);      /* one rank unless started by mpirun (chapter 13) */

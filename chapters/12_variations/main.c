@@ -838,6 +838,10 @@ int main(int argc, char **argv) {
               .warmup = 200, .seeds = 2, .threads = 1, .layers = 2, .d_model = 64, .d_ff = 256, .heads = 8,
               .factor = 0.6f, .eps_ls = 0.1f, .dropout = 0.1f, .seed = 42, .rows = DEFAULT_ROWS,
               .out = "out/12_variations"};
+    int quick = 0;
+    if (cli_given(argc, argv, "--quick"))
+        o.rows = "base,E", o.seeds = 1, o.n_train = 300, o.n_dev = 10, o.steps = 4, o.layers = 1, o.d_model = 16,
+        o.heads = 2, o.d_ff = 32, o.vocab = 200, o.tokens = 300;
     CliOption opts[] = {
         {"--rows", CLI_STRING, &o.rows, "groups (base,A..E) or rows (h=1, N/2, ...)", 0, 0},
         {"--all", CLI_FLAG, &o.all, "every row of Table 3, 3 base seeds unless --seeds (18 models)", 0, 0},
@@ -859,6 +863,7 @@ int main(int argc, char **argv) {
         {"--seed", CLI_U64, &o.seed, "corpus, batch order and first base seed", 0, 0},
         {"--out", CLI_STRING, &o.out, "output folder (results.tsv, table.md, plot)", 0, 0},
         {"--results", CLI_STRING, &o.results, "results file (default: OUT/results.tsv)", 0, 0},
+        {"--quick", CLI_FLAG, &quick, "a short run: rows base,E, 1 seed, 4 steps of a 1-layer d_model 16 model", 0, 0},
     };
     cli_parse(argc, argv, PROG, "Table 3's variations in miniature on chapter 11's translation task", opts,
               CLI_COUNT(opts));

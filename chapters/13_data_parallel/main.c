@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "io/cli.h"
 #include "dist/dist.h"
 #include "core/fail.h"
@@ -42,7 +43,7 @@ static const char *PROG = "13_data_parallel";
 
 typedef struct {
     int layers, d_model, d_ff, heads, batch, steps, time_steps, warmup, check_every, ckpt_every, micro;
-    int fail_at, desync_at, ragged;
+    int fail_at, desync_at, ragged, quick;
     float dropout;
     uint64_t seed;
     const char *out;
@@ -62,6 +63,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
     *r = (Run){.layers = 2, .d_model = 32, .d_ff = 64, .heads = 4, .batch = 32, .steps = 50,
                .time_steps = 20, .warmup = 50, .check_every = 10, .micro = 4, .dropout = 0.1f, .seed = 42,
                .out = "out/13_data_parallel"};
+    if (cli_given(argc, argv, "--quick")) r->steps = 6, r->time_steps = 4, r->batch = 8;
     CliOption opts[] = {
         {"--layers", CLI_INT, &r->layers, "N: layers in the encoder and in the decoder", 1, 16},
         {"--d-model", CLI_INT, &r->d_model, "d_model (paper 512)", 2, 1024},
@@ -80,6 +82,7 @@ static void parse_flags(Run *r, int argc, char **argv) {
         {"--fail-at", CLI_INT, &r->fail_at, "the last rank kills itself (SIGKILL) before this step, as a dead GPU would (0: never)", 0, 1000000},
         {"--desync-at", CLI_INT, &r->desync_at, "the last rank nudges one weight after this step, to watch the check stop the run (0: never)", 0, 1000000},
         {"--out", CLI_STRING, &r->out, "output folder (rank 0 writes it)", 0, 0},
+        {"--quick", CLI_FLAG, &r->quick, "a short run: --steps 6 --time-steps 4 --batch 8 (make smoke)", 0, 0},
     };
     cli_parse(argc, argv, PROG, "synchronous data parallelism over MPI (Sec. 5.2: 8 GPUs, one batch)", opts, CLI_COUNT(opts));
     show_lecture_sections(6);   /* its banners: "1." .. "6." */
@@ -504,11 +507,11 @@ static void section_timing(const Run *r, Trainer *tr, DistTrainer *dt) {
     if (r->time_steps == 0) { printf("skipped (--time-steps 0)\n"); return; }
     int P = dist_size();
     dist_barrier();
-    double c0 = dt->comm_s, t0 = dist_time();
+    double c0 = dt->comm_s, t0 = clock_wall_s();
     StepStats st;
     for (int i = 0; i < r->time_steps; i++)
         if (next_step(tr, r->ragged, &st) != TRAIN_OK) dist_exit(1, "a timed step: the loss or a gradient is not finite");
-    double wall = dist_time() - t0, comm = dt->comm_s - c0;
+    double wall = clock_wall_s() - t0, comm = dt->comm_s - c0;
     double mine_d[2] = {wall, comm};
     uint64_t mine[2], *all = malloc(sizeof(uint64_t) * 2 * P);
     if (!all) dist_abort(1, "out of memory");

@@ -3,13 +3,13 @@
  * Compiled with mpicc -DAIYN_MPI when the Makefile finds Open MPI; with gcc
  * alone otherwise, and then every rank count below is 1. */
 #include "dist/dist.h"
+#include "core/clock.h"
 
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "model/backend.h"
@@ -116,12 +116,6 @@ const char *dist_mpirun(void) { return geteuid() == 0 ? "mpirun --allow-run-as-r
 
 void dist_quiet_others(void) {
     if (g_rank > 0 && !freopen("/dev/null", "w", stdout)) fprintf(stderr, "%s: rank %d: cannot silence stdout\n", g_prog, g_rank);
-}
-
-double dist_time(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 /* MPI counts are int: big arrays go in chunks of 2^30 elements */
@@ -341,7 +335,7 @@ static void nccl_sum_tree(const Backend *be, float *g, float *recv, size_t n) {
 static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, const double *mine, int k,
                       double *all) {
     DistTrainer *d = (DistTrainer *)dp;
-    double t0 = dist_time(), ln = 0, nt = 0;
+    double t0 = clock_wall_s(), ln = 0, nt = 0;
     for (int i = 0; i + 1 < k; i += 2) ln += mine[i] * mine[i + 1], nt += mine[i + 1];
     d->n_local = (int)nt;
     d->loss_local = nt > 0 ? (float)(ln / nt) : 0.0f;
@@ -364,7 +358,7 @@ static void dp_reduce(TrainDP *dp, const Backend *be, float *grad, size_t n, con
     if (d->nccl) nccl_sum_tree(be, g, d->d_recv, n);
     else dist_sum_tree_f32(g, d->recv, n);
     if (g != grad) be->upload(grad, g, n * sizeof(float));
-    d->comm_s += dist_time() - t0;
+    d->comm_s += clock_wall_s() - t0;
     d->reduces++;
     int rounds = 0;
     for (int m = 1; m < g_size; m <<= 1) rounds++;

@@ -56,7 +56,6 @@ const char *dist_library(void);      /* "Open MPI v4.1.4 ..." or "none" */
 const char *dist_mpirun(void);
 /* ranks > 0: stdout goes to /dev/null (stderr stays, for errors) */
 void dist_quiet_others(void);
-double dist_time(void);              /* seconds, monotonic (MPI_Wtime) */
 
 /* collectives; with one rank each is the identity */
 void dist_sum_f32(float *x, size_t n);                  /* in place, every rank gets the sum */

@@ -22,7 +22,7 @@
  * took which chunk: every caller writes each chunk's outputs apart from
  * the others', so the answer is the same on any thread count.
  *
- * Between jobs a worker spins for POOL_SPIN_NS (a training step runs
+ * Between jobs a worker spins for POOL_SPIN_S (a training step runs
  * hundreds of small jobs back to back, and waking a sleeping thread costs
  * more than most of them), then sleeps on a condition variable until the
  * next job. Only POSIX threads and C11 atomics: it builds on Linux and
@@ -31,6 +31,7 @@
  * on) are in thread_shim.c, each
  * with a fallback that does nothing where the platform lacks it. */
 #include "fast/parallel.h"
+#include "core/clock.h"
 #include "fast/thread_shim.h"
 
 #include <limits.h>
@@ -39,10 +40,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define POOL_MAX 64           /* workers at most (threads - 1)                   */
-#define POOL_SPIN_NS 200000L  /* a worker spins this long for the next job, then sleeps */
+#define POOL_SPIN_S 2e-4      /* a worker spins this long (s) for the next job, then sleeps */
 
 /* ---- the thread count ----------------------------------------------------
  * The pool's own number, first read the way OpenMP reads its own:
@@ -133,12 +133,6 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER};
 
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 /* one turn of a wait for another thread: spin a while, then give the core
  * up (the thread waited for may be waiting for this very core) */
 static void wait_turn(int spins) {
@@ -200,9 +194,9 @@ static void *pool_worker(void *arg) {
     in_job = 1;                                   /* a worker never starts a nested job */
     unsigned seen = atomic_load(&pool.job);
     for (;;) {
-        long t0 = now_ns();
+        double t0 = clock_wall_s();
         for (int spins = 1; atomic_load_explicit(&pool.job, memory_order_acquire) == seen; spins++) {
-            if (spins % 64 || now_ns() - t0 < POOL_SPIN_NS) {
+            if (spins % 64 || clock_wall_s() - t0 < POOL_SPIN_S) {
                 wait_turn(spins);
                 continue;
             }

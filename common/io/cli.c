@@ -144,6 +144,12 @@ int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
     return 0;
 }
 
+int cli_given(int argc, char **argv, const char *flag) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], flag)) return 1;
+    return 0;
+}
+
 void cli_parse(int argc, char **argv, const char *prog, const char *about,
                CliOption *opts, int nopts) {
     char err[256];
@@ -182,5 +188,23 @@ size_t cli_check_floats(const char *prog, const char *what, int n_factors, ...) 
     if (total * sizeof(float) > limit)
         cli_fail(prog, "%s would need %.3g GB, more than this machine can give (%.3g GB); use smaller sizes",
                  what, total * sizeof(float) / 1e9, limit / 1e9);
+    return n;
+}
+
+int cli_parse_ids(const char *prog, const char *flag, const char *s, int *ids, int cap) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        if (!*p) break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) cli_fail(prog, "%s: '%s' is not a list of token ids (e.g. \"3 4 5\")", flag, s);
+        if (n == cap) cli_fail(prog, "%s: more than %d tokens", flag, cap);
+        if (v < -1000000000L || v > 1000000000L) v = -1;   /* out of range: reported by the caller */
+        ids[n++] = (int)v;
+        p = end;
+    }
+    if (n == 0) cli_fail(prog, "%s: no token ids given", flag);
     return n;
 }

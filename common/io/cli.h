@@ -52,6 +52,12 @@ typedef struct {
 void cli_parse(int argc, char **argv, const char *prog, const char *about,
                CliOption *opts, int nopts);
 
+/* 1 when argv holds flag itself (a CLI_FLAG, no value), else 0. Called
+ * before cli_parse by a flag that changes other options' defaults, as the
+ * long chapters' --quick: its values first, then any flag given beside it
+ * overrides them. */
+int cli_given(int argc, char **argv, const char *flag);
+
 /* Same, but returns 0 on success, 1 after --help, 2 on error (message in
  * err) instead of exiting: what the tests call. */
 int cli_parse_noexit(int argc, char **argv, const char *prog, const char *about,
@@ -74,5 +80,11 @@ _Noreturn void cli_fail(const char *prog, const char *fmt, ...) CLI_PRINTF(2, 3)
  * n_factors sizes (each passed as size_t: cast ints with (size_t)) are
  * multiplied with overflow checking. Returns the product. */
 size_t cli_check_floats(const char *prog, const char *what, int n_factors, ...);
+
+/* A flag's list of token ids, "3 4 5" (spaces, commas or tabs between them),
+ * into ids[0..cap): exits 2 naming flag on anything that is not a list of
+ * whole numbers, an empty one, or more than cap. A number beyond +-1e9
+ * becomes -1, for the caller's vocabulary check to report. Returns the count. */
+int cli_parse_ids(const char *prog, const char *flag, const char *s, int *ids, int cap);
 
 #endif

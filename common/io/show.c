@@ -8,13 +8,13 @@
  * The same maps as PNGs: plot.c.
  */
 #include "io/show.h"
+#include "core/clock.h"
 
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SCREEN_W 80          /* every line printed here fits in this      */
@@ -177,12 +177,6 @@ static double g_drawn = 0;          /* when the line was last drawn             
 static long g_span_total = -1;      /* the loop being reported, and the last     */
 static long g_span_quarter = 0;     /* quarter of it written as a plain line     */
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Wipes the progress line off the terminal (spaces over it, cursor back). */
 static void progress_clear(void) {
     if (g_line_len > 0) {
@@ -209,7 +203,7 @@ static void progress_what(char *buf, size_t cap) {
 void show_progress(const char *unit, long done, long total) {
     if (!g_only || g_saved_out < 0) return;          /* nothing is hidden: the program speaks */
     if (g_err_tty < 0) g_err_tty = isatty(STDERR_FILENO);
-    double now = mono_s();
+    double now = clock_wall_s();
     if (g_hide_t0 < 0) g_hide_t0 = now;
     int loop = unit && total > 0, last = loop && done >= total;
     if (!g_err_tty) {                                /* plain lines at each quarter of a loop */
@@ -291,7 +285,7 @@ void show_lecture_begin(const char *prog) {
     if (!g_only && !g_pause) return;
     if (!registered && atexit(lecture_end) == 0) registered = 1;
     (void)show_color();         /* decided on the real stdout, before any hiding */
-    if (g_only) g_hide_t0 = mono_s();   /* the hidden work's clock (show_progress) */
+    if (g_only) g_hide_t0 = clock_wall_s();   /* the hidden work's clock (show_progress) */
     if (g_only) hide_stdout(1); /* the header before section 1 belongs to no section */
 }
 

@@ -1,4 +1,5 @@
 /* decode.h - generating output: greedy decoding, beam search, and the KV cache.
+ * (The cached step is decode.c; the searches on top of it, search.c.)
  *
  * Training sees the whole target at once (teacher forcing, the causal mask);
  * generation cannot: token t+1 depends on the token chosen at t. So decoding
@@ -7,11 +8,14 @@
  *
  *   uncached (the reference): step t runs the decoder over the whole prefix
  *       y_0..y_t again (model_decode), O(t) positions per step;
- *   cached: step t runs the decoder for position t alone. What earlier
+ *   cached: step t runs the decoder for position t alone. What the source
+ *       contributes is computed once (decoder_begin), what earlier
  *       positions contribute is kept:
- *         memory    (B, Ts, d_model)     the encoder's output, computed once
- *         cross K,V (B, h, Ts, d_k)      per layer: memory W^K, memory W^V, once
- *         self  K,V (R, h, pos, d_k)     per layer: one row appended per step
+ *         cross K (B, h, Ts, d_k), V (B, h, Ts, d_v)   per layer: memory W^K,
+ *                   memory W^V, from the encoder's output memory (B, Ts, d_model),
+ *                   which no step reads again
+ *         self  K (R, h, t+1, d_k), V (R, h, t+1, d_v) per layer after step t:
+ *                   step t appends position t
  *       (B sentences, R = B x K rows: K beams per sentence; the cross-attention
  *       K, V are shared by a sentence's beams). Because of the causal mask
  *       (Sec. 3.2.3) position t's output depends only on positions <= t, so
@@ -194,7 +198,7 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
                 char *err, size_t errlen);
 void decoder_free(Decoder *d);   /* no-op on a zeroed or freed Decoder */
 
-/* ---- the incremental step (the building blocks of decode_*) ----------------
+/* ---- the incremental step (decode.c; the building blocks of decode_*) -------
  * decoder_begin: src (B,Ts) validated ids; K rows per sentence; encodes
  * once and (cached) projects every layer's cross-attention K, V. pos = 0.
  * decoder_step: tok (R) is the input at position pos for every row; returns
@@ -205,7 +209,7 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
 const float *decoder_step(Decoder *d, const int *tok);
 void decoder_reorder(Decoder *d, const int *parent);
 
-/* ---- search ---------------------------------------------------------------
+/* ---- search (search.c, with the options above) ------------------------------
  * src (B,Ts) validated token ids. Return 0, or 2 with a message (bad
  * options, sizes beyond the decoder's capacity). Results in d->out etc. */
 int decode_greedy(Decoder *d, const DecodeOpts *o, const int *src, int B, int Ts,

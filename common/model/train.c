@@ -198,12 +198,12 @@ void trainer_free(Trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* zero grads -> forward with dropout -> label-smoothed cross-entropy over
- * the non-padding targets (Sec. 5.4) -> backward (unless the loss is not
- * finite and skip_bad): m->dw holds d loss / d w of this batch, loss the
- * mean over its *n_tokens tokens */
-static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
-                       int skip_bad, int *n_tokens) {
+/* zero grads -> forward (dropout on when training) -> label-smoothed
+ * cross-entropy over the non-padding targets (Sec. 5.4) -> backward (unless
+ * the loss is not finite and skip_bad): m->dw holds d loss / d w of this
+ * batch, loss the mean over its *n_tokens tokens */
+float train_grad(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
+                 int training, int skip_bad, int *n_tokens) {
     Model *m = t->model;
     const Backend *be = m->be;
     const Config *c = &m->cfg;
@@ -221,8 +221,8 @@ static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int 
     /* gradients accumulate (+=) in every backward, so start from zero */
     model_zero_grad(m);
 
-    /* forward with dropout on (training = 1, Sec. 5.4) */
-    const float *logp = model_forward(m, src, tgt_in, B, Ts, Tt, 1);
+    /* forward, with dropout when training (Sec. 5.4) */
+    const float *logp = model_forward(m, src, tgt_in, B, Ts, Tt, training);
 
     be->upload(t->d_tgt_out, tgt_out, (size_t)N * sizeof(int));
     float loss = be->smoothed_xent_forward(t->row_loss, logp, t->d_tgt_out, N, V, t->hp.eps_ls,
@@ -240,13 +240,19 @@ static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int 
     return loss;
 }
 
+/* the training step's gradient pass: dropout on */
+static float grad_pass(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
+                       int skip_bad, int *n_tokens) {
+    return train_grad(t, src, tgt_in, tgt_out, B, Ts, Tt, 1, skip_bad, n_tokens);
+}
+
 /* One pass of the optimizer over the flat parameter array (params.mem and
  * grads.mem share one layout, so one call covers the embedding, every
  * attention and FFN matrix and every LayerNorm): every gradient finite?
  * (one NaN or inf makes the sum of squares NaN or inf, and then nothing is
  * updated), their norm, to watch training, and Adam with the Sec. 5.3
  * schedule. */
-static TrainStatus adam_pass(Trainer *t, StepStats *st) {
+TrainStatus train_adam(Trainer *t, StepStats *st) {
     Model *m = t->model;
     uint64_t step = t->step + 1;
     float lr = lr_schedule((int)step, m->cfg.d_model, t->hp.warmup, t->hp.factor);
@@ -272,7 +278,7 @@ TrainStatus train_step_batch(Trainer *t, const int *src, const int *tgt_in, cons
         st->grad_norm = 0;
     }
     if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
-    return adam_pass(t, st);
+    return train_adam(t, st);
 }
 
 void train_slice(const int *tgt_out, int B, int Tt, int pad_id, int P, int r, int *row0, int *rows) {
@@ -365,7 +371,7 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
         st->grad_norm = 0;
     }
     if (!isfinite(loss)) return TRAIN_NONFINITE_LOSS;
-    TrainStatus s = adam_pass(t, st);
+    TrainStatus s = train_adam(t, st);
     if (s == TRAIN_OK && t->dp && t->dp->after_step) t->dp->after_step(t->dp, m, t->step);
     return s;
 }

@@ -165,6 +165,23 @@ int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen);
  * on one rank -, else P (one slice per rank, sums equal to rounding). */
 int train_leaves(int G, int B, int P);
 
+/* The gradient half of a step, what every step below runs (and tools/parity's
+ * dumps, with training = 0): zero the gradients -> forward, with dropout
+ * (Sec. 5.4) when training, none when 0 -> label-smoothed cross-entropy
+ * (hp.eps_ls) over the non-padding targets -> backward. Sizes as for
+ * train_step_batch. m->dw then holds d loss / d w of this batch; returns the
+ * loss, the mean over *n_tokens tokens. When skip_bad and the loss is not
+ * finite, backward is skipped (a step stops there, and nothing changes). */
+float train_grad(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
+                 int training, int skip_bad, int *n_tokens);
+
+/* The optimizer half, after train_grad: one Adam pass over the flat
+ * parameter array (Sec. 5.3: hp.beta1, hp.beta2, hp.adam_eps, the rate
+ * lr_schedule(step + 1, d_model, hp.warmup, hp.factor)). A NaN or inf
+ * gradient: TRAIN_NONFINITE_GRAD and nothing changed. Else t->step + 1, and
+ * st (may be NULL) gets the rate and the gradients' L2 norm. */
+TrainStatus train_adam(Trainer *t, StepStats *st);
+
 /* One step on a given batch: src (B,Ts), tgt_in (B,Tt), tgt_out (B,Tt),
  * B <= t->B, Tt <= t->T - 1, B*Tt <= t->max_rows, and the batch within the
  * model's activations (model_check_sizes). On anything but TRAIN_OK the weights, Adam

@@ -20,8 +20,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "model/backend.h"
 #include "io/cli.h"
 #include "kernels.h"
@@ -31,12 +31,6 @@
 #include "task/copy_task.h"
 
 #define PROG "gpu_train_bench"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv) {
     int cpu_steps = 3, gpu_steps = 50, B = 80;
@@ -83,9 +77,9 @@ int main(int argc, char **argv) {
         StepStats st;
         fails += copy_train_step(&t[d], &cb, &st) != TRAIN_OK;
         first[d] = st.loss;
-        double t0 = now_s();
+        double t0 = clock_wall_s();
         for (int i = 0; i < steps[d]; i++) fails += copy_train_step(&t[d], &cb, &st) != TRAIN_OK;
-        ms[d] = 1e3 * (now_s() - t0) / steps[d];   /* the loss read back waited for the GPU */
+        ms[d] = 1e3 * (clock_wall_s() - t0) / steps[d];   /* the loss read back waited for the GPU */
         last[d] = st.loss;
     }
     double cpu_ms = ms[0], gpu_ms = ms[1];

@@ -1,15 +1,21 @@
-"""checkpoint.py - the project's checkpoint format, read and written with numpy,
-and a minimal safetensors reader.
+"""checkpoint.py - the project's checkpoint format, read and written, and a
+minimal safetensors reader: the one Python reader of the format (parity.py,
+torch_layout.py and chapters/07_transformer/reference.py import it).
 
 The checkpoint layout is documented in chapters/07_transformer/README.md
 ("Checkpoints"); this file is that table in code. Written from the format,
-not from common/io/checkpoint.c.
+not from common/io/checkpoint.c. parse_checkpoint needs only the standard
+library (reference.py runs without numpy); the rest use numpy.
 """
 import json
+import math
 import struct
 import zlib
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:      # parse_checkpoint alone works without it
+    np = None
 
 MAGIC = b"AIYNCKPT"
 CONFIG_INTS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab", "max_len"]
@@ -35,9 +41,11 @@ def tensor_names(cfg):
     return names
 
 
-def read_checkpoint(path):
-    """Returns (cfg dict, {name: float32 array}, train_state dict or None).
-    train_state: step, rng (2 ints), adam_m, adam_v (flat, parameter order)."""
+def parse_checkpoint(path):
+    """Standard library only. Returns (cfg dict, {name: (shape, flat list of
+    floats)}, train_state dict or None); train_state: step, rng (2 ints),
+    n, and the byte offsets of adam_m and adam_v (n float32 each, parameter
+    order) in the file. Raises ValueError on anything the format forbids."""
     data = open(path, "rb").read()
     if data[:8] != MAGIC:
         raise ValueError(f"{path}: not a checkpoint (wrong magic)")
@@ -51,13 +59,11 @@ def read_checkpoint(path):
     cfg["dropout"], cfg["pre_ln"], cfg["pad_id"] = struct.unpack_from("<fii", data, 56)
     (n_tensors,) = struct.unpack_from("<I", data, 68)
     off, ts = 72, None
-    if flags & 1:
+    if flags & 1:                           # TrainState: step, 2 rng states, n, adam m, adam v
         step, r0, r1, n = struct.unpack_from("<QQQQ", data, off)
         off += 32
-        m = np.frombuffer(data, "<f4", n, off).copy()
-        v = np.frombuffer(data, "<f4", n, off + 4 * n).copy()
+        ts = {"step": step, "rng": (r0, r1), "n": n, "adam_m_at": off, "adam_v_at": off + 4 * n}
         off += 8 * n
-        ts = {"step": step, "rng": (r0, r1), "adam_m": m, "adam_v": v}
     tensors = {}
     for _ in range(n_tensors):
         (ln,) = struct.unpack_from("<I", data, off)
@@ -66,11 +72,26 @@ def read_checkpoint(path):
         (ndim,) = struct.unpack_from("<I", data, off)
         shape = struct.unpack_from(f"<{ndim}I", data, off + 4)
         off += 4 + 4 * ndim
-        count = int(np.prod(shape))
-        tensors[name] = np.frombuffer(data, "<f4", count, off).reshape(shape).copy()
+        count = math.prod(shape)
+        tensors[name] = (shape, list(struct.unpack_from(f"<{count}f", data, off)))
         off += 4 * count
     if list(tensors) != tensor_names(cfg):
         raise ValueError(f"{path}: tensors are not the ones the config implies")
+    return cfg, tensors, ts
+
+
+def read_checkpoint(path):
+    """parse_checkpoint with numpy: (cfg dict, {name: float32 array},
+    train_state dict or None); train_state: step, rng (2 ints), adam_m,
+    adam_v (flat, parameter order)."""
+    cfg, flat, raw = parse_checkpoint(path)
+    tensors = {name: np.array(v, np.float32).reshape(shape) for name, (shape, v) in flat.items()}
+    ts = None
+    if raw is not None:
+        data, n = open(path, "rb").read(), raw["n"]
+        ts = {"step": raw["step"], "rng": raw["rng"],
+              "adam_m": np.frombuffer(data, "<f4", n, raw["adam_m_at"]).copy(),
+              "adam_v": np.frombuffer(data, "<f4", n, raw["adam_v_at"]).copy()}
     return cfg, tensors, ts
 
 

@@ -7,7 +7,8 @@ For each configuration below it
      at initialisation, which would hide mistakes) and adds an optimizer state
      (Adam moments, step), writing the checkpoint again from Python,
   3. writes a batch file with padding in the source and the target,
-  4. runs 07_transformer --load ... --batch-file ... --grad-dump ... --adam-dump ...,
+  4. runs parity_dump --load ... --batch-file ... --grad-dump ... --adam-dump ...
+     (the training step's gradient pass with dropout off, and its Adam step),
   5. runs the same batch through tools/parity/model.py (PyTorch, float64),
      autograd for the gradients and torch.optim.Adam for the step,
 and prints, like llm.c's test_gpt2, one row per tensor: the largest absolute
@@ -118,7 +119,7 @@ class Table:
             print(f"{name:44s} {d:13.3e} {r:13.3e}  {v}")
 
 
-def check_config(title, flags, exe, out, seed, quiet):
+def check_config(title, flags, exe, tool, out, seed, quiet):
     rng = np.random.default_rng(seed)
     tag = title.replace(" ", "_").replace("=", "")
     base, ckpt = f"{out}/{tag}.init.ckpt", f"{out}/{tag}.ckpt"
@@ -128,8 +129,8 @@ def check_config(title, flags, exe, out, seed, quiet):
     P, ts = perturb(cfg, P, rng)
     ck.write_checkpoint(ckpt, cfg, P, ts)
     make_batch(cfg, rng, batch)
-    run([exe, "--load", ckpt, "--batch-file", batch, "--grad-dump", gdump, "--adam-dump", adump,
-         "--warmup", str(WARMUP), "--label-smoothing", str(EPS_LS), "--no-color", "--out", f"{out}/plots"])
+    run([tool, "--load", ckpt, "--batch-file", batch, "--grad-dump", gdump, "--adam-dump", adump,
+         "--warmup", str(WARMUP), "--label-smoothing", str(EPS_LS), "--no-color"])
     G, gmeta = ck.read_safetensors(gdump)
     A, ameta = ck.read_safetensors(adump)
     try:                          # the dumps load with Hugging Face's own loader too
@@ -195,20 +196,20 @@ def check_config(title, flags, exe, out, seed, quiet):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build", help="where 07_transformer is")
+    ap.add_argument("--build", default="build", help="where 07_transformer and parity_dump are")
     ap.add_argument("--out", default="build/parity", help="folder for checkpoints, batches, dumps")
     ap.add_argument("--quiet", action="store_true", help="gradient rows only when they fail")
-    ap.add_argument("--device", default="cpu", help="cpu only: --batch-file runs the C reference on the CPU")
+    ap.add_argument("--device", default="cpu", help="cpu only: parity_dump runs the C reference on the CPU")
     args = ap.parse_args()
     if args.device != "cpu":
         sys.exit("parity: --device: the gradient path (--batch-file) runs on the CPU only; "
                  "the CUDA backend has no backward dump to compare yet")
     torch.manual_seed(0)
     os.makedirs(args.out, exist_ok=True)
-    exe = os.path.join(args.build, "07_transformer")
+    exe, tool = os.path.join(args.build, "07_transformer"), os.path.join(args.build, "parity_dump")
     total_fail = total = 0
     for i, (title, flags) in enumerate(CONFIGS):
-        f, n = check_config(title, flags, exe, args.out, 100 + i, args.quiet)
+        f, n = check_config(title, flags, exe, tool, args.out, 100 + i, args.quiet)
         total_fail += f
         total += n
     print(f"\nparity: {total - total_fail} of {total} comparisons within limits over {len(CONFIGS)} configurations"

@@ -6,7 +6,7 @@
 #      package from PyPI (skipped, with a message, when it cannot be installed)
 #   3. the PyTorch comparison (parity.py), then safetensors exports from
 #      chapters 07 and 08 loaded with the safetensors package, then the
-#      export in PyTorch's own layout (07 --export-torch) loaded into
+#      export in PyTorch's own layout (parity_dump --export-torch) loaded into
 #      torch.nn.Transformer with load_state_dict(strict=True) (torch_layout.py)
 set -e
 BUILD=${1:-build}
@@ -31,7 +31,8 @@ $PY tools/parity/parity.py --build "$BUILD" --out "$OUT" $PARITY_FLAGS
 
 echo
 echo "== safetensors exports, loaded with the safetensors package"
-"$BUILD/07_transformer" --no-color --out "$OUT/plots" --save "$OUT/07.ckpt" --export-safetensors "$OUT/07.safetensors" >/dev/null
+"$BUILD/07_transformer" --no-color --out "$OUT/plots" --save "$OUT/07.ckpt" >/dev/null
+"$BUILD/parity_dump" --load "$OUT/07.ckpt" --export-safetensors "$OUT/07.safetensors" >/dev/null
 "$BUILD/08_training" --no-color --out "$OUT/08" --steps 5 --batch 16 --eval 0 --examples 0 \
   --checkpoint "$OUT/08.ckpt" --export-safetensors "$OUT/08.safetensors" >/dev/null
 rc=0
@@ -39,6 +40,6 @@ $PY tools/parity/check_safetensors.py "$OUT/07.safetensors" "$OUT/07.ckpt" "$OUT
 [ "$rc" = 77 ] && rc=0
 
 echo
-echo "== PyTorch's own layout (07 --export-torch), loaded into torch.nn.Transformer"
+echo "== PyTorch's own layout (parity_dump --export-torch), loaded into torch.nn.Transformer"
 $PY tools/parity/torch_layout.py --build "$BUILD" --out "$OUT/torch" || rc=1
 exit $rc

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch_layout.py - the C model's weights in torch.nn.Transformer (make parity).
 
-07_transformer --export-torch FILE writes the weights in PyTorch's own
+parity_dump --load CKPT --export-torch FILE writes the weights in PyTorch's own
 layout (common/io/torch_export.h): Linear weights [out, in], W^Q, W^K, W^V
 packed into in_proj_weight. This script is what a PyTorch user would write:
 a small module around the stock torch.nn.Transformer that adds what the
@@ -9,13 +9,15 @@ paper has and nn.Transformer does not (the shared embedding times
 sqrt(d_model), the positional encoding, the output projection tied to the
 embedding), whose state_dict keys are exactly the export's. For each
 configuration below it
-  1. builds a model with the C program, gives every LayerNorm gain and bias
-     and every FFN bias a random value (1 and 0 at initialisation would
-     hide a misplaced norm), and writes the checkpoint back,
-  2. exports it with --export-torch and loads the file with
+  1. builds a model with the C program (07_transformer --save), gives
+     every LayerNorm gain and bias and every FFN bias a random value (1 and
+     0 at initialisation would hide a misplaced norm), and writes the
+     checkpoint back,
+  2. exports it with parity_dump --export-torch and loads the file with
      load_state_dict(strict=True): no key missing, none left over,
   3. writes a few batches with padding in the source and the target, runs
-     each through the C model (--batch-file --grad-dump: its logits) and
+     each through the C model (parity_dump --batch-file --grad-dump: its
+     logits; targets of at most max_len ids, what the training step reads) and
      through the module (padding masks on every attention's keys, the
      causal mask in the decoder), in float64 and in float32,
 and prints the largest |difference| of the logits. Limit: 1e-5, as
@@ -139,7 +141,7 @@ def write_batch(cfg, rng, path):
     V, L = cfg["vocab"], cfg["max_len"]
     lines = []
     for _ in range(int(rng.integers(2, 5))):
-        ns, nt = int(rng.integers(1, L + 1)), int(rng.integers(2, L + 2))
+        ns, nt = int(rng.integers(1, L + 1)), int(rng.integers(2, L + 1))   # the training step reads <= L
         src = rng.integers(1, V, ns)
         tgt = np.concatenate([[1], rng.integers(2, V, nt - 1)])
         lines.append(" ".join(map(str, src)) + " | " + " ".join(map(str, tgt)))
@@ -147,7 +149,7 @@ def write_batch(cfg, rng, path):
         f.write("# torch_layout batch: source ids | target ids\n" + "\n".join(lines) + "\n")
 
 
-def check_config(title, flags, exe, out, seed):
+def check_config(title, flags, exe, tool, out, seed):
     rng = np.random.default_rng(seed)
     tag = title.replace(" ", "_").replace("=", "").replace("(", "").replace(")", "")
     base, ckpt, exp = f"{out}/{tag}.init.ckpt", f"{out}/{tag}.ckpt", f"{out}/{tag}.torch.safetensors"
@@ -156,7 +158,7 @@ def check_config(title, flags, exe, out, seed):
     cfg, P, _ = ck.read_checkpoint(base)
     P, _ = perturb(cfg, P, rng)
     ck.write_checkpoint(ckpt, cfg, P)
-    run([exe, "--load", ckpt, "--export-torch", exp] + plots)
+    run([tool, "--load", ckpt, "--export-torch", exp])
 
     W, meta = load_export(exp)
     tied = torch.equal(W["embed.weight"], W["generator.weight"])
@@ -176,7 +178,7 @@ def check_config(title, flags, exe, out, seed):
     for i in range(N_BATCHES):
         batch, dump = f"{out}/{tag}.batch{i}", f"{out}/{tag}.grad{i}.safetensors"
         write_batch(cfg, rng, batch)
-        run([exe, "--load", ckpt, "--batch-file", batch, "--grad-dump", dump] + plots)
+        run([tool, "--load", ckpt, "--batch-file", batch, "--grad-dump", dump])
         G, _ = ck.read_safetensors(dump)
         src, tgt = torch.tensor(G["src"], dtype=torch.long), torch.tensor(G["tgt_in"], dtype=torch.long)
         c_logits = G["logits"].astype(np.float64)
@@ -211,13 +213,13 @@ def check_config(title, flags, exe, out, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build", help="where 07_transformer is")
+    ap.add_argument("--build", default="build", help="where 07_transformer and parity_dump are")
     ap.add_argument("--out", default="build/parity/torch", help="folder for checkpoints, exports, batches")
     args = ap.parse_args()
     torch.manual_seed(0)
     os.makedirs(args.out, exist_ok=True)
-    exe = os.path.join(args.build, "07_transformer")
-    misses = [check_config(t, f, exe, args.out, 200 + i) for i, (t, f) in enumerate(CONFIGS)]
+    exe, tool = os.path.join(args.build, "07_transformer"), os.path.join(args.build, "parity_dump")
+    misses = [check_config(t, f, exe, tool, args.out, 200 + i) for i, (t, f) in enumerate(CONFIGS)]
     bad = sum(1 for n in misses if n)
     print(f"\ntorch_layout: {len(CONFIGS) - bad} of {len(CONFIGS)} configurations within limits "
           f"(PyTorch {torch.__version__})")

@@ -1,6 +1,8 @@
-/* grad_dump.c - gradients on demand, one Adam step, safetensors exports
- * (see grad_dump.h; the file layouts are in chapters/07_transformer/README.md). */
-#include "io/grad_dump.h"
+/* grad_dump.c - gradient and Adam dumps, safetensors exports: the C side of
+ * tools/parity (see grad_dump.h; the file layouts are in
+ * chapters/07_transformer/README.md). The gradients and the Adam step are the
+ * training step's own (model/train.h: train_grad, train_adam). */
+#include "parity/grad_dump.h"
 #include "core/fail.h"
 
 #include <math.h>
@@ -8,31 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fast/nn_fast.h"   /* smoothed_xent_backward */
-#include "ref/nn.h"
-#include "ref/optim.h"
+#include "model/train.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io/show.h"
-
-/* The paper's Adam (Sec. 5.3): beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9 */
-#define ADAM_BETA1 0.9f
-#define ADAM_BETA2 0.98f
-#define ADAM_EPS   1e-9f
-
-/* ---- forward + loss + backward ------------------------------------------------ */
-float model_loss_grad(Model *m, const Batch *b, float eps_ls, float *dlogits) {
-    const Config *c = &m->cfg;
-    size_t rows = (size_t)b->B * b->Tt;
-    model_zero_grad(m);
-    /* training = 0: dropout off, so another implementation can get the same numbers */
-    const float *logp = model_forward(m, b->src, b->tgt_in, b->B, b->Ts, b->Tt, 0);
-    float loss = smoothed_xent_forward(logp, b->tgt_out, (int)rows, c->vocab, eps_ls, c->pad_id, NULL);
-    memset(dlogits, 0, rows * c->vocab * sizeof(float));
-    smoothed_xent_backward(dlogits, logp, b->tgt_out, (int)rows, c->vocab, eps_ls, c->pad_id);
-    model_backward(m, dlogits);
-    return loss;
-}
 
 /* ---- helpers: a SafeTensor for a NamedTensor; the Config as metadata ------------ */
 static SafeTensor named(const char *name, const NamedTensor *t, const float *data) {
@@ -81,43 +62,40 @@ int grad_dump_write(const Model *m, const Batch *b, float eps_ls, float loss, co
 }
 
 /* ---- one Adam step -------------------------------------------------------------- */
-int adam_step_dump(Model *m, TrainState *ts, int warmup, float factor, const char *path, float *lr_out,
-                   char *err, size_t errlen) {
-    if (warmup < 1 || !(factor > 0)) return fail_rc(2, err, errlen, "adam step: warmup must be >= 1 and factor > 0");
-    if (ts->step >= 0x7fffffff) return fail_rc(2, err, errlen, "adam step: the step count is too large");
-    int step = (int)ts->step + 1;
-    float lr = lr_schedule(step, m->cfg.d_model, warmup, factor);
-    /* the flat arrays: params.mem, grads.mem, m and v share one layout */
-    adam_update(m->params.mem, m->grads.mem, ts->adam_m, ts->adam_v, m->params.n, lr, ADAM_BETA1, ADAM_BETA2,
-                ADAM_EPS, step);
-    ts->step = (uint64_t)step;
-    if (lr_out) *lr_out = lr;
+int adam_step_dump(Trainer *t, const char *path, float *lr_out, char *err, size_t errlen) {
+    if (t->step >= 0x7fffffff) return fail_rc(2, err, errlen, "adam step: the step count is too large");
+    StepStats st;
+    if (train_adam(t, &st) != TRAIN_OK)
+        return fail_rc(2, err, errlen, "adam step: %s", train_status_str(TRAIN_NONFINITE_GRAD));
+    if (lr_out) *lr_out = st.lr;
 
+    const Model *m = t->model;
     int nt = m->params.n_tensors, k = 0;
-    SafeTensor *t = malloc((size_t)3 * nt * sizeof *t);
+    SafeTensor *s = malloc((size_t)3 * nt * sizeof *s);
     char (*names)[64] = malloc((size_t)2 * nt * sizeof *names);
-    if (!t || !names) {
-        free(t), free(names);
+    if (!s || !names) {
+        free(s), free(names);
         return fail_rc(1, err, errlen, "adam dump: out of memory");
     }
-    for (int i = 0; i < nt; i++) {
+    for (int i = 0; i < nt; i++) {   /* params.mem, grads.mem, m and v share one layout */
         const NamedTensor *p = &m->params.tensors[i];
         size_t off = (size_t)(p->data - m->params.mem);
         snprintf(names[2 * i], 64, "adam_m.%s", p->name);
         snprintf(names[2 * i + 1], 64, "adam_v.%s", p->name);
-        t[k++] = named(p->name, p, p->data);
-        t[k++] = named(names[2 * i], p, ts->adam_m + off);
-        t[k++] = named(names[2 * i + 1], p, ts->adam_v + off);
+        s[k++] = named(p->name, p, p->data);
+        s[k++] = named(names[2 * i], p, t->adam_m + off);
+        s[k++] = named(names[2 * i + 1], p, t->adam_v + off);
     }
-    char val[4][32];
-    snprintf(val[0], 32, "%d", step);
-    snprintf(val[1], 32, "%.9g", lr);
-    snprintf(val[2], 32, "%.9g", ADAM_BETA1);
-    snprintf(val[3], 32, "%.9g", ADAM_BETA2);
-    const char *meta[] = {"step", val[0], "lr", val[1], "beta1", val[2], "beta2", val[3], "eps", "1e-9",
+    char val[5][32];
+    snprintf(val[0], 32, "%llu", (unsigned long long)t->step);
+    snprintf(val[1], 32, "%.9g", st.lr);
+    snprintf(val[2], 32, "%.9g", t->hp.beta1);
+    snprintf(val[3], 32, "%.9g", t->hp.beta2);
+    snprintf(val[4], 32, "%.9g", t->hp.adam_eps);
+    const char *meta[] = {"step", val[0], "lr", val[1], "beta1", val[2], "beta2", val[3], "eps", val[4],
                           "format", "aiyn-adam-dump-1"};
-    int rc = safetensors_write(path, t, k, meta, 6, err, errlen);
-    free(t), free(names);
+    int rc = safetensors_write(path, s, k, meta, 6, err, errlen);
+    free(s), free(names);
     return rc;
 }
 
@@ -167,55 +145,65 @@ void train_state_free(TrainState *ts) {
 }
 
 /* ---- the --batch-file mode ------------------------------------------------------ */
-int grad_job_run(const GradJob *job, const Config *cfg, uint64_t seed, char *err, size_t errlen) {
+int grad_job_run(const GradJob *job, char *err, size_t errlen) {
     BatchFile bf;
     Batch b = {0};
     Model m = {0};
     TrainState ts = {0};
-    float *dlogits = NULL;
+    Trainer t = {0};
     int rc, has_ts = 0;
     if ((rc = batch_file_read(job->batch_path, &bf, err, errlen))) return rc;
-    /* capacity: exactly this batch */
-    int B = bf.n, Ts = bf.max_src, Tt = bf.max_tgt - 1;
-    if (job->load) {
-        rc = model_load_with_state(&m, job->load, B, Ts, Tt, &ts, &has_ts, err, errlen);
-    } else if ((rc = model_build(&m, cfg, B, Ts, Tt, seed, err, errlen) ? 2 : 0) == 0) {
-        ts.adam_m = calloc(m.params.n, sizeof(float));
-        ts.adam_v = calloc(m.params.n, sizeof(float));
-        if (!ts.adam_m || !ts.adam_v) rc = fail_rc(1, err, errlen, "out of memory for Adam's moments");
-    }
+    /* capacity: this batch, in the trainer's terms: B rows of T source and
+     * T - 1 target tokens (the decoder reads all but the last target id) */
+    int B = bf.n, Tt = bf.max_tgt - 1, T = bf.max_src > Tt + 1 ? bf.max_src : Tt + 1;
+    rc = model_load_with_state(&m, job->load, B, bf.max_src, Tt, &ts, &has_ts, err, errlen);
     if (!rc) rc = batch_pad(&bf, &m.cfg, &b, err, errlen);
     if (!rc && model_check_sizes(&m, b.B, b.Ts, b.Tt, err, errlen)) rc = 2;
-    if (!rc && !(dlogits = malloc((size_t)b.B * b.Tt * m.cfg.vocab * sizeof(float))))
-        rc = fail_rc(1, err, errlen, "out of memory");
+    if (!rc && T > m.cfg.max_len)
+        rc = fail_rc(2, err, errlen, "%s: a target of %d ids; the training step reads at most max_len = %d, so a "
+                     "target may have %d ids here (the batch format allows %d)", job->batch_path, Tt + 1,
+                     m.cfg.max_len, m.cfg.max_len, m.cfg.max_len + 1);
+    if (!rc && (T > m.max_Ts || T - 1 > m.max_Tt)) {   /* the same weights, room for (B, T, T - 1) */
+        model_free(&m);
+        if (model_load(&m, job->load, B, T, T - 1, NULL, NULL, err, errlen)) rc = 2;
+    }
+    if (!rc) {   /* the trainer adopts Adam's moments: they are freed with it */
+        TrainHyper hp = train_hyper_paper();
+        hp.eps_ls = job->eps_ls, hp.warmup = job->warmup;
+        rc = trainer_init_adopt(&t, &m, &hp, B, T, b.B * b.Tt, ts.adam_m, ts.adam_v, err, errlen) ? 2 : 0;
+        t.step = ts.step;
+        ts.adam_m = ts.adam_v = NULL;
+    }
     if (rc) goto done;
 
     show_section("Gradients on demand: one batch, forward and backward, dropout off");
     printf("  %s: %d examples, padded with id %d to src [batch=%d, seq=%d], tgt_in/tgt_out [batch=%d, seq=%d]\n",
            job->batch_path, b.B, m.cfg.pad_id, b.B, b.Ts, b.B, b.Tt);
-    float loss = model_loss_grad(&m, &b, job->eps_ls, dlogits);
+    int n_tokens;   /* training = 0: dropout off, so another implementation can get the same numbers */
+    float loss = train_grad(&t, b.src, b.tgt_in, b.tgt_out, b.B, b.Ts, b.Tt, 0, 0, &n_tokens);
     double sq = 0;
     for (size_t i = 0; i < m.grads.n; i++) sq += (double)m.grads.mem[i] * m.grads.mem[i];
     printf("  loss %.9g: label-smoothed cross-entropy (Sec. 5.4, eps_ls %g) over %d non-padding targets\n"
            "  logits [batch=%d, seq=%d, vocab=%d]; gradients of %d tensors, %zu numbers, L2 norm %.6g\n",
-           loss, job->eps_ls, b.n_tokens, b.B, b.Tt, m.cfg.vocab, m.params.n_tensors, m.grads.n, sqrt(sq));
+           loss, job->eps_ls, n_tokens, b.B, b.Tt, m.cfg.vocab, m.params.n_tensors, m.grads.n, sqrt(sq));
     if (job->grad_path) {
         if ((rc = grad_dump_write(&m, &b, job->eps_ls, loss, job->grad_path, err, errlen))) goto done;
         printf("  wrote %s (safetensors: loss, logits, ids, one gradient per parameter)\n", job->grad_path);
     }
     if (job->adam_path) {
         float lr;
-        if ((rc = adam_step_dump(&m, &ts, job->warmup, 1.0f, job->adam_path, &lr, err, errlen))) goto done;
-        printf("  Adam step %llu (Sec. 5.3: beta1 0.9, beta2 0.98, eps 1e-9, lr %.6g with warmup %d; moments %s)\n"
-               "  wrote %s (safetensors: new weights, adam_m.*, adam_v.*)\n", (unsigned long long)ts.step, lr,
-               job->warmup, has_ts ? "from the checkpoint" : "from zero", job->adam_path);
+        if ((rc = adam_step_dump(&t, job->adam_path, &lr, err, errlen))) goto done;
+        printf("  Adam step %llu (Sec. 5.3: beta1 %g, beta2 %g, eps %g, lr %.6g with warmup %d; moments %s)\n"
+               "  wrote %s (safetensors: new weights, adam_m.*, adam_v.*)\n", (unsigned long long)t.step,
+               t.hp.beta1, t.hp.beta2, t.hp.adam_eps, lr, job->warmup,
+               has_ts ? "from the checkpoint" : "from zero", job->adam_path);
     }
     if (job->st_path) {
         if ((rc = model_export_safetensors(&m, job->st_path, err, errlen))) goto done;
         printf("  wrote %s (the weights%s, safetensors)\n", job->st_path, job->adam_path ? " after the Adam step" : "");
     }
 done:
-    free(dlogits);
+    trainer_free(&t);
     batch_free(&b);
     batch_file_free(&bf);
     train_state_free(&ts);
