@@ -126,15 +126,13 @@ START_TEST(test_slice_forward_same_dropout) {
     const float *all = model_forward(&m, src, tin, 4, COPY_LEN, Tt, 1);
     float *want = malloc(sizeof(float) * 2 * Tt * V);
     memcpy(want, all + (size_t)2 * Tt * V, sizeof(float) * 2 * Tt * V);
-    m.dropout_rng = saved;   /* the same keys */
-    m.drop_row0 = 2;
+    model_set_dropout(&m, saved, 2);   /* the same keys, from row 2 */
     const float *part = model_forward(&m, src + 2 * COPY_LEN, tin + 2 * Tt, 2, COPY_LEN, Tt, 1);
     double d = 0;
     for (int i = 0; i < 2 * Tt * V; i++) d = fmax(d, fabs((double)part[i] - want[i]));
     ck_assert_msg(d <= 1e-5, "slice forward differs from the whole batch's rows: max |diff| %g", d);
     /* and without the shift the masks are other ones: the test can fail */
-    m.dropout_rng = saved;
-    m.drop_row0 = 0;
+    model_set_dropout(&m, saved, 0);
     part = model_forward(&m, src + 2 * COPY_LEN, tin + 2 * Tt, 2, COPY_LEN, Tt, 1);
     double d0 = 0;
     for (int i = 0; i < 2 * Tt * V; i++) d0 = fmax(d0, fabs((double)part[i] - want[i]));

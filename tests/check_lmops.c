@@ -24,6 +24,7 @@
 #include <string.h>
 #include "core/rng.h"
 #include "layers/linear.h"
+#include "layers/multihead.h"
 #include "layers/lm_ffn.h"
 #include "ref/attention.h"
 #include "ref/lm_ops.h"
@@ -215,7 +216,7 @@ START_TEST(test_gqa_is_multihead) {
     float want[B * T * DM];
     MhaActs a;
     mha_acts_layout(&a, acts, B, T, T, H, DK, DV);
-    mha_forward_ref(want, &a, scr, &p, x, x, mask, B, T, T, DM, H, DK, DV);
+    mha_forward_ref(want, a.q, a.k, a.v, a.weights, a.concat, scr, &p, x, x, mask, B, T, T, DM, H, DK, DV);
 
     float q[B * T * H * DK], k[B * T * H * DK], v[B * T * H * DV], qh[B * T * H * DK], kh[B * T * H * DK],
         vh[B * T * H * DV], oh[B * T * H * DV], w[B * H * T * T], cat[B * T * H * DV], out[B * T * DM];

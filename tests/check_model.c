@@ -409,7 +409,7 @@ typedef struct {
 
 static double model_loss(void *ctx) {
     ModelLoss *c = ctx;
-    c->m->dropout_rng = c->saved;
+    model_set_dropout(c->m, c->saved, 0);
     const float *lp = model_forward(c->m, g_src, g_tgt, GB, GTS, GTT, c->training);
     return linear_loss(lp, c->coef, (size_t)GB * GTT * c->m->cfg.vocab);
 }

@@ -177,7 +177,8 @@ START_TEST(test_mha_twins) {
     for (int masked = 0; masked < 2; masked++) {
         const uint8_t *m = masked ? mask : NULL;
         mha_forward(y, &a, &p, xq, xkv, m, d.B, d.Tq, d.Tk, d.d_model, d.h, d.d_k, d.d_v);
-        mha_forward_ref(yr, &ar, scrr, &p, xq, xkv, m, d.B, d.Tq, d.Tk, d.d_model, d.h, d.d_k, d.d_v);
+        mha_forward_ref(yr, ar.q, ar.k, ar.v, ar.weights, ar.concat, scrr, &p, xq, xkv, m, d.B, d.Tq, d.Tk,
+                        d.d_model, d.h, d.d_k, d.d_v);
         ck_assert_close_arrays(a.q, ar.q, (size_t)(a.weights - a.q), 1e-5);   /* q, k, v */
         ck_assert_close_arrays(a.weights, ar.weights, (size_t)(a.concat - a.weights), 1e-5);
         ck_assert_close_arrays(a.concat, ar.concat, (size_t)(acts + nacts - a.concat), 1e-5);
@@ -189,8 +190,8 @@ START_TEST(test_mha_twins) {
         MhaParams dp = {g, g + nwq, g + 2 * nwq, g + 2 * nwq + nwv};
         MhaParams dpr = {gr, gr + nwq, gr + 2 * nwq, gr + 2 * nwq + nwv};
         mha_backward(dxq, dxk, &dp, scr, dy, &a, &p, xq, xkv, d.B, d.Tq, d.Tk, d.d_model, d.h, d.d_k, d.d_v);
-        mha_backward_ref(dxqr, dxkr, &dpr, scrr, dy, &a, &p, xq, xkv, d.B, d.Tq, d.Tk, d.d_model, d.h, d.d_k,
-                         d.d_v);
+        mha_backward_ref(dxqr, dxkr, &dpr, scrr, dy, a.q, a.k, a.v, a.weights, a.concat, &p, xq, xkv, d.B, d.Tq,
+                         d.Tk, d.d_model, d.h, d.d_k, d.d_v);
         ck_assert_close_arrays(dxq, dxqr, nxq, 2e-5);
         ck_assert_close_arrays(dxk, dxkr, nxk, 2e-5);
         ck_assert_close_arrays(g, gr, nw, 2e-5);

@@ -401,7 +401,7 @@ static Flip first_relu_flip(Model *a, Model *b, const int *src, const int *tin, 
     for (int k = 0; k < 2; k++) {
         Rng keep = ms[k]->dropout_rng;
         model_forward(ms[k], src, tin, B, T, Tt, 1);
-        ms[k]->dropout_rng = keep;   /* looking does not move the stream */
+        model_set_dropout(ms[k], keep, 0);   /* looking does not move the stream */
         for (int dec = 0; dec < 2; dec++)
             for (int l = 0; l < N; l++) {
                 size_t n = (size_t)B * (dec ? Tt : T) * D;

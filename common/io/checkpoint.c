@@ -674,6 +674,6 @@ int trainer_resume(Trainer *t, Model *m, const char *path, const TrainHyper *hp,
     assert(t->n == m->params.n && t->be->host_memory);
     t->step = ts.step;
     t->data_rng.state = ts.rng_state[0];
-    m->dropout_rng.state = ts.rng_state[1];
+    model_set_dropout(m, (Rng){ts.rng_state[1]}, 0);
     return 0;
 }

@@ -9,7 +9,7 @@
  * lies in the (B,T,h*d) projections, so there is no split into (B,h,T,d)
  * blocks and no merge back.
  * Nothing in this file allocates: the caller hands in every buffer (see
- * mha_acts_size, mha_scratch_size).
+ * mha_acts_layout, mha_scratch_size).
  */
 #include "layers/multihead.h"
 #include "fast/attention_fast.h"
@@ -35,6 +35,25 @@ static GemmArgs prod_atb_add(float *C, const float *A, const float *B, int M, in
 /* one product on its own: gemm() with g's arguments */
 static void gemm_one(GemmArgs g) {
     gemm(g.transA, g.transB, g.M, g.N, g.K, g.alpha, g.A, g.lda, g.B, g.ldb, g.beta, g.C, g.ldc);
+}
+
+size_t mha_acts_layout(MhaActs *a, float *buf, int B, int Tq, int Tk, int h, int d_k, int d_v) {
+    size_t q = (size_t)B * Tq * h * d_k, k = (size_t)B * Tk * h * d_k, v = (size_t)B * Tk * h * d_v;
+    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * Tq * h * d_v;
+    /* q, k, v, weights, concat: each once, in the layout the backward reads */
+    float **field[] = {&a->q, &a->k, &a->v, &a->weights, &a->concat};
+    const size_t size[] = {q, k, v, w, o};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof size / sizeof size[0]; i++) {
+        *field[i] = buf ? buf + at : NULL;
+        at += size[i];
+    }
+    return at;
+}
+
+size_t mha_acts_size(int B, int Tq, int Tk, int h, int d_k, int d_v) {
+    MhaActs count;
+    return mha_acts_layout(&count, NULL, B, Tq, Tk, h, d_k, d_v);
 }
 
 size_t mha_scratch_size(int B, int Tq, int Tk, int h, int d_k, int d_v) {

@@ -6,9 +6,9 @@
  *
  * Plain twin: mha_forward_ref / mha_backward_ref (ref/multihead_ref.c), the
  * section's steps one call each; tests/check_multihead.c checks the pairs
- * agree. The parameters (MhaParams), the saved activations (MhaActs,
- * mha_acts_size, mha_acts_layout) and heads_split / heads_merge are the
- * plain version's, declared in ref/multihead_ref.h (included here).
+ * agree. The parameters (MhaParams) and heads_split / heads_merge are the
+ * plain version's, declared in ref/multihead_ref.h (included here); what the
+ * layer saves for backward (MhaActs) and its layout are this layer's own.
  * Here the projections are gemm() calls and every head is read and written
  * where the projections put it, with no split or merge copies.
  * Nothing here allocates; mha_backward ACCUMULATES into gradients.
@@ -19,6 +19,25 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ref/multihead_ref.h"
+
+/* Activations saved by the forward pass for the backward pass. All point
+ * into one caller-owned buffer laid out by mha_acts_layout(). Head hh of q,
+ * k, v and concat is columns hh*d .. hh*d+d-1 of each row (the layout the
+ * projections give). */
+typedef struct {
+    float *q;        /* (B,Tq,h*d_k)  x_q W_Q                           */
+    float *k;        /* (B,Tk,h*d_k)  x_kv W_K                          */
+    float *v;        /* (B,Tk,h*d_v)  x_kv W_V                          */
+    float *weights;  /* (B,h,Tq,Tk)   softmax(q k^T / sqrt d_k), per head */
+    float *concat;   /* (B,Tq,h*d_v)  Concat(head_1..head_h) = weights @ v */
+} MhaActs;
+
+/* Points every field of a into buf, one after the other in the order
+ * above, and returns the floats they take; buf NULL only counts (the
+ * fields are left NULL). The one place this layout is written. */
+size_t mha_acts_layout(MhaActs *a, float *buf, int B, int Tq, int Tk, int h, int d_k, int d_v);
+/* Floats mha_acts_layout takes for these sizes. */
+size_t mha_acts_size(int B, int Tq, int Tk, int h, int d_k, int d_v);
 
 /* Floats of scratch mha_backward needs. */
 size_t mha_scratch_size(int B, int Tq, int Tk, int h, int d_k, int d_v);

@@ -3,6 +3,7 @@
  * (model_acts_floats) and the check that a batch fits it (acts_fit). */
 #include "model/activations.h"
 #include "layers/multihead.h"
+#include "model/sublayer.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -23,18 +24,16 @@ static float *take(Bump *b, size_t n) {
 static int *take_ints(Bump *b, size_t n) { return (int *)take(b, n); }
 static uint8_t *take_bytes(Bump *b, size_t n) { return (uint8_t *)take(b, (n + 3) / 4); }
 
+/* A layer's saved tensors, laid out by the layer's own function
+ * (sublayer.h, layers/multihead.h): counted first (buf NULL), then pointed
+ * into the region taken for them. */
 static void take_sub(Bump *b, SubActs *s, size_t rows, size_t D) {
-    s->ln = take(b, rows * D);
-    s->mean = take(b, rows);
-    s->rstd = take(b, rows);
-    s->out = take(b, rows * D);
-    s->keep = take(b, rows * D);
-    s->res = take(b, rows * D);
+    float *buf = take(b, sublayer_acts_layout(s, NULL, rows, D));
+    if (buf) sublayer_acts_layout(s, buf, rows, D);
 }
 
 static void take_mha(Bump *b, MhaActs *a, const Config *c, int B, int Tq, int Tk) {
-    size_t n = mha_acts_size(B, Tq, Tk, c->h, c->d_k, c->d_v);
-    float *buf = take(b, n);
+    float *buf = take(b, mha_acts_layout(a, NULL, B, Tq, Tk, c->h, c->d_k, c->d_v));
     if (buf) mha_acts_layout(a, buf, B, Tq, Tk, c->h, c->d_k, c->d_v);
 }
 
@@ -94,7 +93,7 @@ size_t acts_layout_backward(ModelActs *a, const Config *c, float *base, int B, i
     size_t T = (size_t)(Ts > Tt ? Ts : Tt), D = (size_t)c->d_model, rows = (size_t)B * T;
     a->d_y = take(&b, rows * D);
     a->d_x = take(&b, rows * D);
-    a->d_res = take(&b, rows * D);
+    a->d_ln = take(&b, rows * D);
     a->d_sub = take(&b, rows * D);
     a->d_mem = take(&b, (size_t)B * Ts * D);
     a->d_hidden = take(&b, rows * (size_t)c->d_ff);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "model/model.h"
 #include "layers/multihead.h"
+#include "model/sublayer.h"
 
 /* One allocation holds three regions, laid out again by every call for the
  * actual B, Ts, Tt (the pointers move, nothing is allocated), one after
@@ -27,19 +28,9 @@
  * built on the host (attention.h's mask_* functions) in small host buffers
  * and uploaded. */
 
-/* One residual sub-layer, Sec. 3.1:  y = LayerNorm(x + Dropout(Sublayer(x)))
- * (pre-LN: y = x + Dropout(Sublayer(LayerNorm(x)))). */
 typedef struct {
-    float *ln;          /* (B,T,D) LayerNorm output                             */
-    float *mean, *rstd; /* (B*T)   saved by LayerNorm for backward               */
-    float *out;         /* (B,T,D) Sublayer output, dropout applied in place     */
-    float *keep;        /* (B,T,D) dropout scales (0 or 1/(1-P_drop))            */
-    float *res;         /* (B,T,D) x + out                                      */
-} SubActs;
-
-typedef struct {
-    SubActs sub[2];     /* 0 self-attention, 1 FFN                              */
-    MhaActs attn;       /* (Ts,Ts)                                              */
+    SubActs sub[2];     /* 0 self-attention, 1 FFN: Add & Norm's (sublayer.h)   */
+    MhaActs attn;       /* (Ts,Ts): the attention layer's (layers/multihead.h)  */
     float *hidden;      /* (B,Ts,d_ff) FFN's ReLU output                        */
 } EncActs;
 
@@ -62,6 +53,7 @@ struct ModelActs {
     uint32_t drop_site;         /* dropout sites used so far in it               */
     uint64_t drop_off;          /* element where this batch starts in the global
                                    batch's tensors (Model.drop_row0), else 0    */
+    DropoutSite drop;           /* the site model.c's dropout_next handed out last */
 
     /* host memory, whatever the backend: what masks are built in, and what
      * the inspection functions hand out */
@@ -87,7 +79,7 @@ struct ModelActs {
 
     /* backward region: (B,T,D) with T = max(Ts, Tt) unless noted */
     float *d_y, *d_x;           /* gradient at a sub-layer's output / input      */
-    float *d_res, *d_sub;       /* pre-LN's LayerNorm input; Sublayer output      */
+    float *d_ln, *d_sub;        /* at the Sublayer's input Norm(x) (pre-LN), output */
     float *d_mem;               /* (B,Ts,D) memory, summed over cross-attentions */
     float *d_hidden;            /* (B,T,d_ff)                                    */
     float *d_scratch;           /* mha_backward's work space                     */

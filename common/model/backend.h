@@ -4,16 +4,19 @@
  * way ggml and tinygrad do it). The CPU backend (backend_cpu.c) is the
  * library's own functions, pointer for pointer where one function does the
  * whole op; a reader who wants to know what `be->layernorm_forward` does
- * reads layernorm_forward in nn.c. The CUDA backend (cuda/backend_cuda.c) is
- * the same table filled with cuda/'s kernels; it lives in a shared object,
- * build/libaiyn_cuda.so, opened only when a program asks for `--device
- * cuda` (device.h), so a CPU run never loads cudart or cuBLAS.
+ * reads layernorm_forward in fast/nn_fast.c (its plain twin,
+ * layernorm_forward_ref, in ref/nn.c). The CUDA backend
+ * (cuda/backend_cuda.c) is the same table filled with cuda/'s kernels; it
+ * lives in a shared object, build/libaiyn_cuda.so, opened only when a
+ * program asks for `--device cuda` (device.h), so a CPU run never loads
+ * cudart or cuBLAS.
  *
  * One level of ops: what the model, the training step and the decoder call,
  * a layer or a whole step each (LayerNorm, multi-head attention, the FFN,
  * the tied output projection, the loss, an Adam step), never the products
  * and permutations inside them: those are each backend's own business (the
- * CPU's in nn.c and attention.c, the GPU's composed from kernels in
+ * CPU's in fast/ and layers/: nn_fast.c, attention_fast.c, gemm.c,
+ * linear.c, multihead.c; the GPU's composed from kernels in
  * backend_cuda.c). Shared code asks the table for work and for facts
  * (host_memory), never which backend it holds.
  *
@@ -90,7 +93,8 @@ typedef struct Backend {
     void (*layernorm_backward)(float *dinp, float *dgamma, float *dbeta, const float *dout,
                                const float *inp, const float *mean, const float *rstd,
                                const float *gamma, int N, int C);
-    /* multi-head attention with its (B,Tq,Tk) byte mask; a laid out by mha_acts_layout */
+    /* multi-head attention with its (B,Tq,Tk) byte mask; a laid out by mha_acts_layout
+     * (layers/multihead.h) */
     void (*mha_forward)(float *out, MhaActs *a, const MhaParams *p, const float *x_q,
                         const float *x_kv, const uint8_t *mask, int B, int Tq, int Tk,
                         int d_model, int h, int d_k, int d_v);

@@ -242,20 +242,26 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
     return 0;
 }
 
-/* The residual steps around each sub-layer, model_decode's own functions
- * (sublayer.h) on the decoder's buffers: the Sublayer reads x or
- * LayerNorm(x) (pre-LN, in ln); after it wrote d->sub, x becomes
- * LayerNorm(x + sub) (post-LN: the sum in y, the result back in x) or
+/* Add & Norm around each sub-layer, model_decode's own functions
+ * (sublayer.h) on the decoder's buffers, without dropout (inference): the
+ * Sublayer reads x or Norm(x) (pre-LN, in ln); after it wrote d->sub, x
+ * becomes Norm(x + sub) (post-LN: the sum in y, the result back in x) or
  * x + sub (pre-LN, in place). */
+static SubActs step_sub(const Decoder *d, SubLayerKind k) {
+    return (SubActs){.ln = k.pre_ln ? d->ln : d->x, .mean = d->mean, .rstd = d->rstd, .out = d->sub,
+                     .res = k.pre_ln ? d->x : d->y};
+}
+
 static const float *sub_in(Decoder *d, const float *g, const float *b) {
-    const Config *c = &d->m->cfg;
-    return sublayer_in(d->be, d->ln, d->mean, d->rstd, d->x, g, b, c->pre_ln, d->R, c->d_model);
+    SubLayerKind k = sublayer_kind(&d->m->cfg);
+    SubActs s = step_sub(d, k);
+    return sublayer_in(d->be, k, &s, d->x, g, b, d->R, d->m->cfg.d_model);
 }
 
 static void sub_out(Decoder *d, const float *g, const float *b) {
-    const Config *c = &d->m->cfg;
-    sublayer_out(d->be, c->pre_ln ? d->x : d->y, d->x, d->mean, d->rstd, d->x, d->sub, g, b, c->pre_ln, d->R,
-                 c->d_model);
+    SubLayerKind k = sublayer_kind(&d->m->cfg);
+    SubActs s = step_sub(d, k);
+    sublayer_out(d->be, k, &s, d->x, g, b, NULL, d->R, d->m->cfg.d_model);
 }
 
 /* The cached step: position t = d->pos for every row, through every layer.

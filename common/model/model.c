@@ -9,9 +9,10 @@
  *   4. Inspection: what the chapters print from the last pass.
  *
  * Every op is called through m->be, the backend table (backend.h): on the
- * CPU `be->layernorm_forward` IS nn.c's layernorm_forward; with --device
- * cuda it is the kernel in cuda/. This file is the only model; nothing in
- * it knows which backend it runs on.
+ * CPU `be->layernorm_forward` IS fast/nn_fast.c's layernorm_forward; with
+ * --device cuda it is the kernel in cuda/. Add & Norm around each
+ * sub-layer, forward and backward, is sublayer.h's. This file is the only
+ * model; nothing in it knows which backend it runs on.
  */
 #include "model/model.h"
 #include "model/activations.h"
@@ -231,24 +232,10 @@ int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t e
  * 2. Forward
  * ========================================================================== */
 
-/* The Sublayer's input: post-LN (the paper) feeds x itself; pre-LN feeds
- * LayerNorm(x). sublayer.h's steps, which the decoder's cached step
- * (decode.c) shares; dropout is the training pass's own. */
-static const float *sub_begin(const Backend *be, SubActs *s, const float *x, const float *g,
-                              const float *b, int pre_ln, int rows, int D) {
-    return sublayer_in(be, s->ln, s->mean, s->rstd, x, g, b, pre_ln, rows, D);
-}
-
-/* After the Sublayer wrote s->out: "We apply dropout to the output of each
- * sub-layer, before it is added to the sub-layer input and normalized"
- * (Sec. 5.4), then Add & Norm (Sec. 3.1). Returns the sub-layer's output. */
-static const float *sub_end(const Backend *be, ModelActs *a, SubActs *s, const float *x,
-                            const float *g, const float *b, int pre_ln, float p_drop, int rows,
-                            int D) {
-    size_t n = (size_t)rows * D;
-    uint32_t site = a->drop_site++;
-    be->dropout_forward(s->out, s->keep, s->out, p_drop, n, dropout_key_shift(a->drop_key, site, a->drop_off), site);
-    return sublayer_out(be, s->res, s->ln, s->mean, s->rstd, x, s->out, g, b, pre_ln, rows, D);
+void model_set_dropout(Model *m, Rng stream, int row0) {
+    assert(row0 >= 0);
+    m->dropout_rng = stream;
+    m->drop_row0 = row0;
 }
 
 /* One dropout key per half of a training pass, the next draw of the model's
@@ -265,6 +252,14 @@ static void dropout_begin(Model *m, float p, int T) {
         uint64_t hi = rng_u32(&m->dropout_rng);
         a->drop_key = hi << 32 | rng_u32(&m->dropout_rng);
     }
+}
+
+/* The next dropout site of the half-pass: its tensor number and key (the
+ * key shifted to this batch's first element of a data-parallel slice). */
+static const DropoutSite *dropout_next(ModelActs *a, float p) {
+    uint32_t site = a->drop_site++;
+    a->drop = (DropoutSite){.p = p, .key = dropout_key_shift(a->drop_key, site, a->drop_off), .site = site};
+    return &a->drop;
 }
 
 /* The PE added to the embeddings (Sec. 3.5): the fixed sinusoids, or the
@@ -287,7 +282,8 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     const Backend *be = m->be;
     ModelActs *a = m->acts;
     assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
-    int D = c->d_model, rows = B * Ts, pre = c->pre_ln;
+    int D = c->d_model, rows = B * Ts;
+    SubLayerKind k = sublayer_kind(c);
     float p = training ? c->dropout : 0.0f;
     a->used_enc = acts_layout_encoder(a, c, a->mem, B, Ts);
     a->used_dec = 0;
@@ -300,8 +296,8 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
 
     /* Sec. 3.4-3.5: E[src] * sqrt(d_model) + PE, then dropout (Sec. 5.4) */
     be->embed_forward(a->src_emb, a->src, m->w.embed, pos_table(m), B, Ts, D, c->vocab);
-    be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D,
-                        dropout_key_shift(a->drop_key, 0, a->drop_off), a->drop_site++);
+    const DropoutSite *drop = dropout_next(a, p);
+    be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D, drop->key, drop->site);
 
     /* padding keys are blocked for every query (Sec. 3.2.3's mask, for pads) */
     const uint8_t *mask = NULL;
@@ -316,17 +312,17 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
         const EncoderLayer *w = &m->w.enc[l];
         EncActs *e = &a->enc[l];
         /* x = LayerNorm(x + Dropout(SelfAttn(x)))   (Sec. 3.1, 3.2.3) */
-        const float *in = sub_begin(be, &e->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
+        const float *in = sublayer_in(be, k, &e->sub[0], x, w->ln1_g, w->ln1_b, rows, D);
         be->mha_forward(e->sub[0].out, &e->attn, &w->self_attn, in, in, mask,
                         B, Ts, Ts, D, c->h, c->d_k, c->d_v);
-        x = sub_end(be, a, &e->sub[0], x, w->ln1_g, w->ln1_b, pre, p, rows, D);
+        x = sublayer_out(be, k, &e->sub[0], x, w->ln1_g, w->ln1_b, dropout_next(a, p), rows, D);
         /* x = LayerNorm(x + Dropout(FFN(x)))         (Eq. 2) */
-        in = sub_begin(be, &e->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
+        in = sublayer_in(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, rows, D);
         be->ffn_forward(e->sub[1].out, e->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
-        x = sub_end(be, a, &e->sub[1], x, w->ln2_g, w->ln2_b, pre, p, rows, D);
+        x = sublayer_out(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
     }
-    if (pre) {
-        be->layernorm_forward(a->enc_ln, a->enc_mean, a->enc_rstd, x, m->w.enc_ln_g, m->w.enc_ln_b, rows, D);
+    if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
+        sublayer_norm_forward(be, k, a->enc_ln, a->enc_mean, a->enc_rstd, x, m->w.enc_ln_g, m->w.enc_ln_b, rows, D);
         x = a->enc_ln;
     }
     a->memory = x;
@@ -338,7 +334,8 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     ModelActs *a = m->acts;
     assert(a->encoded && "model_decode needs a model_encode first");
     assert(Tt >= 1 && Tt <= m->max_Tt);
-    int B = m->B, Ts = m->Ts, D = c->d_model, V = c->vocab, rows = B * Tt, pre = c->pre_ln;
+    int B = m->B, Ts = m->Ts, D = c->d_model, V = c->vocab, rows = B * Tt;
+    SubLayerKind k = sublayer_kind(c);
     float p = training ? c->dropout : 0.0f;
     a->used_dec = acts_layout_decoder(a, c, a->mem + a->used_enc, B, Ts, Tt);
     acts_fit(m, "model_decode", a->used_enc + a->used_dec, B, Ts, Tt);
@@ -349,8 +346,8 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
 
     /* the same embedding matrix as the encoder's (Sec. 3.4) */
     be->embed_forward(a->tgt_emb, a->tgt, m->w.embed, pos_table(m), B, Tt, D, V);
-    be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D,
-                        dropout_key_shift(a->drop_key, 0, a->drop_off), a->drop_site++);
+    const DropoutSite *drop = dropout_next(a, p);
+    be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D, drop->key, drop->site);
 
     /* Masked self-attention: position i sees positions <= i only (Sec. 3.2.3:
      * "preserve the auto-regressive property"), and never a padding token. */
@@ -370,23 +367,23 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
         const DecoderLayer *w = &m->w.dec[l];
         DecActs *d = &a->dec[l];
         /* x = LayerNorm(x + Dropout(MaskedSelfAttn(x))) */
-        const float *in = sub_begin(be, &d->sub[0], x, w->ln1_g, w->ln1_b, pre, rows, D);
+        const float *in = sublayer_in(be, k, &d->sub[0], x, w->ln1_g, w->ln1_b, rows, D);
         be->mha_forward(d->sub[0].out, &d->self, &w->self_attn, in, in, a->dec_mask,
                         B, Tt, Tt, D, c->h, c->d_k, c->d_v);
-        x = sub_end(be, a, &d->sub[0], x, w->ln1_g, w->ln1_b, pre, p, rows, D);
+        x = sublayer_out(be, k, &d->sub[0], x, w->ln1_g, w->ln1_b, dropout_next(a, p), rows, D);
         /* x = LayerNorm(x + Dropout(CrossAttn(x, memory))): queries from the
          * decoder, keys and values from the encoder output (Sec. 3.2.3) */
-        in = sub_begin(be, &d->sub[1], x, w->ln2_g, w->ln2_b, pre, rows, D);
+        in = sublayer_in(be, k, &d->sub[1], x, w->ln2_g, w->ln2_b, rows, D);
         be->mha_forward(d->sub[1].out, &d->cross, &w->cross_attn, in, memory, cross,
                         B, Tt, Ts, D, c->h, c->d_k, c->d_v);
-        x = sub_end(be, a, &d->sub[1], x, w->ln2_g, w->ln2_b, pre, p, rows, D);
+        x = sublayer_out(be, k, &d->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
         /* x = LayerNorm(x + Dropout(FFN(x))) */
-        in = sub_begin(be, &d->sub[2], x, w->ln3_g, w->ln3_b, pre, rows, D);
+        in = sublayer_in(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, rows, D);
         be->ffn_forward(d->sub[2].out, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
-        x = sub_end(be, a, &d->sub[2], x, w->ln3_g, w->ln3_b, pre, p, rows, D);
+        x = sublayer_out(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, dropout_next(a, p), rows, D);
     }
-    if (pre) {
-        be->layernorm_forward(a->dec_ln, a->dec_mean, a->dec_rstd, x, m->w.dec_ln_g, m->w.dec_ln_b, rows, D);
+    if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
+        sublayer_norm_forward(be, k, a->dec_ln, a->dec_mean, a->dec_rstd, x, m->w.dec_ln_g, m->w.dec_ln_b, rows, D);
         x = a->dec_ln;
     }
     a->dec_out = x;
@@ -408,41 +405,13 @@ const float *model_forward(Model *m, const int *src, const int *tgt, int B, int 
  * 3. Backward
  *
  * Every residual sub-layer is undone in two halves around the Sublayer's
- * own backward (mha_backward or ffn_backward):
- *   sub_back_begin: from dy = dL/d(output), find dsub = dL/d(Sublayer output)
- *                   and start dx = dL/dx with the residual path;
- *                   returns where the Sublayer's input gradient must go.
- *   sub_back_end:   pre-LN only: LayerNorm's backward adds into dx.
+ * own backward (mha_backward or ffn_backward), sublayer.h's:
+ *   sublayer_out_backward: from dy = dL/d(output), dx = dL/dx starts with
+ *                          the residual path, a->d_sub = dL/d(Sublayer
+ *                          output); returns where the Sublayer's input
+ *                          gradient must go;
+ *   sublayer_in_backward:  pre-LN only: the Norm's backward adds into dx.
  * ========================================================================== */
-
-static float *sub_back_begin(const Backend *be, ModelActs *a, const SubActs *s, const float *dy,
-                             float *dx, const float *g, float *dg, float *db, int pre_ln, int rows,
-                             int D) {
-    size_t n = (size_t)rows * D;
-    /* forward: res = x + out, so dres reaches x unchanged (the residual
-     * path) and out too. dx starts as dres: */
-    if (!pre_ln) {
-        /* post-LN forward: y = LayerNorm(res) */
-        be->zero(dx, n * sizeof(float));
-        be->layernorm_backward(dx, dg, db, dy, s->res, s->mean, s->rstd, g, rows, D);
-    } else {
-        be->copy(dx, dy, n * sizeof(float));     /* pre-LN: y = res */
-    }
-    /* forward: out = Dropout(Sublayer(.)) in place, with scales keep:
-     * d_sub = dres * keep */
-    be->zero(a->d_sub, n * sizeof(float));
-    be->dropout_backward(a->d_sub, dx, s->keep, n);
-    if (!pre_ln) return dx;            /* the Sublayer read x itself */
-    be->zero(a->d_res, n * sizeof(float));
-    return a->d_res;                   /* the Sublayer read LayerNorm(x) */
-}
-
-static void sub_back_end(const Backend *be, ModelActs *a, const SubActs *s, const float *x,
-                         float *dx, const float *g, float *dg, float *db, int pre_ln, int rows,
-                         int D) {
-    /* pre-LN forward: in = LayerNorm(x) */
-    if (pre_ln) be->layernorm_backward(dx, dg, db, a->d_res, x, s->mean, s->rstd, g, rows, D);
-}
 
 static void swap(float **p, float **q) {
     float *t = *p;
@@ -450,14 +419,12 @@ static void swap(float **p, float **q) {
     *q = t;
 }
 
-/* The input the sub-layer read in forward: the previous sub-layer's output. */
-static const float *sub_output(const SubActs *s, int pre_ln) { return pre_ln ? s->res : s->ln; }
-
 void model_backward(Model *m, const float *dlogits) {
     const Config *c = &m->cfg;
     ModelActs *a = m->acts;
     assert(a->encoded && a->decoded && "model_backward needs a model_forward first");
-    int B = m->B, Ts = m->Ts, Tt = m->Tt, D = c->d_model, V = c->vocab, pre = c->pre_ln;
+    int B = m->B, Ts = m->Ts, Tt = m->Tt, D = c->d_model, V = c->vocab;
+    SubLayerKind k = sublayer_kind(c);
     int hh = c->h, dk = c->d_k, dv = c->d_v, F = c->d_ff;
     int rt = B * Tt, rs = B * Ts;
     const Backend *be = m->be;
@@ -472,12 +439,12 @@ void model_backward(Model *m, const float *dlogits) {
      *   dE (V,D)        += dlogits^T @ dec_out        (use 1 of 3 of E) */
     be->logits_backward(dy, G->embed, dlogits, a->dec_out, P->embed, rt, D, V);
 
-    const float *dec_last = pre ? sub_output(&a->dec[c->N - 1].sub[2], 1) : NULL;
-    if (pre) {
+    if (k.pre_ln) {
         /* forward: dec_out = LayerNorm(x) */
+        const float *dec_last = sublayer_output(k, &a->dec[c->N - 1].sub[2]);
         be->zero(dx, (size_t)rt * D * sizeof(float));
-        be->layernorm_backward(dx, G->dec_ln_g, G->dec_ln_b, dy, dec_last, a->dec_mean, a->dec_rstd,
-                           P->dec_ln_g, rt, D);
+        sublayer_norm_backward(be, k, dx, G->dec_ln_g, G->dec_ln_b, dy, dec_last, a->dec_mean, a->dec_rstd,
+                               P->dec_ln_g, rt, D);
         swap(&dy, &dx);
     }
 
@@ -487,35 +454,38 @@ void model_backward(Model *m, const float *dlogits) {
         const DecoderLayer *w = &P->dec[l];
         DecoderLayer *gw = &G->dec[l];
         DecActs *d = &a->dec[l];
-        const float *x0 = l == 0 ? a->tgt_emb : sub_output(&a->dec[l - 1].sub[2], pre);
-        const float *x1 = sub_output(&d->sub[0], pre), *x2 = sub_output(&d->sub[1], pre);
+        const float *x0 = l == 0 ? a->tgt_emb : sublayer_output(k, &a->dec[l - 1].sub[2]);
+        const float *x1 = sublayer_output(k, &d->sub[0]), *x2 = sublayer_output(k, &d->sub[1]);
         const float *in;
         float *din;
 
         /* forward: x3 = LayerNorm(x2 + Dropout(FFN(x2))) */
-        in = pre ? d->sub[2].ln : x2;
-        din = sub_back_begin(be, a, &d->sub[2], dy, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln3_g, gw->ln3_b, dy, &d->sub[2], w->ln3_g,
+                                    rt, D);
+        in = sublayer_input(k, &d->sub[2], x2);
         be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
-        sub_back_end(be, a, &d->sub[2], x2, dx, w->ln3_g, gw->ln3_g, gw->ln3_b, pre, rt, D);
+        sublayer_in_backward(be, k, dx, gw->ln3_g, gw->ln3_b, a->d_ln, &d->sub[2], x2, w->ln3_g, rt, D);
         swap(&dy, &dx);
 
         /* forward: x2 = LayerNorm(x1 + Dropout(CrossAttn(x1, memory)));
          * the keys' and values' gradient flows into the memory, summed over
          * all N decoder layers that read it. */
-        in = pre ? d->sub[1].ln : x1;
-        din = sub_back_begin(be, a, &d->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &d->sub[1], w->ln2_g,
+                                    rt, D);
+        in = sublayer_input(k, &d->sub[1], x1);
         be->mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
                      in, a->memory, B, Tt, Ts, D, hh, dk, dv);
-        sub_back_end(be, a, &d->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rt, D);
+        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &d->sub[1], x1, w->ln2_g, rt, D);
         swap(&dy, &dx);
 
         /* forward: x1 = LayerNorm(x0 + Dropout(MaskedSelfAttn(x0))) */
-        in = pre ? d->sub[0].ln : x0;
-        din = sub_back_begin(be, a, &d->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln1_g, gw->ln1_b, dy, &d->sub[0], w->ln1_g,
+                                    rt, D);
+        in = sublayer_input(k, &d->sub[0], x0);
         be->mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &d->self, &w->self_attn,
                      in, in, B, Tt, Tt, D, hh, dk, dv);
-        sub_back_end(be, a, &d->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rt, D);
+        sublayer_in_backward(be, k, dx, gw->ln1_g, gw->ln1_b, a->d_ln, &d->sub[0], x0, w->ln1_g, rt, D);
         swap(&dy, &dx);
     }
 
@@ -528,12 +498,12 @@ void model_backward(Model *m, const float *dlogits) {
 
     /* ---- encoder: its output's gradient is what the cross-attentions sent ---- */
     size_t ns = (size_t)rs * D;
-    if (pre) {
+    if (k.pre_ln) {
         /* forward: memory = LayerNorm(x) */
-        const float *enc_last = sub_output(&a->enc[c->N - 1].sub[1], 1);
+        const float *enc_last = sublayer_output(k, &a->enc[c->N - 1].sub[1]);
         be->zero(dy, ns * sizeof(float));
-        be->layernorm_backward(dy, G->enc_ln_g, G->enc_ln_b, a->d_mem, enc_last, a->enc_mean, a->enc_rstd,
-                           P->enc_ln_g, rs, D);
+        sublayer_norm_backward(be, k, dy, G->enc_ln_g, G->enc_ln_b, a->d_mem, enc_last, a->enc_mean, a->enc_rstd,
+                               P->enc_ln_g, rs, D);
     } else {
         be->copy(dy, a->d_mem, ns * sizeof(float));
     }
@@ -541,25 +511,27 @@ void model_backward(Model *m, const float *dlogits) {
         const EncoderLayer *w = &P->enc[l];
         EncoderLayer *gw = &G->enc[l];
         EncActs *e = &a->enc[l];
-        const float *x0 = l == 0 ? a->src_emb : sub_output(&a->enc[l - 1].sub[1], pre);
-        const float *x1 = sub_output(&e->sub[0], pre);
+        const float *x0 = l == 0 ? a->src_emb : sublayer_output(k, &a->enc[l - 1].sub[1]);
+        const float *x1 = sublayer_output(k, &e->sub[0]);
         const float *in;
         float *din;
 
         /* forward: x2 = LayerNorm(x1 + Dropout(FFN(x1))) */
-        in = pre ? e->sub[1].ln : x1;
-        din = sub_back_begin(be, a, &e->sub[1], dy, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &e->sub[1], w->ln2_g,
+                                    rs, D);
+        in = sublayer_input(k, &e->sub[1], x1);
         be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
                      e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
-        sub_back_end(be, a, &e->sub[1], x1, dx, w->ln2_g, gw->ln2_g, gw->ln2_b, pre, rs, D);
+        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &e->sub[1], x1, w->ln2_g, rs, D);
         swap(&dy, &dx);
 
         /* forward: x1 = LayerNorm(x0 + Dropout(SelfAttn(x0))) */
-        in = pre ? e->sub[0].ln : x0;
-        din = sub_back_begin(be, a, &e->sub[0], dy, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
+        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln1_g, gw->ln1_b, dy, &e->sub[0], w->ln1_g,
+                                    rs, D);
+        in = sublayer_input(k, &e->sub[0], x0);
         be->mha_backward(din, din, &gw->self_attn, a->d_scratch, a->d_sub, &e->attn, &w->self_attn,
                      in, in, B, Ts, Ts, D, hh, dk, dv);
-        sub_back_end(be, a, &e->sub[0], x0, dx, w->ln1_g, gw->ln1_g, gw->ln1_b, pre, rs, D);
+        sublayer_in_backward(be, k, dx, gw->ln1_g, gw->ln1_b, a->d_ln, &e->sub[0], x0, w->ln1_g, rs, D);
         swap(&dy, &dx);
     }
 
@@ -616,7 +588,7 @@ const float *model_sublayer(const Model *m, int decoder, int layer, SubKind sub,
     case SUB_SUM: return s->res;
     case SUB_Y: break;
     }
-    return sub_output(s, m->cfg.pre_ln);
+    return sublayer_output(sublayer_kind(&m->cfg), s);
 }
 
 const float *model_decoder_output(const Model *m) {

@@ -13,7 +13,9 @@
  *       x = LayerNorm(x + Dropout(FFN(x)))
  *   pre_ln = 1 switches every sub-layer to x + Dropout(Sublayer(LayerNorm(x)))
  *   and adds a final LayerNorm after each stack (what many later
- *   implementations do; not the paper).
+ *   implementations do; not the paper). Each line above is one residual
+ *   sub-layer, Add & Norm around a Sublayer: sublayer.h has its forward,
+ *   its backward and what it saves, for both placements of the Norm.
  *
  * Memory: parameters live in one allocation (Params.mem, params.h) with
  * named tensors pointing into it; gradients in a second with the same
@@ -55,10 +57,11 @@ typedef struct {
     size_t acts_floats;     /* floats in acts' one block: the largest batch's  */
                             /* model_acts_floats (model_build_cap)             */
     int B, Ts, Tt;          /* sizes of the last forward pass                  */
-    Rng dropout_rng;
-    /* data parallelism (dist.h): the row of the global batch where this
-     * forward's batch starts, so dropout draws that row's bits; 0 otherwise */
-    int drop_row0;
+    /* The dropout stream: the model's own state, read by anyone (a
+     * checkpoint saves dropout_rng), set only through model_set_dropout. */
+    Rng dropout_rng;        /* each training half-pass draws its key here      */
+    int drop_row0;          /* row of the global batch where this forward's    */
+                            /* batch starts (data parallelism); 0 otherwise    */
 } Model;
 
 /* Builds a model with weights initialised from seed (the embedding
@@ -116,6 +119,14 @@ int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
  * the decoder's self-attention. */
 const float *model_forward(Model *m, const int *src, const int *tgt, int B, int Ts, int Tt,
                            int training);
+/* Where the next training forwards draw their dropout masks (Sec. 5.4):
+ * each half-pass (encode, decode) draws one key from stream, so setting a
+ * saved stream again repeats the same masks (a checkpoint resumed, a
+ * gradient check, every micro-batch of one step). row0: the row of the
+ * global batch where the next forwards' batch starts, so that a slice of
+ * a batch (a data-parallel rank's, a micro-batch) draws the very bits the
+ * whole batch would there (dropout_mask.h); 0 for a whole batch. */
+void model_set_dropout(Model *m, Rng stream, int row0);
 /* The two halves, for greedy decoding: encode once, decode as tgt grows. */
 void model_encode(Model *m, const int *src, int B, int Ts, int training);
 const float *model_decode(Model *m, const int *tgt, int Tt, int training);

@@ -349,15 +349,14 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
     for (int i = 0; i < k; i++) {
         int row0, rows, n_l = 0;
         train_slice(tgt_out, B, Tt, pad, L, first + i, &row0, &rows);
-        m->dropout_rng = start;
-        m->drop_row0 = row0;
+        model_set_dropout(m, start, row0);
         float l = grad_pass(t, src + (size_t)row0 * Ts, tgt_in + (size_t)row0 * Tt, tgt_out + (size_t)row0 * Tt,
                             rows, Ts, Tt, 0, &n_l);
         mine[2 * i] = l, mine[2 * i + 1] = n_l;
         float share = N > 0 ? (float)((double)n_l / N) : 0.0f;
         top = tree_push(t, i, share);
     }
-    m->drop_row0 = 0;
+    model_set_dropout(m, m->dropout_rng, 0);   /* the stream where the leaves left it */
     t->be->copy(m->dw.mem, t->tree[top], t->n * sizeof(float));
     /* the rest of the tree across the ranks, and every leaf's (loss, tokens) */
     if (t->dp) t->dp->reduce(t->dp, t->be, m->dw.mem, t->n, mine, 2 * k, all);

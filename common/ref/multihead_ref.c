@@ -9,30 +9,8 @@
 #include "ref/attention.h"
 #include "ref/ops.h"
 
-#include <assert.h>
 #include <stddef.h>
 #include <string.h>
-
-/* ---- activations ------------------------------------------------------------ */
-
-size_t mha_acts_size(int B, int Tq, int Tk, int h, int d_k, int d_v) {
-    size_t q = (size_t)B * Tq * h * d_k, k = (size_t)B * Tk * h * d_k, v = (size_t)B * Tk * h * d_v;
-    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * Tq * h * d_v;
-    /* q, k, v, weights, concat: each once, in the layout the backward reads */
-    return q + k + v + w + o;
-}
-
-void mha_acts_layout(MhaActs *a, float *buf, int B, int Tq, int Tk, int h, int d_k, int d_v) {
-    size_t q = (size_t)B * Tq * h * d_k, k = (size_t)B * Tk * h * d_k, v = (size_t)B * Tk * h * d_v;
-    size_t w = (size_t)B * h * Tq * Tk, o = (size_t)B * Tq * h * d_v;
-    float *p = buf;
-    a->q = p;       p += q;
-    a->k = p;       p += k;
-    a->v = p;       p += v;
-    a->weights = p; p += w;
-    a->concat = p;  p += o;
-    assert((size_t)(p - buf) == mha_acts_size(B, Tq, Tk, h, d_k, d_v));
-}
 
 /* ---- heads: split and merge ------------------------------------------------
  * The projection gives one row of h*d numbers per position; head hh owns the
@@ -102,32 +80,32 @@ size_t mha_ref_scratch_size(int B, int Tq, int Tk, int h, int d_k, int d_v) {
     return ref_scratch(&s, NULL, B, Tq, Tk, h, d_k, d_v);
 }
 
-void mha_forward_ref(float *out, MhaActs *a, float *scratch, const MhaParams *p,
-                     const float *x_q, const float *x_kv, const uint8_t *mask,
+void mha_forward_ref(float *out, float *q, float *k, float *v, float *weights, float *concat, float *scratch,
+                     const MhaParams *p, const float *x_q, const float *x_kv, const uint8_t *mask,
                      int B, int Tq, int Tk, int d_model, int h, int d_k, int d_v) {
     /* out (B,Tq,d_model); x_q (B,Tq,d_model); x_kv (B,Tk,d_model); mask (B,Tq,Tk) or NULL */
     RefScratch s;
     ref_scratch(&s, scratch, B, Tq, Tk, h, d_k, d_v);
     /* Q W_i^Q, K W_i^K, V W_i^V for every head i at once (W_i^Q is column
      * block i of W_Q) */
-    matmul_ref(a->q, x_q, p->w_q, B * Tq, d_model, h * d_k);     /* q (B,Tq,h*d_k) */
-    matmul_ref(a->k, x_kv, p->w_k, B * Tk, d_model, h * d_k);    /* k (B,Tk,h*d_k) */
-    matmul_ref(a->v, x_kv, p->w_v, B * Tk, d_model, h * d_v);    /* v (B,Tk,h*d_v) */
+    matmul_ref(q, x_q, p->w_q, B * Tq, d_model, h * d_k);     /* q (B,Tq,h*d_k) */
+    matmul_ref(k, x_kv, p->w_k, B * Tk, d_model, h * d_k);    /* k (B,Tk,h*d_k) */
+    matmul_ref(v, x_kv, p->w_v, B * Tk, d_model, h * d_v);    /* v (B,Tk,h*d_v) */
     /* split into h heads, each a contiguous (T,d) block */
-    heads_split(s.qh, a->q, B, Tq, h, d_k);                      /* qh (B,h,Tq,d_k) */
-    heads_split(s.kh, a->k, B, Tk, h, d_k);                      /* kh (B,h,Tk,d_k) */
-    heads_split(s.vh, a->v, B, Tk, h, d_v);                      /* vh (B,h,Tk,d_v) */
+    heads_split(s.qh, q, B, Tq, h, d_k);                      /* qh (B,h,Tq,d_k) */
+    heads_split(s.kh, k, B, Tk, h, d_k);                      /* kh (B,h,Tk,d_k) */
+    heads_split(s.vh, v, B, Tk, h, d_v);                      /* vh (B,h,Tk,d_v) */
     /* head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V): Eq. (1), head by head */
-    sdpa_forward_ref(s.oh, a->weights, s.qh, s.kh, s.vh, mask, B, h, Tq, Tk, d_k, d_v);
+    sdpa_forward_ref(s.oh, weights, s.qh, s.kh, s.vh, mask, B, h, Tq, Tk, d_k, d_v);
     /* Concat(head_1, ..., head_h) */
-    heads_merge(a->concat, s.oh, B, Tq, h, d_v);                 /* concat (B,Tq,h*d_v) */
+    heads_merge(concat, s.oh, B, Tq, h, d_v);                 /* concat (B,Tq,h*d_v) */
     /* ... W^O */
-    matmul_ref(out, a->concat, p->w_o, B * Tq, h * d_v, d_model);
+    matmul_ref(out, concat, p->w_o, B * Tq, h * d_v, d_model);
 }
 
-void mha_backward_ref(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
-                      const float *dout, const MhaActs *a, const MhaParams *p,
-                      const float *x_q, const float *x_kv,
+void mha_backward_ref(float *dx_q, float *dx_kv, MhaParams *g, float *scratch, const float *dout,
+                      const float *q, const float *k, const float *v, const float *weights, const float *concat,
+                      const MhaParams *p, const float *x_q, const float *x_kv,
                       int B, int Tq, int Tk, int d_model, int h, int d_k, int d_v) {
     /* the forward's steps in reverse, each the chain rule through one line */
     RefScratch s;
@@ -135,17 +113,17 @@ void mha_backward_ref(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
     size_t nq = (size_t)B * Tq * h * d_k, nk = (size_t)B * Tk * h * d_k, nv = (size_t)B * Tk * h * d_v;
     /* out = concat W_O  ->  dconcat = dout W_O^T,  dW_O += concat^T dout */
     fill(s.dconcat, 0.0f, (size_t)B * Tq * h * d_v);
-    matmul_backward_ref(s.dconcat, g->w_o, dout, a->concat, p->w_o, B * Tq, h * d_v, d_model);
+    matmul_backward_ref(s.dconcat, g->w_o, dout, concat, p->w_o, B * Tq, h * d_v, d_model);
     /* concat = Concat(heads)  ->  d(head_i) = head i's columns of dconcat */
     heads_split(s.oh, s.dconcat, B, Tq, h, d_v);                 /* d(head) (B,h,Tq,d_v) */
     /* head_i = Attention(q_i, k_i, v_i)  ->  Eq. (1)'s backward, head by head */
-    heads_split(s.qh, a->q, B, Tq, h, d_k);
-    heads_split(s.kh, a->k, B, Tk, h, d_k);
-    heads_split(s.vh, a->v, B, Tk, h, d_v);
+    heads_split(s.qh, q, B, Tq, h, d_k);
+    heads_split(s.kh, k, B, Tk, h, d_k);
+    heads_split(s.vh, v, B, Tk, h, d_v);
     fill(s.dqh, 0.0f, nq);
     fill(s.dkh, 0.0f, nk);
     fill(s.dvh, 0.0f, nv);
-    sdpa_backward_ref(s.dqh, s.dkh, s.dvh, s.ds, s.oh, a->weights, s.qh, s.kh, s.vh, B, h, Tq, Tk, d_k, d_v);
+    sdpa_backward_ref(s.dqh, s.dkh, s.dvh, s.ds, s.oh, weights, s.qh, s.kh, s.vh, B, h, Tq, Tk, d_k, d_v);
     /* qh = split(q)  ->  dq = merge(dqh); likewise k, v */
     heads_merge(s.dq, s.dqh, B, Tq, h, d_k);
     heads_merge(s.dk, s.dkh, B, Tk, h, d_k);

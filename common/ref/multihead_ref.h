@@ -9,7 +9,8 @@
  * mha_forward_ref / mha_backward_ref do the section's steps one call each:
  * project, split into heads, Eq. (1) per head (sdpa_forward_ref), concat,
  * W^O. Their tuned twins mha_forward / mha_backward (layers/multihead.h)
- * take the same parameters and fill the same MhaActs; tests/check_multihead.c
+ * take the same parameters and save the same five tensors (there gathered in
+ * the layer's MhaActs, here passed one by one); tests/check_multihead.c
  * checks that the pairs agree.
  * Nothing here allocates; backward functions ACCUMULATE into gradients.
  */
@@ -27,23 +28,6 @@ typedef struct {
     float *w_q, *w_k, *w_v, *w_o;
 } MhaParams;
 
-/* Activations saved by the forward pass for the backward pass. All point
- * into one caller-owned buffer laid out by mha_acts_layout(). Head hh of q,
- * k, v and concat is columns hh*d .. hh*d+d-1 of each row (the layout the
- * projections give). */
-typedef struct {
-    float *q;        /* (B,Tq,h*d_k)  x_q W_Q                           */
-    float *k;        /* (B,Tk,h*d_k)  x_kv W_K                          */
-    float *v;        /* (B,Tk,h*d_v)  x_kv W_V                          */
-    float *weights;  /* (B,h,Tq,Tk)   softmax(q k^T / sqrt d_k), per head */
-    float *concat;   /* (B,Tq,h*d_v)  Concat(head_1..head_h) = weights @ v */
-} MhaActs;
-
-/* Number of floats MhaActs needs for these sizes. */
-size_t mha_acts_size(int B, int Tq, int Tk, int h, int d_k, int d_v);
-/* Points every field of a into buf (which holds mha_acts_size() floats). */
-void mha_acts_layout(MhaActs *a, float *buf, int B, int Tq, int Tk, int h, int d_k, int d_v);
-
 /* ---- heads: split and merge -----------------------------------------------
  * split: out (B,h,T,d) <- inp (B,T,h*d)   ("[batch, seq, d_model] -> [batch, heads, seq, d_head]")
  * merge: out (B,T,h*d) <- inp (B,h,T,d)   (Concat(head_1, ..., head_h))
@@ -56,22 +40,25 @@ void heads_merge(float *out, const float *inp, int B, int T, int h, int d);
  * split into (B,h,T,d) blocks and their gradients. */
 size_t mha_ref_scratch_size(int B, int Tq, int Tk, int h, int d_k, int d_v);
 
-/* out (B,Tq,d_model) = MultiHead(x_q, x_kv, x_kv), a filled in as
- * mha_forward fills it. x_q (B,Tq,d_model) gives the queries; x_kv
- * (B,Tk,d_model) the keys and values (x_kv == x_q for self-attention; the
- * encoder's output for the decoder's cross-attention). mask (B,Tq,Tk) or
- * NULL. scratch: mha_ref_scratch_size() floats (contents on entry do not
- * matter). */
-void mha_forward_ref(float *out, MhaActs *a, float *scratch, const MhaParams *p,
-                     const float *x_q, const float *x_kv, const uint8_t *mask,
+/* out (B,Tq,d_model) = MultiHead(x_q, x_kv, x_kv), saving for backward
+ *   q (B,Tq,h*d_k) = x_q W_Q, k (B,Tk,h*d_k) = x_kv W_K, v (B,Tk,h*d_v) = x_kv W_V,
+ *   weights (B,h,Tq,Tk) = softmax(q k^T / sqrt d_k) per head,
+ *   concat (B,Tq,h*d_v) = Concat(head_1..head_h)
+ * (head hh: columns hh*d .. hh*d+d-1 of a row, as the projections give it).
+ * x_q (B,Tq,d_model) gives the queries; x_kv (B,Tk,d_model) the keys and
+ * values (x_kv == x_q for self-attention; the encoder's output for the
+ * decoder's cross-attention). mask (B,Tq,Tk) or NULL. scratch:
+ * mha_ref_scratch_size() floats (contents on entry do not matter). */
+void mha_forward_ref(float *out, float *q, float *k, float *v, float *weights, float *concat, float *scratch,
+                     const MhaParams *p, const float *x_q, const float *x_kv, const uint8_t *mask,
                      int B, int Tq, int Tk, int d_model, int h, int d_k, int d_v);
 /* dx_q (B,Tq,d_model) +=, dx_kv (B,Tk,d_model) +=, and the weight gradients
- * in g +=, from dout (B,Tq,d_model) and what the forward saved in a. For
- * self-attention pass the same pointer for dx_q and dx_kv (both
+ * in g +=, from dout (B,Tq,d_model) and the five tensors the forward saved.
+ * For self-attention pass the same pointer for dx_q and dx_kv (both
  * contributions add up); either may be NULL. scratch as for the forward. */
-void mha_backward_ref(float *dx_q, float *dx_kv, MhaParams *g, float *scratch,
-                      const float *dout, const MhaActs *a, const MhaParams *p,
-                      const float *x_q, const float *x_kv,
+void mha_backward_ref(float *dx_q, float *dx_kv, MhaParams *g, float *scratch, const float *dout,
+                      const float *q, const float *k, const float *v, const float *weights, const float *concat,
+                      const MhaParams *p, const float *x_q, const float *x_kv,
                       int B, int Tq, int Tk, int d_model, int h, int d_k, int d_v);
 
 #endif
