@@ -35,18 +35,6 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static float *zeros(size_t n) {
-    float *x = calloc(n ? n : 1, sizeof(float));
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static double weighted_sum(const float *out, const float *R, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)out[i] * R[i];
-    return s;
-}
-
 static double dotd(const float *a, const float *b, int n) {
     double s = 0.0;
     for (int i = 0; i < n; i++) s += (double)a[i] * b[i];

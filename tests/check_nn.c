@@ -26,20 +26,6 @@
 
 #include "fast/parallel.h"
 
-/* ---- helpers --------------------------------------------------------------- */
-
-static float *zeros(size_t n) {
-    float *x = calloc(n, sizeof(float));
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static double weighted_sum(const float *out, const float *R, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)out[i] * R[i];
-    return s;
-}
-
 /* ========================================================================== */
 /* Core: hand-checked values                                                  */
 /* ========================================================================== */

@@ -358,6 +358,18 @@ size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *gr
     return fd_check_core(loss, ctx, NULL, param, grad, n, NULL, 0, h, atol, rtol, NULL, what, file, line);
 }
 
+double weighted_sum(const float *out, const float *R, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)out[i] * R[i];
+    return s;
+}
+
+float *zeros(size_t n) {
+    float *x = calloc(n ? n : 1, sizeof(float));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
 /* ---- suites -------------------------------------------------------------- */
 
 TCase *suite_case_of(Suite *s, const char *name, const TTest *const *tests) {

@@ -4,8 +4,9 @@
  *   comparing     ck_assert_close_arrays: the first mismatches and the max
  *                 difference, so a failing test says where and by how much
  *   gradients     fd_check / fd_diff: central finite differences against a
- *                 backward pass, the one helper every Gradient case uses
- *   inputs        randn (random normal arrays); test_config and
+ *                 backward pass, the one helper every Gradient case uses;
+ *                 weighted_sum, the scalar such a case differentiates
+ *   inputs        zeros, randn (random normal arrays); test_config and
  *                 test_config_tiny (a small model's Config)
  *   files         read_file / read_file_or_fail / write_file / write_text;
  *                 fresh_dir / remove_dir (a folder of one's own in /tmp)
@@ -84,7 +85,15 @@ size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *gr
 #define fd_check_double(loss, ctx, param, grad, n, h, atol, rtol, what) \
     fd_check_double_at((loss), (ctx), (param), (grad), (n), (h), (atol), (rtol), (what), __FILE__, __LINE__)
 
+/* The usual scalar of a Gradient case: L = sum_i out[i] * R[i] for a fixed
+ * random R (so dL/dout = R), summed in double. */
+double weighted_sum(const float *out, const float *R, size_t n);
+
 /* ---- inputs -------------------------------------------------------------- */
+
+/* n zeroed floats (at least one, so n = 0 still gets a pointer), failing the
+ * test when there is no memory; the caller frees. */
+float *zeros(size_t n);
 
 /* n draws of N(0, std^2) from r (rng_fill_normal, so the stream is r's and
  * a test's numbers depend only on its seed): malloc'd, the caller frees. */
