@@ -402,6 +402,10 @@ def main():
         print(f"characters {len(ids)} distinct {len(vocab)} train {n_train} val {len(ids) - n_train} "
               f"fnv1a {fnv1a_ids(ids):016x}")
         return
+    if n_train < a.context + 1 or len(ids) - n_train < a.context + 1:
+        sys.exit(f"lm_ref.py: the train split ({n_train}) and the validation split ({len(ids) - n_train} "
+                 f"characters) must each hold a window of context + 1 = {a.context + 1}: give a shorter "
+                 f"--context or a longer text")
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
