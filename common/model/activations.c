@@ -39,6 +39,7 @@ static void take_mha(Bump *b, MhaActs *a, const Config *c, int B, int Tq, int Tk
 
 size_t acts_layout_encoder(ModelActs *a, const Config *c, float *base, int B, int Ts) {
     Bump b = {base, 0};
+    if (c->arch == ARCH_DECODER) return 0;   /* no encoder: an empty region */
     size_t rows = (size_t)B * Ts, D = (size_t)c->d_model;
     a->src = take_ints(&b, rows);
     a->src_emb = take(&b, rows * D);
@@ -70,9 +71,10 @@ size_t acts_layout_decoder(ModelActs *a, const Config *c, float *base, int B, in
     DecActs count_only;
     for (int l = 0; l < c->N; l++) {
         DecActs *d = a->dec ? &a->dec[l] : &count_only;
-        for (int s = 0; s < 3; s++) take_sub(&b, &d->sub[s], rows, D);
+        for (int s = 0; s < 3; s++)   /* sub[1], cross-attention: none in a language model */
+            if (s != 1 || c->arch != ARCH_DECODER) take_sub(&b, &d->sub[s], rows, D);
         take_mha(&b, &d->self, c, B, Tt, Tt);
-        take_mha(&b, &d->cross, c, B, Tt, Ts);
+        if (c->arch != ARCH_DECODER) take_mha(&b, &d->cross, c, B, Tt, Ts);
         d->hidden = take(&b, rows * (size_t)c->d_ff);
     }
     a->dec_ln = take(&b, rows * D);
@@ -107,7 +109,9 @@ size_t acts_layout_backward(ModelActs *a, const Config *c, float *base, int B, i
 }
 
 size_t model_acts_floats(const Config *c, int B, int Ts, int Tt) {
-    if (B < 1 || Ts < 1 || Tt < 1 || config_validate(c, NULL, 0)) return 0;
+    /* Ts: 0 for ARCH_DECODER (no source), at least 1 otherwise */
+    if (B < 1 || Ts < (c->arch != ARCH_DECODER) || Tt < 1 || config_validate(c, NULL, 0)) return 0;
+    if (c->arch == ARCH_DECODER && Ts != 0) return 0;
     /* A generous upper bound in double first (every term of the layout
      * below, at T = max(Ts, Tt), twice over): sizes whose count would
      * overflow size_t are answered SIZE_MAX before any size_t product. */

@@ -26,7 +26,8 @@
  * under a token budget, 96 short rows or 24 long ones, never 96 long ones.
  * Every call checks that its own three regions fit (acts_fit). Masks are
  * built on the host (attention.h's mask_* functions) in small host buffers
- * and uploaded. */
+ * and uploaded. A decoder-only model (ARCH_DECODER, Ts = 0) has an empty
+ * encoder region and, in the decoder's, no sub[1] and no cross. */
 
 typedef struct {
     SubActs sub[2];     /* 0 self-attention, 1 FFN: Add & Norm's (sublayer.h)   */

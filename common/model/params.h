@@ -30,9 +30,16 @@ typedef struct {
     int pos;        /* POS_SINUSOID (Sec. 3.5, the paper's base) or       */
                     /* POS_LEARNED: a trained (max_len, d_model) table,   */
                     /* "pos_embed" (Sec. 3.5's alternative, Table 3 (E))  */
+    int arch;       /* ARCH_ENC_DEC (Figure 1, the paper) or ARCH_DECODER:*/
+                    /* Figure 1's right half alone, without its cross-    */
+                    /* attention: a language model (chapter 14)           */
 } Config;
 
 enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
+/* Which stacks a model has. ARCH_DECODER: no encoder, no cross-attention;
+ * each decoder layer is masked self-attention then the FFN, and the model
+ * reads tgt alone (model_forward_lm). */
+enum { ARCH_ENC_DEC = 0, ARCH_DECODER = 1 };
 
 /* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
  * is a plain error instead of an attempt to allocate terabytes. */
@@ -69,6 +76,8 @@ typedef struct {
     float *ln2_g, *ln2_b;
 } EncoderLayer;
 
+/* ARCH_DECODER leaves cross_attn and ln2 out (NULL): ln1 and ln3 keep their
+ * names, the Norms of the self-attention and of the FFN. */
 typedef struct {
     MhaParams self_attn;                     /* masked (causal)                    */
     float *ln1_g, *ln1_b;
@@ -81,7 +90,7 @@ typedef struct {
 typedef struct {
     float *embed;           /* (vocab, d_model), shared three ways (Sec. 3.4)   */
     float *pos_embed;       /* (max_len, d_model) learned PE; NULL for sinusoids */
-    EncoderLayer *enc;      /* [N]                                             */
+    EncoderLayer *enc;      /* [N]; NULL for ARCH_DECODER                      */
     DecoderLayer *dec;      /* [N]                                             */
     float *enc_ln_g, *enc_ln_b, *dec_ln_g, *dec_ln_b; /* final LNs, pre-LN only (NULL in post-LN) */
     float *mem;             /* the one allocation every pointer above is in    */
