@@ -1,7 +1,8 @@
 /* check_lm.c - the decoder alone as a language model (Config.arch =
- * ARCH_DECODER, chapter 14; issue 43), and the 2026 switches it carries:
- * its parameters and shapes, causality, the gradient of every tensor by
- * finite differences, a checkpoint round trip, and a tiny text learned.
+ * ARCH_DECODER, chapter 14; issue 43), and the 2026 switches it carries
+ * (Config.norm = NORM_RMS): its parameters and shapes, causality, the
+ * gradient of every tensor by finite differences, a checkpoint round trip,
+ * and a tiny text learned.
  *
  *   CK_RUN_SUITE=lm make test
  */
@@ -23,6 +24,11 @@ static Config lm_config(int pre_ln, float dropout, int pos) {
     c.arch = ARCH_DECODER;
     c.pre_ln = pre_ln;
     c.pos = pos;
+    return c;
+}
+static Config lm_config_rms(int pre_ln, float dropout) {
+    Config c = lm_config(pre_ln, dropout, POS_SINUSOID);
+    c.norm = NORM_RMS;
     return c;
 }
 
@@ -78,6 +84,69 @@ START_TEST(test_param_count_by_hand) {
     /* learned positions add their (max_len, d_model) table */
     Config c = lm_config(0, 0.0f, POS_LEARNED);
     ck_assert_uint_eq(model_param_count(&c), 1024u + 16 * 8);
+}
+END_TEST
+
+/* RMSNorm keeps a gain and drops the bias: each Norm 8 floats instead of
+ * 16, so the tiny decoder is 1024 - 2 layers x 2 Norms x 8 = 992, pre-LN
+ * 992 + 8 = 1000; the encoder-decoder loses 8 per Norm: 5 per layer pair,
+ * 2 final ones in pre-LN. No tensor named "beta" is left. */
+START_TEST(test_rms_param_count) {
+    for (int pre = 0; pre <= 1; pre++) {
+        Config c = lm_config_rms(pre, 0.0f);
+        size_t want = pre ? 1000u : 992u;
+        ck_assert_uint_eq(model_param_count(&c), want);
+        Model m;
+        build_lm(&m, &c, 1, 4, 1);
+        size_t sum = 0;
+        for (int i = 0; i < m.params.n_tensors; i++) {
+            sum += named_tensor_numel(&m.params.tensors[i]);
+            ck_assert_msg(strstr(m.params.tensors[i].name, "beta") == NULL, "RMSNorm holds %s",
+                          m.params.tensors[i].name);
+        }
+        ck_assert_uint_eq(sum, want);
+        ck_assert_int_eq(m.params.n_tensors, 1 + 10 * c.N + pre);
+        ck_assert_ptr_null(m.params.dec[0].ln1_b);
+        model_free(&m);
+        Config ed = test_config_tiny(0.0f), er = ed;
+        ed.pre_ln = er.pre_ln = pre;
+        er.norm = NORM_RMS;
+        ck_assert_uint_eq(model_param_count(&ed) - model_param_count(&er), (size_t)8 * (5 * ed.N + 2 * pre));
+    }
+    Config c = lm_config_rms(0, 0.0f);
+    char err[128];
+    c.norm = 2;
+    ck_assert_int_eq(config_validate(&c, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "norm is 2") != NULL, "message: %s", err);
+}
+END_TEST
+
+/* Each Norm of the model is x / RMS(x) * g, by hand: the FFN sub-layer of
+ * the last layer (post-LN: y = Norm(x + FFN(x)), the sum saved as SUB_SUM),
+ * and the final Norm of a pre-LN stack (what feeds the output projection). */
+START_TEST(test_rms_by_hand) {
+    for (int pre = 0; pre <= 1; pre++) {
+        Config c = lm_config_rms(pre, 0.0f);
+        enum { T = 4 };
+        int D = c.d_model, tgt[T] = {2, 7, 1, 8};
+        Model m;
+        build_lm(&m, &c, 1, T, 12 + pre);
+        perturb_params(&m, 13);
+        model_forward_lm(&m, tgt, 1, T, 0);
+        const DecoderLayer *w = &m.params.dec[c.N - 1];
+        const float *sum = model_sublayer(&m, 1, c.N - 1, SUB_DEC_FFN, SUB_SUM);
+        const float *y = pre ? model_decoder_output(&m) : model_sublayer(&m, 1, c.N - 1, SUB_DEC_FFN, SUB_Y);
+        const float *g = pre ? m.params.dec_ln_g : w->ln3_g;
+        for (int t = 0; t < T; t++) {
+            double ms = 0;
+            for (int j = 0; j < D; j++) ms += (double)sum[t * D + j] * sum[t * D + j];
+            double r = 1 / sqrt(ms / D + 1e-5);
+            for (int j = 0; j < D; j++)
+                ck_assert_msg(fabs(y[t * D + j] - sum[t * D + j] * r * g[j]) < 1e-5, "%s: row %d col %d: %g vs %g",
+                              pre ? "pre-LN final" : "post-LN", t, j, y[t * D + j], sum[t * D + j] * r * g[j]);
+        }
+        model_free(&m);
+    }
 }
 END_TEST
 
@@ -264,6 +333,17 @@ START_TEST(test_gradient_learned_dropout) {
     gradient_check_lm(&c, 43, "decoder-only pre-LN +learned PE +dropout");
 }
 END_TEST
+START_TEST(test_gradient_rms) {   /* _i = 0 post-RMSNorm, 1 pre-RMSNorm */
+    Config c = lm_config_rms(_i, 0.0f);
+    gradient_check_lm(&c, 44 + _i, _i ? "decoder-only pre-RMSNorm" : "decoder-only post-RMSNorm");
+}
+END_TEST
+START_TEST(test_gradient_rms_dropout) {
+    Config c = lm_config_rms(1, 0.3f);
+    c.pos = POS_LEARNED;
+    gradient_check_lm(&c, 46, "decoder-only pre-RMSNorm +learned PE +dropout");
+}
+END_TEST
 
 /* ============================================================================
  * Checkpoint: the decoder's flag, and the paper's files as they were
@@ -273,7 +353,7 @@ START_TEST(test_checkpoint_round_trip) {
     char dir[256], path[300], err[256] = "";
     fresh_dir(dir, sizeof dir, "lm");
     snprintf(path, sizeof path, "%s/lm.ckpt", dir);
-    Config c = lm_config(1, 0.1f, POS_SINUSOID);
+    Config c = lm_config_rms(1, 0.1f);
     enum { T = 5 };
     int tgt[T] = {3, 1, 4, 1, 5};
     Model a, b;
@@ -283,11 +363,12 @@ START_TEST(test_checkpoint_round_trip) {
     size_t len;
     unsigned char *bytes = read_file_or_fail(path, &len);
     unsigned flags = bytes[CKPT_OFF_FLAGS] | bytes[CKPT_OFF_FLAGS + 1] << 8;
-    ck_assert_uint_eq(flags, CKPT_FLAG_DECODER);
+    ck_assert_uint_eq(flags, CKPT_FLAG_DECODER | CKPT_FLAG_RMSNORM);
     free(bytes);
     int has = 0;
     ck_assert_msg(model_load(&b, path, 1, 0, T, NULL, &has, err, sizeof err) == 0, "load: %s", err);
     ck_assert_int_eq(b.cfg.arch, ARCH_DECODER);
+    ck_assert_int_eq(b.cfg.norm, NORM_RMS);
     ck_assert_uint_eq(b.params.n, a.params.n);
     float la[T * 11];
     memcpy(la, model_forward_lm(&a, tgt, 1, T, 0), sizeof la);
@@ -337,6 +418,7 @@ START_TEST(test_learns_repeated_text) {
     c.arch = ARCH_DECODER;
     c.pre_ln = 1;
     c.pad_id = pad;
+    c.norm = _i;   /* 0 LayerNorm, 1 RMSNorm */
     Model m;
     build_lm(&m, &c, B, T, 7);
     TrainHyper hp = train_hyper_paper();
@@ -363,8 +445,8 @@ START_TEST(test_learns_repeated_text) {
         if (step == 0) first = st.loss;
         last = st.loss;
     }
-    ck_assert_msg(first > 1.5f, "the first loss %g is not near log(%d) = %g", first, V, log(V));
-    ck_assert_msg(last < 0.01f, "after 200 steps the loss is %g (first %g)", last, first);
+    ck_assert_msg(first > 1.5f, "norm %d: the first loss %g is not near log(%d) = %g", _i, first, V, log(V));
+    ck_assert_msg(last < 0.01f, "norm %d: after 200 steps the loss is %g (first %g)", _i, last, first);
     trainer_free(&tr);
     model_free(&m);
 }
@@ -372,10 +454,15 @@ END_TEST
 
 Suite *lm_suite(void) {
     Suite *s = suite_create("lm");
-    suite_case(s, "Core", test_param_count_by_hand, test_forward_shapes, test_causal, test_checkpoint_round_trip);
+    suite_case(s, "Core", test_param_count_by_hand, test_forward_shapes, test_causal, test_checkpoint_round_trip,
+               test_rms_param_count, test_rms_by_hand);
     suite_case(s, "Limits", test_sizes_refused);
-    suite_case(s, "Gradient", test_gradient_post_ln, test_gradient_pre_ln, test_gradient_learned_dropout);
-    TCase *tc = suite_case(s, "Train", test_learns_repeated_text);
+    TCase *g = suite_case(s, "Gradient", test_gradient_post_ln, test_gradient_pre_ln, test_gradient_learned_dropout,
+                          test_gradient_rms_dropout);
+    tcase_add_loop_test(g, test_gradient_rms, 0, 2);
+    TCase *tc = tcase_create("Train");   /* _i = Config.norm: LayerNorm, RMSNorm */
+    tcase_add_loop_test(tc, test_learns_repeated_text, 0, 2);
     tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
     return s;
 }

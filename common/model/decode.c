@@ -329,7 +329,8 @@ static void step_cached(Decoder *d, const int *tok) {
     }
     const float *xo = d->x;
     if (c->pre_ln) {
-        be->layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->w.dec_ln_g, m->w.dec_ln_b, R, D);
+        sublayer_norm_forward(be, sublayer_kind(c), d->ln, d->mean, d->rstd, d->x, m->w.dec_ln_g, m->w.dec_ln_b, R,
+                              D);
         xo = d->ln;
     }
     /* logits (R,V) = x E^T (the shared embedding, Sec. 3.4), then log-softmax */

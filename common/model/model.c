@@ -176,6 +176,9 @@ void model_free(Model *m) {
 
 int model_to(Model *m, const Backend *be, char *err, size_t errlen) {
     if (be == m->be) return 0;
+    if (m->cfg.norm == NORM_RMS && be != backend_cpu())   /* sublayer.c: RMSNorm is a plain CPU op so far */
+        return fail(err, errlen, "RMSNorm runs on the CPU only so far; the %s backend has no kernel for it",
+                    be->name);
     model_pull(m);                 /* the host arrays hold the latest weights */
     views_free(m);
     if (views_make(m, be)) {

@@ -65,7 +65,7 @@ static size_t ffn_params(const Config *c) {
 }
 
 size_t model_param_count(const Config *c) {
-    size_t D = (size_t)c->d_model, ln = 2 * D;                   /* gamma, beta */
+    size_t D = (size_t)c->d_model, ln = c->norm == NORM_RMS ? D : 2 * D;   /* gamma (, beta) */
     size_t embed = (size_t)c->vocab * D;                         /* shared, once */
     size_t pos = c->pos == POS_LEARNED ? (size_t)c->max_len * D : 0;  /* Table 3 (E) */
     if (c->arch == ARCH_DECODER) {   /* masked self-attention and FFN, 2 sub-layers */
@@ -98,6 +98,8 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->arch != ARCH_ENC_DEC && c->arch != ARCH_DECODER)
         return fail(err, errlen, "arch is %d; it must be 0 (encoder-decoder, the paper) or 1 (decoder only, "
                     "a language model)", c->arch);
+    if (c->norm != NORM_LAYER && c->norm != NORM_RMS)
+        return fail(err, errlen, "norm is %d; it must be 0 (LayerNorm, the paper) or 1 (RMSNorm)", c->norm);
     if (c->pad_id < -1 || c->pad_id >= c->vocab)
         return fail(err, errlen, "pad_id is %d; it must be -1 (no padding) or a token id in 0..%d",
                     c->pad_id, c->vocab - 1);
@@ -124,17 +126,20 @@ const NamedTensor *params_find(const Params *p, const char *name) {
 }
 
 static int tensors_per_model(const Config *c) {
-    /* encoder layer: 4 attention + 2 LN + 4 FFN + 2 LN = 12;
-     * decoder layer: 4 + 2 + 4 + 2 + 4 + 2 = 18; pre-LN: 2 final LNs of 2;
-     * ARCH_DECODER: its layer 12 (no cross-attention, no ln2), 1 final LN */
-    if (c->arch == ARCH_DECODER) return 1 + (c->pos == POS_LEARNED) + 12 * c->N + (c->pre_ln ? 2 : 0);
-    return 1 + (c->pos == POS_LEARNED) + 12 * c->N + 18 * c->N + (c->pre_ln ? 4 : 0);
+    /* a Norm is L = 2 tensors (gamma, beta), 1 for RMSNorm (gamma);
+     * encoder layer: 4 attention + L + 4 FFN + L = 8 + 2L;
+     * decoder layer: 4 + L + 4 + L + 4 + L = 12 + 3L; pre-LN: 2 final Norms;
+     * ARCH_DECODER: its layer 8 + 2L (no cross-attention, no ln2), 1 final Norm */
+    int L = c->norm == NORM_RMS ? 1 : 2, lead = 1 + (c->pos == POS_LEARNED);
+    if (c->arch == ARCH_DECODER) return lead + (8 + 2 * L) * c->N + (c->pre_ln ? L : 0);
+    return lead + (8 + 2 * L) * c->N + (12 + 3 * L) * c->N + (c->pre_ln ? 2 * L : 0);
 }
 
 /* Hands out consecutive slices of p->mem and records each as a NamedTensor. */
 typedef struct {
     Params *p;
     size_t used;
+    int norm;       /* Config.norm: which tensors a Norm has */
 } Carver;
 
 static float *carve(Carver *cv, int rows, int cols, const char *fmt, ...) {
@@ -160,10 +165,11 @@ static void carve_mha(Carver *cv, MhaParams *a, const Config *c, const char *pre
     a->w_o = carve(cv, hv, D, "%s.w_o", prefix);
 }
 
-/* a LayerNorm's gamma (D) and beta (D): <prefix>.gamma, <prefix>.beta */
+/* a LayerNorm's gamma (D) and beta (D): <prefix>.gamma, <prefix>.beta;
+ * an RMSNorm's gamma alone (b NULL) */
 static void carve_ln(Carver *cv, float **g, float **b, int D, const char *prefix) {
     *g = carve(cv, D, 0, "%s.gamma", prefix);
-    *b = carve(cv, D, 0, "%s.beta", prefix);
+    *b = cv->norm == NORM_RMS ? NULL : carve(cv, D, 0, "%s.beta", prefix);
 }
 
 /* Eq. (2)'s W1 (D,F), b1 (F), W2 (F,D), b2 (D): <prefix>.w1, .b1, .w2, .b2 */
@@ -190,7 +196,7 @@ int params_layout(Params *p, const Config *c) {
     p->tensors = calloc((size_t)tensors_per_model(c), sizeof *p->tensors);
     if ((!lm && !p->enc) || !p->dec || !p->tensors) return -1;
     p->n_tensors = 0;
-    Carver cv = {p, 0};
+    Carver cv = {p, 0, c->norm};
     char at[40];
     p->embed = carve(&cv, c->vocab, D, "embed");
     p->pos_embed = c->pos == POS_LEARNED ? carve(&cv, c->max_len, D, "pos_embed") : NULL;

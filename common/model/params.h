@@ -33,6 +33,8 @@ typedef struct {
     int arch;       /* ARCH_ENC_DEC (Figure 1, the paper) or ARCH_DECODER:*/
                     /* Figure 1's right half alone, without its cross-    */
                     /* attention: a language model (chapter 14)           */
+    int norm;       /* NormKind: NORM_LAYER (LayerNorm, the paper) or     */
+                    /* NORM_RMS (RMSNorm: a gain, no bias; sublayer.h)    */
 } Config;
 
 enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
@@ -40,6 +42,10 @@ enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
  * each decoder layer is masked self-attention then the FFN, and the model
  * reads tgt alone (model_forward_lm). */
 enum { ARCH_ENC_DEC = 0, ARCH_DECODER = 1 };
+/* Which Norm every Add & Norm (and a pre-LN stack's final Norm) uses: the
+ * paper's LayerNorm (Ba et al. 2016), or RMSNorm (Zhang & Sennrich 2019:
+ * x / rms(x) * g, no mean, no bias), which most 2026 models use. */
+typedef enum { NORM_LAYER = 0, NORM_RMS = 1 } NormKind;
 
 /* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
  * is a plain error instead of an attempt to allocate terabytes. */
@@ -77,7 +83,8 @@ typedef struct {
 } EncoderLayer;
 
 /* ARCH_DECODER leaves cross_attn and ln2 out (NULL): ln1 and ln3 keep their
- * names, the Norms of the self-attention and of the FFN. */
+ * names, the Norms of the self-attention and of the FFN. With NORM_RMS every
+ * Norm's bias (*_b) is NULL: RMSNorm has a gain only. */
 typedef struct {
     MhaParams self_attn;                     /* masked (causal)                    */
     float *ln1_g, *ln1_b;
