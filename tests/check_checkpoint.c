@@ -203,7 +203,7 @@ END_TEST
 START_TEST(test_config_fields) {
     static const char *const order[CONFIG_N_FIELDS] = {"N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab",
                                                        "max_len", "dropout", "pre_ln", "pad_id", "pos", "arch",
-                                                       "norm"};
+                                                       "norm", "ffn"};
     size_t bytes = 0;
     for (int i = 0; i < CONFIG_N_FIELDS; i++) {
         ck_assert_str_eq(CONFIG_FIELDS[i].name, order[i]);
@@ -216,6 +216,7 @@ START_TEST(test_config_fields) {
     ck_assert_int_eq(CONFIG_FIELDS[11].kind, CFG_FLAG);
     ck_assert_int_eq(CONFIG_FIELDS[12].kind, CFG_FLAG);
     ck_assert_int_eq(CONFIG_FIELDS[13].kind, CFG_FLAG);
+    ck_assert_int_eq(CONFIG_FIELDS[14].kind, CFG_FLAG);
     Config a = test_config_tiny(0.1f), b;
     char why[96] = "";
     ck_assert_int_eq(config_field_int(&a, &CONFIG_FIELDS[3]), a.h);

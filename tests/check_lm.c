@@ -1,6 +1,6 @@
 /* check_lm.c - the decoder alone as a language model (Config.arch =
  * ARCH_DECODER, chapter 14; issue 43), and the 2026 switches it carries
- * (Config.norm = NORM_RMS): its parameters and shapes, causality, the
+ * (Config.norm = NORM_RMS, Config.ffn = FFN_SWIGLU): its parameters and shapes, causality, the
  * gradient of every tensor by finite differences, a checkpoint round trip,
  * and a tiny text learned.
  *
@@ -13,7 +13,10 @@
 #include <string.h>
 #include "model/model.h"
 #include "model/train.h"
+#include "layers/lm_ffn.h"
 #include "io/checkpoint.h"
+#include "io/torch_export.h"
+#include "model/decode.h"
 #include "core/rng.h"
 #include "testutil.h"
 
@@ -121,6 +124,47 @@ START_TEST(test_rms_param_count) {
 }
 END_TEST
 
+/* SwiGLU's FFN is W1, W2, W3 without biases: 3*8*12 = 288 floats where
+ * Eq. 2's had 212, so a tiny decoder layer is 224 + 288 + 32 = 544, the
+ * model 88 + 2*544 = 1176 (1144 with RMSNorm: 4 biases of 8 fewer). At
+ * swiglu_d_ff's width, 2/3 of d_ff, the count comes within 3*d_model/2 per
+ * layer of the ReLU model's less its biases. */
+START_TEST(test_swiglu_param_count) {
+    Config c = lm_config(0, 0.0f, POS_SINUSOID);
+    c.ffn = FFN_SWIGLU;
+    ck_assert_uint_eq(model_param_count(&c), 1176u);
+    Model m;
+    build_lm(&m, &c, 1, 4, 1);
+    size_t sum = 0;
+    for (int i = 0; i < m.params.n_tensors; i++) {
+        sum += named_tensor_numel(&m.params.tensors[i]);
+        const char *name = m.params.tensors[i].name;
+        ck_assert_msg(strstr(name, ".b1") == NULL && strstr(name, ".b2") == NULL, "SwiGLU holds %s", name);
+    }
+    ck_assert_uint_eq(sum, 1176u);
+    ck_assert_int_eq(m.params.n_tensors, 1 + 11 * c.N);
+    const NamedTensor *w3 = params_find(&m.params, "decoder.1.ffn.w3");
+    ck_assert_ptr_nonnull(w3);
+    ck_assert_int_eq(w3->shape[0], c.d_model);
+    ck_assert_int_eq(w3->shape[1], c.d_ff);
+    model_free(&m);
+    c.norm = NORM_RMS;
+    ck_assert_uint_eq(model_param_count(&c), 1144u);
+    Config relu = lm_config(0, 0.0f, POS_SINUSOID);
+    relu.d_model = 64, relu.d_ff = 256;
+    Config glu = relu;
+    glu.ffn = FFN_SWIGLU, glu.d_ff = swiglu_d_ff(relu.d_ff, 1);   /* 171 */
+    size_t biases = (size_t)relu.N * (relu.d_ff + relu.d_model);
+    double gap = fabs((double)model_param_count(&glu) - (double)(model_param_count(&relu) - biases));
+    ck_assert_msg(gap <= 3.0 * relu.d_model / 2 * relu.N, "SwiGLU at d_ff %d: %zu parameters against %zu", glu.d_ff,
+                  model_param_count(&glu), model_param_count(&relu) - biases);
+    c.ffn = 2;
+    char err[128];
+    ck_assert_int_eq(config_validate(&c, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "ffn is 2") != NULL, "message: %s", err);
+}
+END_TEST
+
 /* Each Norm of the model is x / RMS(x) * g, by hand: the FFN sub-layer of
  * the last layer (post-LN: y = Norm(x + FFN(x)), the sum saved as SUB_SUM),
  * and the final Norm of a pre-LN stack (what feeds the output projection). */
@@ -184,8 +228,9 @@ END_TEST
  * the log-probabilities of every earlier position bit for bit as they were,
  * and changes its own. */
 START_TEST(test_causal) {
-    for (int pre = 0; pre <= 1; pre++) {
-        Config c = lm_config(pre, 0.0f, POS_SINUSOID);
+    for (int pre = 0; pre <= 2; pre++) {   /* post-LN; pre-LN; pre-RMSNorm with SwiGLU */
+        Config c = lm_config(pre > 0, 0.0f, POS_SINUSOID);
+        if (pre == 2) c.norm = NORM_RMS, c.ffn = FFN_SWIGLU;
         enum { T = 6 };
         int V = c.vocab;
         Model m;
@@ -225,7 +270,25 @@ START_TEST(test_sizes_refused) {
     ck_assert_int_eq(model_check_sizes(&m, 2, 3, 4, err, sizeof err), 2);
     ck_assert_msg(strstr(err, "Ts must be 0") != NULL, "message: %s", err);
     ck_assert_int_eq(model_check_sizes(&m, 2, 0, 5, err, sizeof err), 2);
+    /* the KV-cached decoder serves the encoder-decoder with Eq. 2's FFN only */
+    Decoder d;
+    ck_assert_int_eq(decoder_new(&d, &m, 1, 1, 4, 4, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "no source") != NULL, "message: %s", err);
+    decoder_free(&d);
     model_free(&m);
+    Config g = test_config_tiny(0.0f);
+    g.ffn = FFN_SWIGLU;
+    ck_assert_int_eq(model_build(&m, &g, 1, 4, 4, 1, err, sizeof err), 0);
+    ck_assert_int_eq(decoder_new(&d, &m, 1, 1, 4, 4, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "SwiGLU") != NULL, "message: %s", err);
+    decoder_free(&d);
+    model_free(&m);
+    /* torch.nn.Transformer has no decoder-only twin: the export says so */
+    c.d_v = c.d_k;
+    ck_assert_int_eq(torch_export_check(&c, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "no twin") != NULL, "message: %s", err);
+    c.arch = ARCH_ENC_DEC;
+    ck_assert_int_eq(torch_export_check(&c, err, sizeof err), 0);
     c.arch = 2;
     ck_assert_int_eq(config_validate(&c, err, sizeof err), 2);
     ck_assert_msg(strstr(err, "arch is 2") != NULL, "message: %s", err);
@@ -236,8 +299,9 @@ END_TEST
  * Gradient: every parameter tensor against central differences
  * ========================================================================== */
 
-enum { GB = 2, GT = 5 };
+enum { GB = 2, GT = 5, GS = 4 };
 static const int g_tgt[GB * GT] = {1, 5, 6, 10, 2, 3, 9, 7, 4, 8};
+static const int g_src[GB * GS] = {3, 7, 2, 9, 5, 4, 8, 6};   /* the encoder-decoder's source */
 
 /* L = sum over rows, classes of coef * logp: dL/dlogits through the
  * log-softmax is coef - softmax * sum(coef) (as check_model.c) */
@@ -248,10 +312,16 @@ typedef struct {
     Rng saved;
 } LmLoss;
 
+/* the decoder alone, or (ARCH_ENC_DEC) the whole model on g_src */
+static const float *forward_any(Model *m, int training) {
+    if (m->cfg.arch == ARCH_DECODER) return model_forward_lm(m, g_tgt, GB, GT, training);
+    return model_forward(m, g_src, g_tgt, GB, GS, GT, training);
+}
+
 static double lm_loss(void *ctx) {
     LmLoss *c = ctx;
     model_set_dropout(c->m, c->saved, 0);
-    const float *lp = model_forward_lm(c->m, g_tgt, GB, GT, c->training);
+    const float *lp = forward_any(c->m, c->training);
     double s = 0;
     for (size_t i = 0; i < (size_t)GB * GT * c->m->cfg.vocab; i++) s += (double)c->coef[i] * lp[i];
     return s;
@@ -264,7 +334,9 @@ static double lm_loss(void *ctx) {
 static void gradient_check_lm(const Config *c, uint64_t seed, const char *label) {
     int V = c->vocab, rows = GB * GT, training = c->dropout > 0;
     Model m;
-    build_lm(&m, c, GB, GT, seed);
+    char err[256] = "";
+    int lm = c->arch == ARCH_DECODER;
+    ck_assert_msg(model_build(&m, c, GB, lm ? 0 : GS, GT, seed, err, sizeof err) == 0, "%s", err);
     perturb_params(&m, seed + 1);
     float coef[GB * GT * 11], dlogits[GB * GT * 11];
     Rng r;
@@ -272,7 +344,7 @@ static void gradient_check_lm(const Config *c, uint64_t seed, const char *label)
     for (int i = 0; i < rows * V; i++) coef[i] = rng_normal(&r);
 
     Rng saved = m.dropout_rng;
-    const float *lp = model_forward_lm(&m, g_tgt, GB, GT, training);
+    const float *lp = forward_any(&m, training);
     for (int i = 0; i < rows; i++) {
         double s = 0;
         for (int v = 0; v < V; v++) s += coef[i * V + v];
@@ -336,6 +408,27 @@ END_TEST
 START_TEST(test_gradient_rms) {   /* _i = 0 post-RMSNorm, 1 pre-RMSNorm */
     Config c = lm_config_rms(_i, 0.0f);
     gradient_check_lm(&c, 44 + _i, _i ? "decoder-only pre-RMSNorm" : "decoder-only post-RMSNorm");
+}
+END_TEST
+/* _i = 0: SwiGLU with post-LayerNorm; 1: SwiGLU with pre-RMSNorm, learned
+ * positions and dropout (the 2026 decoder less RoPE and GQA) */
+START_TEST(test_gradient_swiglu) {
+    Config c = _i ? lm_config_rms(1, 0.3f) : lm_config(0, 0.0f, POS_SINUSOID);
+    c.ffn = FFN_SWIGLU;
+    if (_i) c.pos = POS_LEARNED;
+    gradient_check_lm(&c, 47 + _i, _i ? "decoder-only SwiGLU pre-RMSNorm +learned PE +dropout"
+                                      : "decoder-only SwiGLU post-LN");
+}
+END_TEST
+/* the switches reach the encoder-decoder too: _i = 0 RMSNorm post-LN,
+ * 1 SwiGLU with pre-RMSNorm and dropout */
+START_TEST(test_gradient_enc_dec) {
+    Config c = test_config_tiny(_i ? 0.3f : 0.0f);
+    c.pad_id = -1;
+    c.norm = NORM_RMS;
+    c.pre_ln = _i;
+    if (_i) c.ffn = FFN_SWIGLU;
+    gradient_check_lm(&c, 49 + _i, _i ? "encoder-decoder SwiGLU pre-RMSNorm +dropout" : "encoder-decoder RMSNorm");
 }
 END_TEST
 START_TEST(test_gradient_rms_dropout) {
@@ -418,7 +511,8 @@ START_TEST(test_learns_repeated_text) {
     c.arch = ARCH_DECODER;
     c.pre_ln = 1;
     c.pad_id = pad;
-    c.norm = _i;   /* 0 LayerNorm, 1 RMSNorm */
+    c.norm = _i >= 1 ? NORM_RMS : NORM_LAYER;   /* 0 LayerNorm, 1 RMSNorm, 2 RMSNorm + SwiGLU */
+    c.ffn = _i == 2 ? FFN_SWIGLU : FFN_RELU;
     Model m;
     build_lm(&m, &c, B, T, 7);
     TrainHyper hp = train_hyper_paper();
@@ -455,13 +549,15 @@ END_TEST
 Suite *lm_suite(void) {
     Suite *s = suite_create("lm");
     suite_case(s, "Core", test_param_count_by_hand, test_forward_shapes, test_causal, test_checkpoint_round_trip,
-               test_rms_param_count, test_rms_by_hand);
+               test_rms_param_count, test_rms_by_hand, test_swiglu_param_count);
     suite_case(s, "Limits", test_sizes_refused);
     TCase *g = suite_case(s, "Gradient", test_gradient_post_ln, test_gradient_pre_ln, test_gradient_learned_dropout,
                           test_gradient_rms_dropout);
     tcase_add_loop_test(g, test_gradient_rms, 0, 2);
-    TCase *tc = tcase_create("Train");   /* _i = Config.norm: LayerNorm, RMSNorm */
-    tcase_add_loop_test(tc, test_learns_repeated_text, 0, 2);
+    tcase_add_loop_test(g, test_gradient_swiglu, 0, 2);
+    tcase_add_loop_test(g, test_gradient_enc_dec, 0, 2);
+    TCase *tc = tcase_create("Train");   /* _i: LayerNorm, RMSNorm, RMSNorm + SwiGLU */
+    tcase_add_loop_test(tc, test_learns_repeated_text, 0, 3);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;

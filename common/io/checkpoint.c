@@ -88,6 +88,7 @@ const ConfigField CONFIG_FIELDS[CONFIG_N_FIELDS] = {
     {"pos", offsetof(Config, pos), CFG_FLAG},   /* CKPT_FLAG_LEARNED_PE: newer than the block */
     {"arch", offsetof(Config, arch), CFG_FLAG}, /* CKPT_FLAG_DECODER */
     {"norm", offsetof(Config, norm), CFG_FLAG}, /* CKPT_FLAG_RMSNORM */
+    {"ffn", offsetof(Config, ffn), CFG_FLAG},   /* CKPT_FLAG_SWIGLU */
 };
 
 int config_field_int(const Config *c, const ConfigField *f) {
@@ -130,15 +131,16 @@ static void config_decode(Config *c, const uint8_t b[44]) {
  * model departs from the 2017 one, so a file of the paper's model has the
  * flags (and so the bytes) it always had, and an older file (bit clear)
  * loads as the paper's model. */
-#define CONFIG_FLAGS (CKPT_FLAG_LEARNED_PE | CKPT_FLAG_DECODER | CKPT_FLAG_RMSNORM)
+#define CONFIG_FLAGS (CKPT_FLAG_LEARNED_PE | CKPT_FLAG_DECODER | CKPT_FLAG_RMSNORM | CKPT_FLAG_SWIGLU)
 static uint32_t config_flags(const Config *c) {
     return (c->pos == POS_LEARNED ? CKPT_FLAG_LEARNED_PE : 0) | (c->arch == ARCH_DECODER ? CKPT_FLAG_DECODER : 0) |
-           (c->norm == NORM_RMS ? CKPT_FLAG_RMSNORM : 0);
+           (c->norm == NORM_RMS ? CKPT_FLAG_RMSNORM : 0) | (c->ffn == FFN_SWIGLU ? CKPT_FLAG_SWIGLU : 0);
 }
 static void config_from_flags(Config *c, uint32_t flags) {
     c->pos = (flags & CKPT_FLAG_LEARNED_PE) ? POS_LEARNED : POS_SINUSOID;
     c->arch = (flags & CKPT_FLAG_DECODER) ? ARCH_DECODER : ARCH_ENC_DEC;
     c->norm = (flags & CKPT_FLAG_RMSNORM) ? NORM_RMS : NORM_LAYER;
+    c->ffn = (flags & CKPT_FLAG_SWIGLU) ? FFN_SWIGLU : FFN_RELU;
 }
 
 /* ============================================================================

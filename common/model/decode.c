@@ -127,6 +127,9 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
                 char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     const Config *c = &m->cfg;
+    if (c->ffn != FFN_RELU)
+        return fail(err, errlen, "the KV-cached decoder computes Eq. 2's ReLU FFN; this model's FFN is SwiGLU "
+                    "(ffn 1), which it does not have yet");
     if (c->arch == ARCH_DECODER)
         return fail(err, errlen, "the KV-cached decoder here serves the encoder-decoder model; a decoder-only "
                     "model (arch 1) has no source to decode from: run model_forward_lm on the text so far");

@@ -22,6 +22,7 @@
 #include "model/backend.h"
 #include "model/backend_cpu.h"
 #include "model/sublayer.h"
+#include "layers/lm_ffn.h"
 #include "core/fail.h"
 #include "ref/nn.h"
 #include "ref/ops.h"
@@ -179,6 +180,9 @@ int model_to(Model *m, const Backend *be, char *err, size_t errlen) {
     if (m->cfg.norm == NORM_RMS && be != backend_cpu())   /* sublayer.c: RMSNorm is a plain CPU op so far */
         return fail(err, errlen, "RMSNorm runs on the CPU only so far; the %s backend has no kernel for it",
                     be->name);
+    if (m->cfg.ffn == FFN_SWIGLU && be != backend_cpu())  /* ffn_any_forward: a plain CPU op so far */
+        return fail(err, errlen, "the SwiGLU FFN runs on the CPU only so far; the %s backend has no kernel for "
+                    "it", be->name);
     model_pull(m);                 /* the host arrays hold the latest weights */
     views_free(m);
     if (views_make(m, be)) {
@@ -285,6 +289,32 @@ static void pos_backward(Model *m, const float *demb, int B, int T) {
     m->be->pos_embed_backward(m->dw.pos_embed, demb, m->acts->ones, B, T, m->cfg.d_model);
 }
 
+/* The FFN sub-layer's Sublayer, Eq. 2 through the backend table, or SwiGLU
+ * (Config.ffn): not in the table yet, the plain layers/lm_ffn.h op on host
+ * arrays, so a SwiGLU model runs on the CPU only (model_to refuses another
+ * backend). out (rows,D), hidden, fa, fb (rows,d_ff) saved, x (rows,D). */
+static void ffn_any_forward(const Model *m, float *out, float *hidden, float *fa, float *fb, const float *x,
+                            const float *w1, const float *b1, const float *w2, const float *b2, const float *w3,
+                            int rows) {
+    const Config *c = &m->cfg;
+    if (c->ffn == FFN_SWIGLU)   /* (silu(x W1) * (x W3)) W2 */
+        swiglu_ffn_forward(out, fa, fb, hidden, x, w1, w3, w2, rows, c->d_model, c->d_ff);
+    else                        /* max(0, x W1 + b1) W2 + b2 */
+        m->be->ffn_forward(out, hidden, x, w1, b1, w2, b2, rows, c->d_model, c->d_ff);
+}
+/* dx +=, and each weight's gradient +=, from dout; scratch a->d_hidden */
+static void ffn_any_backward(const Model *m, float *dx, float *dw1, float *db1, float *dw2, float *db2, float *dw3,
+                             const float *dout, const float *hidden, const float *fa, const float *fb,
+                             const float *x, const float *w1, const float *w2, const float *w3, int rows) {
+    const Config *c = &m->cfg;
+    float *scratch = m->acts->d_hidden;
+    if (c->ffn == FFN_SWIGLU)
+        swiglu_ffn_backward(dx, dw1, dw3, dw2, scratch, dout, fa, fb, hidden, x, w1, w3, w2, rows, c->d_model,
+                            c->d_ff);
+    else
+        m->be->ffn_backward(dx, dw1, db1, dw2, db2, scratch, dout, hidden, x, w1, w2, rows, c->d_model, c->d_ff);
+}
+
 void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     const Config *c = &m->cfg;
     const Backend *be = m->be;
@@ -327,7 +357,8 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
         x = sublayer_out(be, k, &e->sub[0], x, w->ln1_g, w->ln1_b, dropout_next(a, p), rows, D);
         /* x = LayerNorm(x + Dropout(FFN(x)))         (Eq. 2) */
         in = sublayer_in(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, rows, D);
-        be->ffn_forward(e->sub[1].out, e->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        ffn_any_forward(m, e->sub[1].out, e->hidden, e->ffn_a, e->ffn_b, in, w->ffn_w1, w->ffn_b1, w->ffn_w2,
+                        w->ffn_b2, w->ffn_w3, rows);
         x = sublayer_out(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
     }
     if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
@@ -394,7 +425,8 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
         }
         /* x = LayerNorm(x + Dropout(FFN(x))) */
         in = sublayer_in(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, rows, D);
-        be->ffn_forward(d->sub[2].out, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        ffn_any_forward(m, d->sub[2].out, d->hidden, d->ffn_a, d->ffn_b, in, w->ffn_w1, w->ffn_b1, w->ffn_w2,
+                        w->ffn_b2, w->ffn_w3, rows);
         x = sublayer_out(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, dropout_next(a, p), rows, D);
     }
     if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
@@ -457,7 +489,7 @@ void model_backward(Model *m, const float *dlogits) {
     int B = m->B, Ts = m->Ts, Tt = m->Tt, D = c->d_model, V = c->vocab;
     int lm = c->arch == ARCH_DECODER;   /* no cross-attention, no encoder */
     SubLayerKind k = sublayer_kind(c);
-    int hh = c->h, dk = c->d_k, dv = c->d_v, F = c->d_ff;
+    int hh = c->h, dk = c->d_k, dv = c->d_v;
     int rt = B * Tt, rs = B * Ts;
     const Backend *be = m->be;
     Params *P = &m->w, *G = &m->dw;
@@ -497,8 +529,8 @@ void model_backward(Model *m, const float *dlogits) {
         din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln3_g, gw->ln3_b, dy, &d->sub[2], w->ln3_g,
                                     rt, D);
         in = sublayer_input(k, &d->sub[2], x2);
-        be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
-                     d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
+        ffn_any_backward(m, din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, gw->ffn_w3, a->d_sub, d->hidden,
+                         d->ffn_a, d->ffn_b, in, w->ffn_w1, w->ffn_w2, w->ffn_w3, rt);
         sublayer_in_backward(be, k, dx, gw->ln3_g, gw->ln3_b, a->d_ln, &d->sub[2], x2, w->ln3_g, rt, D);
         swap(&dy, &dx);
 
@@ -560,8 +592,8 @@ void model_backward(Model *m, const float *dlogits) {
         din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &e->sub[1], w->ln2_g,
                                     rs, D);
         in = sublayer_input(k, &e->sub[1], x1);
-        be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
-                     e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
+        ffn_any_backward(m, din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, gw->ffn_w3, a->d_sub, e->hidden,
+                         e->ffn_a, e->ffn_b, in, w->ffn_w1, w->ffn_w2, w->ffn_w3, rs);
         sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &e->sub[1], x1, w->ln2_g, rs, D);
         swap(&dy, &dx);
 

@@ -58,10 +58,11 @@ static size_t mha_params(const Config *c) {
     return 2 * D * hk + 2 * D * hv;
 }
 
-/* FFN (Eq. 2): W1 (d_model,d_ff) + b1 (d_ff) + W2 (d_ff,d_model) + b2 (d_model). */
+/* FFN (Eq. 2): W1 (d_model,d_ff) + b1 (d_ff) + W2 (d_ff,d_model) + b2 (d_model);
+ * SwiGLU: W1, W3 (d_model,d_ff), W2 (d_ff,d_model), no biases. */
 static size_t ffn_params(const Config *c) {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
-    return 2 * D * F + F + D;
+    return c->ffn == FFN_SWIGLU ? 3 * D * F : 2 * D * F + F + D;
 }
 
 size_t model_param_count(const Config *c) {
@@ -100,6 +101,8 @@ int config_validate(const Config *c, char *err, size_t errlen) {
                     "a language model)", c->arch);
     if (c->norm != NORM_LAYER && c->norm != NORM_RMS)
         return fail(err, errlen, "norm is %d; it must be 0 (LayerNorm, the paper) or 1 (RMSNorm)", c->norm);
+    if (c->ffn != FFN_RELU && c->ffn != FFN_SWIGLU)
+        return fail(err, errlen, "ffn is %d; it must be 0 (ReLU, Eq. 2) or 1 (SwiGLU)", c->ffn);
     if (c->pad_id < -1 || c->pad_id >= c->vocab)
         return fail(err, errlen, "pad_id is %d; it must be -1 (no padding) or a token id in 0..%d",
                     c->pad_id, c->vocab - 1);
@@ -129,10 +132,11 @@ static int tensors_per_model(const Config *c) {
     /* a Norm is L = 2 tensors (gamma, beta), 1 for RMSNorm (gamma);
      * encoder layer: 4 attention + L + 4 FFN + L = 8 + 2L;
      * decoder layer: 4 + L + 4 + L + 4 + L = 12 + 3L; pre-LN: 2 final Norms;
-     * ARCH_DECODER: its layer 8 + 2L (no cross-attention, no ln2), 1 final Norm */
-    int L = c->norm == NORM_RMS ? 1 : 2, lead = 1 + (c->pos == POS_LEARNED);
-    if (c->arch == ARCH_DECODER) return lead + (8 + 2 * L) * c->N + (c->pre_ln ? L : 0);
-    return lead + (8 + 2 * L) * c->N + (12 + 3 * L) * c->N + (c->pre_ln ? 2 * L : 0);
+     * ARCH_DECODER: its layer 8 + 2L (no cross-attention, no ln2), 1 final Norm;
+     * a SwiGLU FFN is 3 tensors (w1, w2, w3), not 4 */
+    int L = c->norm == NORM_RMS ? 1 : 2, lead = 1 + (c->pos == POS_LEARNED), f = c->ffn == FFN_SWIGLU ? 3 : 4;
+    if (c->arch == ARCH_DECODER) return lead + (4 + f + 2 * L) * c->N + (c->pre_ln ? L : 0);
+    return lead + (4 + f + 2 * L) * c->N + (8 + f + 3 * L) * c->N + (c->pre_ln ? 2 * L : 0);
 }
 
 /* Hands out consecutive slices of p->mem and records each as a NamedTensor. */
@@ -140,6 +144,7 @@ typedef struct {
     Params *p;
     size_t used;
     int norm;       /* Config.norm: which tensors a Norm has */
+    int ffn;        /* Config.ffn: which tensors an FFN has  */
 } Carver;
 
 static float *carve(Carver *cv, int rows, int cols, const char *fmt, ...) {
@@ -172,13 +177,16 @@ static void carve_ln(Carver *cv, float **g, float **b, int D, const char *prefix
     *b = cv->norm == NORM_RMS ? NULL : carve(cv, D, 0, "%s.beta", prefix);
 }
 
-/* Eq. (2)'s W1 (D,F), b1 (F), W2 (F,D), b2 (D): <prefix>.w1, .b1, .w2, .b2 */
-static void carve_ffn(Carver *cv, float **w1, float **b1, float **w2, float **b2, int D, int F,
+/* Eq. (2)'s W1 (D,F), b1 (F), W2 (F,D), b2 (D): <prefix>.w1, .b1, .w2, .b2;
+ * SwiGLU's W1 (D,F), W2 (F,D), W3 (D,F): <prefix>.w1, .w2, .w3 (b1, b2 NULL) */
+static void carve_ffn(Carver *cv, float **w1, float **b1, float **w2, float **b2, float **w3, int D, int F,
                       const char *prefix) {
+    int glu = cv->ffn == FFN_SWIGLU;
     *w1 = carve(cv, D, F, "%s.w1", prefix);
-    *b1 = carve(cv, F, 0, "%s.b1", prefix);
+    *b1 = glu ? NULL : carve(cv, F, 0, "%s.b1", prefix);
     *w2 = carve(cv, F, D, "%s.w2", prefix);
-    *b2 = carve(cv, D, 0, "%s.b2", prefix);
+    *b2 = glu ? NULL : carve(cv, D, 0, "%s.b2", prefix);
+    *w3 = glu ? carve(cv, D, F, "%s.w3", prefix) : NULL;
 }
 
 /* "encoder.3.ffn": the name prefix of one layer's part, in at (40 bytes) */
@@ -196,7 +204,7 @@ int params_layout(Params *p, const Config *c) {
     p->tensors = calloc((size_t)tensors_per_model(c), sizeof *p->tensors);
     if ((!lm && !p->enc) || !p->dec || !p->tensors) return -1;
     p->n_tensors = 0;
-    Carver cv = {p, 0, c->norm};
+    Carver cv = {p, 0, c->norm, c->ffn};
     char at[40];
     p->embed = carve(&cv, c->vocab, D, "embed");
     p->pos_embed = c->pos == POS_LEARNED ? carve(&cv, c->max_len, D, "pos_embed") : NULL;
@@ -204,7 +212,8 @@ int params_layout(Params *p, const Config *c) {
         EncoderLayer *l = &p->enc[i];
         carve_mha(&cv, &l->self_attn, c, part(at, "encoder", i, "self_attn"));
         carve_ln(&cv, &l->ln1_g, &l->ln1_b, D, part(at, "encoder", i, "ln1"));
-        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, D, F, part(at, "encoder", i, "ffn"));
+        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, &l->ffn_w3, D, F,
+                  part(at, "encoder", i, "ffn"));
         carve_ln(&cv, &l->ln2_g, &l->ln2_b, D, part(at, "encoder", i, "ln2"));
     }
     if (c->pre_ln && !lm) carve_ln(&cv, &p->enc_ln_g, &p->enc_ln_b, D, "encoder.ln");
@@ -216,7 +225,8 @@ int params_layout(Params *p, const Config *c) {
             carve_mha(&cv, &l->cross_attn, c, part(at, "decoder", i, "cross_attn"));
             carve_ln(&cv, &l->ln2_g, &l->ln2_b, D, part(at, "decoder", i, "ln2"));
         }
-        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, D, F, part(at, "decoder", i, "ffn"));
+        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, &l->ffn_w3, D, F,
+                  part(at, "decoder", i, "ffn"));
         carve_ln(&cv, &l->ln3_g, &l->ln3_b, D, part(at, "decoder", i, "ln3"));
     }
     if (c->pre_ln) carve_ln(&cv, &p->dec_ln_g, &p->dec_ln_b, D, "decoder.ln");

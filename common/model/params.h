@@ -35,6 +35,8 @@ typedef struct {
                     /* attention: a language model (chapter 14)           */
     int norm;       /* NormKind: NORM_LAYER (LayerNorm, the paper) or     */
                     /* NORM_RMS (RMSNorm: a gain, no bias; sublayer.h)    */
+    int ffn;        /* FFN_RELU (Eq. 2, the paper) or FFN_SWIGLU:         */
+                    /* (silu(x W1) * (x W3)) W2, no biases, width d_ff    */
 } Config;
 
 enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
@@ -46,6 +48,10 @@ enum { ARCH_ENC_DEC = 0, ARCH_DECODER = 1 };
  * paper's LayerNorm (Ba et al. 2016), or RMSNorm (Zhang & Sennrich 2019:
  * x / rms(x) * g, no mean, no bias), which most 2026 models use. */
 typedef enum { NORM_LAYER = 0, NORM_RMS = 1 } NormKind;
+/* Which FFN every layer has: Eq. 2's max(0, x W1 + b1) W2 + b2, or SwiGLU
+ * (Shazeer 2020; layers/lm_ffn.h), whose d_ff for the ReLU FFN's parameters
+ * is swiglu_d_ff(d_ff): about 2/3 of it. */
+enum { FFN_RELU = 0, FFN_SWIGLU = 1 };
 
 /* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
  * is a plain error instead of an attempt to allocate terabytes. */
@@ -79,6 +85,7 @@ typedef struct {
     MhaParams self_attn;
     float *ln1_g, *ln1_b;                    /* (d_model)                          */
     float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;/* (d_model,d_ff) (d_ff) (d_ff,d_model) (d_model) */
+    float *ffn_w3;                           /* (d_model,d_ff) SwiGLU's gate input; b1, b2 NULL */
     float *ln2_g, *ln2_b;
 } EncoderLayer;
 
@@ -91,6 +98,7 @@ typedef struct {
     MhaParams cross_attn;                    /* queries from decoder, K/V = memory */
     float *ln2_g, *ln2_b;
     float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;
+    float *ffn_w3;                           /* SwiGLU only, as in EncoderLayer     */
     float *ln3_g, *ln3_b;
 } DecoderLayer;
 
