@@ -16,7 +16,11 @@
  *   implementations do; not the paper).
  *   arch = ARCH_DECODER (params.h) keeps the decoder alone, a language
  *   model (chapter 14): no encoder, and each DecoderLayer without its
- *   CrossAttn line; tgt ids -> ... -> log-softmax, one token ahead. Each line above is one residual
+ *   CrossAttn line; tgt ids -> ... -> log-softmax, one token ahead.
+ *   Two more of Config's switches from 2017 to 2026, in either stack:
+ *   norm = NORM_RMS makes every Norm above RMSNorm (sublayer.h), ffn =
+ *   FFN_SWIGLU every FFN (silu(x W1) * (x W3)) W2 (model.c's
+ *   ffn_any_forward); both run on the CPU only so far. Each line above is one residual
  *   sub-layer, Add & Norm around a Sublayer: sublayer.h has its forward,
  *   its backward and what it saves, for both placements of the Norm.
  *
