@@ -202,7 +202,8 @@ END_TEST
  * config_differs names the field that differs, dropout aside. */
 START_TEST(test_config_fields) {
     static const char *const order[CONFIG_N_FIELDS] = {"N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab",
-                                                       "max_len", "dropout", "pre_ln", "pad_id", "pos"};
+                                                       "max_len", "dropout", "pre_ln", "pad_id", "pos", "arch",
+                                                       "norm", "ffn"};
     size_t bytes = 0;
     for (int i = 0; i < CONFIG_N_FIELDS; i++) {
         ck_assert_str_eq(CONFIG_FIELDS[i].name, order[i]);
@@ -213,6 +214,9 @@ START_TEST(test_config_fields) {
     ck_assert_uint_eq(bytes, sizeof(Config));   /* no field of Config left out of the list */
     ck_assert_int_eq(CONFIG_FIELDS[8].kind, CFG_F32);
     ck_assert_int_eq(CONFIG_FIELDS[11].kind, CFG_FLAG);
+    ck_assert_int_eq(CONFIG_FIELDS[12].kind, CFG_FLAG);
+    ck_assert_int_eq(CONFIG_FIELDS[13].kind, CFG_FLAG);
+    ck_assert_int_eq(CONFIG_FIELDS[14].kind, CFG_FLAG);
     Config a = test_config_tiny(0.1f), b;
     char why[96] = "";
     ck_assert_int_eq(config_field_int(&a, &CONFIG_FIELDS[3]), a.h);

@@ -73,13 +73,13 @@ END_TEST
 /* Loop test: for several configs, closed form == sum of named tensors ==
  * size of the one allocation, names unique, tensors tile mem exactly. */
 static const Config count_configs[] = {
-    {1, 4, 4, 1, 4, 4, 5, 3, 0.0f, 0, -1, POS_SINUSOID},
-    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0, POS_SINUSOID},
-    {3, 16, 8, 4, 5, 7, 9, 8, 0.2f, 1, 3, POS_SINUSOID},
-    {2, 32, 64, 4, 8, 8, 12, 32, 0.1f, 1, 0, POS_SINUSOID},
-    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 0, 99, POS_SINUSOID},
-    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0, POS_LEARNED},   /* + pos_embed (16, 8) */
-    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 1, 99, POS_LEARNED},
+    {1, 4, 4, 1, 4, 4, 5, 3, 0.0f, 0, -1, POS_SINUSOID, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},
+    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0, POS_SINUSOID, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},
+    {3, 16, 8, 4, 5, 7, 9, 8, 0.2f, 1, 3, POS_SINUSOID, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},
+    {2, 32, 64, 4, 8, 8, 12, 32, 0.1f, 1, 0, POS_SINUSOID, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},
+    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 0, 99, POS_SINUSOID, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},
+    {2, 8, 12, 2, 4, 3, 11, 16, 0.1f, 0, 0, POS_LEARNED, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},   /* + pos_embed */
+    {1, 6, 10, 3, 2, 2, 100, 5, 0.0f, 1, 99, POS_LEARNED, ARCH_ENC_DEC, NORM_LAYER, FFN_RELU},
 };
 
 START_TEST(test_param_count_matches_tensors) {

@@ -86,6 +86,9 @@ const ConfigField CONFIG_FIELDS[CONFIG_N_FIELDS] = {
     {"pre_ln", offsetof(Config, pre_ln), CFG_I32},
     {"pad_id", offsetof(Config, pad_id), CFG_I32},
     {"pos", offsetof(Config, pos), CFG_FLAG},   /* CKPT_FLAG_LEARNED_PE: newer than the block */
+    {"arch", offsetof(Config, arch), CFG_FLAG}, /* CKPT_FLAG_DECODER */
+    {"norm", offsetof(Config, norm), CFG_FLAG}, /* CKPT_FLAG_RMSNORM */
+    {"ffn", offsetof(Config, ffn), CFG_FLAG},   /* CKPT_FLAG_SWIGLU */
 };
 
 int config_field_int(const Config *c, const ConfigField *f) {
@@ -122,6 +125,22 @@ static void config_decode(Config *c, const uint8_t b[44]) {
         uint32_t u = get_u32(b + 4 * i);
         memcpy((char *)c + CONFIG_FIELDS[i].offset, &u, 4);
     }
+}
+
+/* The CFG_FLAG fields, each a bit of the flags word: set only where the
+ * model departs from the 2017 one, so a file of the paper's model has the
+ * flags (and so the bytes) it always had, and an older file (bit clear)
+ * loads as the paper's model. */
+#define CONFIG_FLAGS (CKPT_FLAG_LEARNED_PE | CKPT_FLAG_DECODER | CKPT_FLAG_RMSNORM | CKPT_FLAG_SWIGLU)
+static uint32_t config_flags(const Config *c) {
+    return (c->pos == POS_LEARNED ? CKPT_FLAG_LEARNED_PE : 0) | (c->arch == ARCH_DECODER ? CKPT_FLAG_DECODER : 0) |
+           (c->norm == NORM_RMS ? CKPT_FLAG_RMSNORM : 0) | (c->ffn == FFN_SWIGLU ? CKPT_FLAG_SWIGLU : 0);
+}
+static void config_from_flags(Config *c, uint32_t flags) {
+    c->pos = (flags & CKPT_FLAG_LEARNED_PE) ? POS_LEARNED : POS_SINUSOID;
+    c->arch = (flags & CKPT_FLAG_DECODER) ? ARCH_DECODER : ARCH_ENC_DEC;
+    c->norm = (flags & CKPT_FLAG_RMSNORM) ? NORM_RMS : NORM_LAYER;
+    c->ffn = (flags & CKPT_FLAG_SWIGLU) ? FFN_SWIGLU : FFN_RELU;
 }
 
 /* ============================================================================
@@ -242,7 +261,7 @@ int model_save(const Model *m, const char *path, const TrainState *ts, char *err
     w_bytes(&w, CKPT_MAGIC, 8);
     w_u32(&w, CKPT_VERSION);
     w_u64(&w, file_size(m, ts != NULL));
-    w_u32(&w, (ts ? CKPT_FLAG_TRAIN : 0) | (m->cfg.pos == POS_LEARNED ? CKPT_FLAG_LEARNED_PE : 0));
+    w_u32(&w, config_flags(&m->cfg) | (ts ? CKPT_FLAG_TRAIN : 0));
     w_bytes(&w, cfg, sizeof cfg);
     w_u32(&w, (uint32_t)m->params.n_tensors);
     if (ts) {
@@ -430,9 +449,9 @@ static int load(Model *m, const char *path, int max_B, int max_Ts, int max_Tt,
     config_decode(&cfg, head + CKPT_OFF_CONFIG);
     /* the config's 11 fields predate learned PE: a flags bit carries it, so
      * every older file (bit clear) still loads, as sinusoids */
-    cfg.pos = (flags & CKPT_FLAG_LEARNED_PE) ? POS_LEARNED : POS_SINUSOID;
+    config_from_flags(&cfg, flags);
     char why[512];
-    if (flags & ~(CKPT_FLAG_TRAIN | CKPT_FLAG_LEARNED_PE)) {
+    if (flags & ~(CKPT_FLAG_TRAIN | CONFIG_FLAGS)) {
         fail(err, errlen, "'%s' has unknown flags 0x%x", path, flags);
         goto refused;
     }

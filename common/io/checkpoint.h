@@ -12,7 +12,12 @@
  *   20      4      u32 flags: bit 0 = a TrainState follows the config,
  *                  bit 1 = learned positional embeddings (Config.pos, Table 3
  *                  (E); a tensor "pos_embed" follows "embed"); older files
- *                  never set it, so they load as sinusoids
+ *                  never set it, so they load as sinusoids; bit 2 =
+ *                  decoder only (Config.arch, chapter 14: no encoder.* and
+ *                  no cross-attention tensors); bit 3 = RMSNorm
+ *                  (Config.norm: each Norm a "gamma" without "beta");
+ *                  bit 4 = SwiGLU FFN (Config.ffn: w1, w2, w3, no b1, b2);
+ *                  bits 2 to 4 are clear in every older file
  *   24      44     Config: i32 N, d_model, d_ff, h, d_k, d_v, vocab, max_len,
  *                  f32 dropout, i32 pre_ln, i32 pad_id
  *   68      4      u32 number of tensors
@@ -42,6 +47,9 @@
 #define CKPT_HEADER_BYTES  72
 #define CKPT_FLAG_TRAIN    1u
 #define CKPT_FLAG_LEARNED_PE 2u   /* Config.pos == POS_LEARNED (Table 3 (E)); clear: sinusoids */
+#define CKPT_FLAG_DECODER  4u     /* Config.arch == ARCH_DECODER; clear: encoder-decoder */
+#define CKPT_FLAG_RMSNORM  8u     /* Config.norm == NORM_RMS; clear: LayerNorm */
+#define CKPT_FLAG_SWIGLU   16u    /* Config.ffn == FFN_SWIGLU; clear: ReLU (Eq. 2) */
 
 /* What a loaded config may ask for beyond the numbers the file holds: the
  * positional-encoding table, max_len x d_model floats (2^22 floats = 16 MiB:
@@ -67,9 +75,11 @@ typedef enum { CFG_I32, CFG_F32, CFG_FLAG } ConfigFieldKind;
 typedef struct {
     const char *name;        /* as files and messages name it: "d_model"             */
     size_t offset;           /* offsetof(Config, field)                              */
-    ConfigFieldKind kind;    /* CFG_F32: dropout; CFG_FLAG: pos, a bit of the flags  */
+    ConfigFieldKind kind;    /* CFG_F32: dropout; CFG_FLAG: pos, arch, norm, ffn: a bit of the */
+                             /* flags each (set only off the 2017 default, so files */
+                             /* of the paper's model stay byte for byte as before)  */
 } ConfigField;
-enum { CONFIG_N_FIELDS = 12 };
+enum { CONFIG_N_FIELDS = 15 };
 extern const ConfigField CONFIG_FIELDS[CONFIG_N_FIELDS];
 
 int config_field_int(const Config *c, const ConfigField *f);   /* an int field's value (not dropout) */

@@ -169,6 +169,9 @@ static void add_all(Export *x, const Model *m) {
 }
 
 int torch_export_check(const Config *c, char *err, size_t errlen) {
+    if (c->arch != ARCH_ENC_DEC || c->norm != NORM_LAYER || c->ffn != FFN_RELU)
+        return fail_rc(2, err, errlen, "torch.nn.Transformer is the paper's encoder-decoder with LayerNorm and a "
+                       "ReLU FFN; this model (arch %d, norm %d, ffn %d) has no twin there", c->arch, c->norm, c->ffn);
     if (c->h * c->d_k != c->d_model || c->d_v != c->d_k)
         return fail_rc(2, err, errlen,
                        "torch.nn.MultiheadAttention needs d_k = d_v = d_model / h; this model has "

@@ -37,8 +37,16 @@ static void take_mha(Bump *b, MhaActs *a, const Config *c, int B, int Tq, int Tk
     if (buf) mha_acts_layout(a, buf, B, Tq, Tk, c->h, c->d_k, c->d_v);
 }
 
+/* SwiGLU's saved products x W1, x W3, (rows, d_ff) each; none for ReLU */
+static void take_glu(Bump *b, float **fa, float **fb, const Config *c, size_t rows) {
+    int glu = c->ffn == FFN_SWIGLU;
+    *fa = glu ? take(b, rows * (size_t)c->d_ff) : NULL;
+    *fb = glu ? take(b, rows * (size_t)c->d_ff) : NULL;
+}
+
 size_t acts_layout_encoder(ModelActs *a, const Config *c, float *base, int B, int Ts) {
     Bump b = {base, 0};
+    if (c->arch == ARCH_DECODER) return 0;   /* no encoder: an empty region */
     size_t rows = (size_t)B * Ts, D = (size_t)c->d_model;
     a->src = take_ints(&b, rows);
     a->src_emb = take(&b, rows * D);
@@ -51,6 +59,7 @@ size_t acts_layout_encoder(ModelActs *a, const Config *c, float *base, int B, in
         take_sub(&b, &e->sub[1], rows, D);
         take_mha(&b, &e->attn, c, B, Ts, Ts);
         e->hidden = take(&b, rows * (size_t)c->d_ff);
+        take_glu(&b, &e->ffn_a, &e->ffn_b, c, rows);
     }
     a->enc_ln = take(&b, rows * D);
     a->enc_mean = take(&b, rows);
@@ -70,10 +79,12 @@ size_t acts_layout_decoder(ModelActs *a, const Config *c, float *base, int B, in
     DecActs count_only;
     for (int l = 0; l < c->N; l++) {
         DecActs *d = a->dec ? &a->dec[l] : &count_only;
-        for (int s = 0; s < 3; s++) take_sub(&b, &d->sub[s], rows, D);
+        for (int s = 0; s < 3; s++)   /* sub[1], cross-attention: none in a language model */
+            if (s != 1 || c->arch != ARCH_DECODER) take_sub(&b, &d->sub[s], rows, D);
         take_mha(&b, &d->self, c, B, Tt, Tt);
-        take_mha(&b, &d->cross, c, B, Tt, Ts);
+        if (c->arch != ARCH_DECODER) take_mha(&b, &d->cross, c, B, Tt, Ts);
         d->hidden = take(&b, rows * (size_t)c->d_ff);
+        take_glu(&b, &d->ffn_a, &d->ffn_b, c, rows);
     }
     a->dec_ln = take(&b, rows * D);
     a->dec_mean = take(&b, rows);
@@ -96,7 +107,7 @@ size_t acts_layout_backward(ModelActs *a, const Config *c, float *base, int B, i
     a->d_ln = take(&b, rows * D);
     a->d_sub = take(&b, rows * D);
     a->d_mem = take(&b, (size_t)B * Ts * D);
-    a->d_hidden = take(&b, rows * (size_t)c->d_ff);
+    a->d_hidden = take(&b, rows * (size_t)c->d_ff * (c->ffn == FFN_SWIGLU ? 3 : 1));   /* swiglu_ffn_backward */
     a->d_scratch = take(&b, max3(mha_scratch_size(B, Ts, Ts, c->h, c->d_k, c->d_v),
                                  mha_scratch_size(B, Tt, Tt, c->h, c->d_k, c->d_v),
                                  mha_scratch_size(B, Tt, Ts, c->h, c->d_k, c->d_v)));
@@ -107,13 +118,15 @@ size_t acts_layout_backward(ModelActs *a, const Config *c, float *base, int B, i
 }
 
 size_t model_acts_floats(const Config *c, int B, int Ts, int Tt) {
-    if (B < 1 || Ts < 1 || Tt < 1 || config_validate(c, NULL, 0)) return 0;
+    /* Ts: 0 for ARCH_DECODER (no source), at least 1 otherwise */
+    if (B < 1 || Ts < (c->arch != ARCH_DECODER) || Tt < 1 || config_validate(c, NULL, 0)) return 0;
+    if (c->arch == ARCH_DECODER && Ts != 0) return 0;
     /* A generous upper bound in double first (every term of the layout
      * below, at T = max(Ts, Tt), twice over): sizes whose count would
      * overflow size_t are answered SIZE_MAX before any size_t product. */
     double T = Ts > Tt ? Ts : Tt, rows = (double)B * T, D = c->d_model, F = c->d_ff, V = c->vocab;
     double attn = c->h * (2.0 * c->d_k + 2.0 * c->d_v + T);
-    double bound = 2 * rows * (c->N * (20 * D + 2 * F + 20 + 3 * attn) + 10 * D + F + attn + 2 * V + 2 * T + 20)
+    double bound = 2 * rows * (c->N * (20 * D + 6 * F + 20 + 3 * attn) + 10 * D + 3 * F + attn + 2 * V + 2 * T + 20)
                  + 1024.0 * (c->N + 1);
     if (bound > 1e18) return SIZE_MAX;
     ModelActs a = {0};   /* no per-layer tables, no base: the layouts only count */

@@ -26,18 +26,21 @@
  * under a token budget, 96 short rows or 24 long ones, never 96 long ones.
  * Every call checks that its own three regions fit (acts_fit). Masks are
  * built on the host (attention.h's mask_* functions) in small host buffers
- * and uploaded. */
+ * and uploaded. A decoder-only model (ARCH_DECODER, Ts = 0) has an empty
+ * encoder region and, in the decoder's, no sub[1] and no cross. */
 
 typedef struct {
     SubActs sub[2];     /* 0 self-attention, 1 FFN: Add & Norm's (sublayer.h)   */
     MhaActs attn;       /* (Ts,Ts): the attention layer's (layers/multihead.h)  */
-    float *hidden;      /* (B,Ts,d_ff) FFN's ReLU output                        */
+    float *hidden;      /* (B,Ts,d_ff) FFN's ReLU output (SwiGLU: silu(a) * b)  */
+    float *ffn_a, *ffn_b;/* (B,Ts,d_ff) SwiGLU's x W1, x W3 (NULL for ReLU)     */
 } EncActs;
 
 typedef struct {
     SubActs sub[3];     /* 0 masked self-attention, 1 cross-attention, 2 FFN    */
     MhaActs self, cross;/* (Tt,Tt), (Tt,Ts)                                     */
     float *hidden;      /* (B,Tt,d_ff)                                          */
+    float *ffn_a, *ffn_b;/* (B,Tt,d_ff) as in EncActs                           */
 } DecActs;
 
 struct ModelActs {
@@ -81,7 +84,7 @@ struct ModelActs {
     float *d_y, *d_x;           /* gradient at a sub-layer's output / input      */
     float *d_ln, *d_sub;        /* at the Sublayer's input Norm(x) (pre-LN), output */
     float *d_mem;               /* (B,Ts,D) memory, summed over cross-attentions */
-    float *d_hidden;            /* (B,T,d_ff)                                    */
+    float *d_hidden;            /* (B,T,d_ff), SwiGLU (B,T,3 d_ff): FFN scratch  */
     float *d_scratch;           /* mha_backward's work space                     */
     float *d_src_emb, *d_tgt_emb;  /* model_input_grad                           */
     float *ones;                /* (B) all 1: sums the learned PE's gradient over the batch */

@@ -127,6 +127,12 @@ int decoder_new(Decoder *d, Model *m, int max_B, int max_K, int max_Ts, int max_
                 char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     const Config *c = &m->cfg;
+    if (c->ffn != FFN_RELU)
+        return fail(err, errlen, "the KV-cached decoder computes Eq. 2's ReLU FFN; this model's FFN is SwiGLU "
+                    "(ffn 1), which it does not have yet");
+    if (c->arch == ARCH_DECODER)
+        return fail(err, errlen, "the KV-cached decoder here serves the encoder-decoder model; a decoder-only "
+                    "model (arch 1) has no source to decode from: run model_forward_lm on the text so far");
     if (max_B < 1 || max_K < 1 || max_Ts < 1 || max_out < 1)
         return fail(err, errlen, "decoder capacity must be at least 1 (got %d sentences, %d beams, "
                     "%d source tokens, %d output tokens)", max_B, max_K, max_Ts, max_out);
@@ -326,7 +332,8 @@ static void step_cached(Decoder *d, const int *tok) {
     }
     const float *xo = d->x;
     if (c->pre_ln) {
-        be->layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->w.dec_ln_g, m->w.dec_ln_b, R, D);
+        sublayer_norm_forward(be, sublayer_kind(c), d->ln, d->mean, d->rstd, d->x, m->w.dec_ln_g, m->w.dec_ln_b, R,
+                              D);
         xo = d->ln;
     }
     /* logits (R,V) = x E^T (the shared embedding, Sec. 3.4), then log-softmax */

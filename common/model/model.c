@@ -22,6 +22,7 @@
 #include "model/backend.h"
 #include "model/backend_cpu.h"
 #include "model/sublayer.h"
+#include "layers/lm_ffn.h"
 #include "core/fail.h"
 #include "ref/nn.h"
 #include "ref/ops.h"
@@ -94,7 +95,10 @@ int model_build_cap(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt
     memset(m, 0, sizeof *m);
     int rc = config_validate(c, err, errlen);
     if (rc) return rc;
-    if (max_B < 1 || max_Ts < 1 || max_Tt < 1)
+    if (c->arch == ARCH_DECODER && max_Ts != 0)
+        return fail(err, errlen, "a decoder-only model reads no source: its source capacity max_Ts must be 0 "
+                    "(got %d)", max_Ts);
+    if (max_B < 1 || max_Ts < (c->arch != ARCH_DECODER) || max_Tt < 1)
         return fail(err, errlen, "batch capacity must be at least 1 sequence of 1 token (got B=%d, Ts=%d, Tt=%d)",
                     max_B, max_Ts, max_Tt);
     if (max_Ts > c->max_len || max_Tt > c->max_len)
@@ -133,7 +137,7 @@ int model_build_cap(Model *m, const Config *c, int max_B, int max_Ts, int max_Tt
     if (!a->enc || !a->dec) goto oom;
     a->cap = acts_floats;
     size_t Tm = (size_t)(max_Ts > max_Tt ? max_Ts : max_Tt), masks = (size_t)max_B * Tm * Tm;
-    a->h_src = malloc((size_t)max_B * max_Ts * sizeof(int));
+    a->h_src = malloc((size_t)max_B * (max_Ts > 0 ? max_Ts : 1) * sizeof(int));
     a->h_enc_mask = malloc(masks), a->h_dec_mask = malloc(masks);
     a->h_cross_mask = malloc(masks), a->h_pad = malloc(masks);
     a->h_ones = malloc((size_t)max_B * sizeof(float));
@@ -173,6 +177,12 @@ void model_free(Model *m) {
 
 int model_to(Model *m, const Backend *be, char *err, size_t errlen) {
     if (be == m->be) return 0;
+    if (m->cfg.norm == NORM_RMS && be != backend_cpu())   /* sublayer.c: RMSNorm is a plain CPU op so far */
+        return fail(err, errlen, "RMSNorm runs on the CPU only so far; the %s backend has no kernel for it",
+                    be->name);
+    if (m->cfg.ffn == FFN_SWIGLU && be != backend_cpu())  /* ffn_any_forward: a plain CPU op so far */
+        return fail(err, errlen, "the SwiGLU FFN runs on the CPU only so far; the %s backend has no kernel for "
+                    "it", be->name);
     model_pull(m);                 /* the host arrays hold the latest weights */
     views_free(m);
     if (views_make(m, be)) {
@@ -212,7 +222,9 @@ int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
 }
 
 int model_check_sizes(const Model *m, int B, int Ts, int Tt, char *err, size_t errlen) {
-    if (B < 1 || Ts < 1 || Tt < 1)
+    if (m->cfg.arch == ARCH_DECODER && Ts != 0)
+        return fail(err, errlen, "a decoder-only model reads no source: Ts must be 0 (got %d)", Ts);
+    if (B < 1 || Ts < (m->cfg.arch != ARCH_DECODER) || Tt < 1)
         return fail(err, errlen, "need at least 1 sequence of 1 token (got B=%d, Ts=%d, Tt=%d)", B, Ts, Tt);
     if (Ts > m->cfg.max_len || Tt > m->cfg.max_len)
         return fail(err, errlen, "a sequence of %d tokens is longer than max_len = %d",
@@ -277,10 +289,37 @@ static void pos_backward(Model *m, const float *demb, int B, int T) {
     m->be->pos_embed_backward(m->dw.pos_embed, demb, m->acts->ones, B, T, m->cfg.d_model);
 }
 
+/* The FFN sub-layer's Sublayer, Eq. 2 through the backend table, or SwiGLU
+ * (Config.ffn): not in the table yet, the plain layers/lm_ffn.h op on host
+ * arrays, so a SwiGLU model runs on the CPU only (model_to refuses another
+ * backend). out (rows,D), hidden, fa, fb (rows,d_ff) saved, x (rows,D). */
+static void ffn_any_forward(const Model *m, float *out, float *hidden, float *fa, float *fb, const float *x,
+                            const float *w1, const float *b1, const float *w2, const float *b2, const float *w3,
+                            int rows) {
+    const Config *c = &m->cfg;
+    if (c->ffn == FFN_SWIGLU)   /* (silu(x W1) * (x W3)) W2 */
+        swiglu_ffn_forward(out, fa, fb, hidden, x, w1, w3, w2, rows, c->d_model, c->d_ff);
+    else                        /* max(0, x W1 + b1) W2 + b2 */
+        m->be->ffn_forward(out, hidden, x, w1, b1, w2, b2, rows, c->d_model, c->d_ff);
+}
+/* dx +=, and each weight's gradient +=, from dout; scratch a->d_hidden */
+static void ffn_any_backward(const Model *m, float *dx, float *dw1, float *db1, float *dw2, float *db2, float *dw3,
+                             const float *dout, const float *hidden, const float *fa, const float *fb,
+                             const float *x, const float *w1, const float *w2, const float *w3, int rows) {
+    const Config *c = &m->cfg;
+    float *scratch = m->acts->d_hidden;
+    if (c->ffn == FFN_SWIGLU)
+        swiglu_ffn_backward(dx, dw1, dw3, dw2, scratch, dout, fa, fb, hidden, x, w1, w3, w2, rows, c->d_model,
+                            c->d_ff);
+    else
+        m->be->ffn_backward(dx, dw1, db1, dw2, db2, scratch, dout, hidden, x, w1, w2, rows, c->d_model, c->d_ff);
+}
+
 void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     const Config *c = &m->cfg;
     const Backend *be = m->be;
     ModelActs *a = m->acts;
+    assert(c->arch == ARCH_ENC_DEC && "a decoder-only model has no encoder: model_forward_lm");
     assert(B >= 1 && B <= m->max_B && Ts >= 1 && Ts <= m->max_Ts);
     int D = c->d_model, rows = B * Ts;
     SubLayerKind k = sublayer_kind(c);
@@ -318,7 +357,8 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
         x = sublayer_out(be, k, &e->sub[0], x, w->ln1_g, w->ln1_b, dropout_next(a, p), rows, D);
         /* x = LayerNorm(x + Dropout(FFN(x)))         (Eq. 2) */
         in = sublayer_in(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, rows, D);
-        be->ffn_forward(e->sub[1].out, e->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        ffn_any_forward(m, e->sub[1].out, e->hidden, e->ffn_a, e->ffn_b, in, w->ffn_w1, w->ffn_b1, w->ffn_w2,
+                        w->ffn_b2, w->ffn_w3, rows);
         x = sublayer_out(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
     }
     if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
@@ -335,6 +375,7 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     assert(a->encoded && "model_decode needs a model_encode first");
     assert(Tt >= 1 && Tt <= m->max_Tt);
     int B = m->B, Ts = m->Ts, D = c->d_model, V = c->vocab, rows = B * Tt;
+    int lm = c->arch == ARCH_DECODER;   /* no memory, no cross-attention */
     SubLayerKind k = sublayer_kind(c);
     float p = training ? c->dropout : 0.0f;
     a->used_dec = acts_layout_decoder(a, c, a->mem + a->used_enc, B, Ts, Tt);
@@ -356,6 +397,8 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     if (c->pad_id >= 0) {
         mask_from_tokens(a->h_pad, tgt, c->pad_id, B, Tt, Tt);
         mask_and(a->h_dec_mask, a->h_pad, rows * Tt);
+    }
+    if (c->pad_id >= 0 && !lm) {
         mask_from_tokens(a->h_cross_mask, a->h_src, c->pad_id, B, Tt, Ts);   /* source padding */
         be->upload(a->cross_mask, a->h_cross_mask, (size_t)rows * Ts);
         cross = a->cross_mask;
@@ -372,14 +415,18 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
                         B, Tt, Tt, D, c->h, c->d_k, c->d_v);
         x = sublayer_out(be, k, &d->sub[0], x, w->ln1_g, w->ln1_b, dropout_next(a, p), rows, D);
         /* x = LayerNorm(x + Dropout(CrossAttn(x, memory))): queries from the
-         * decoder, keys and values from the encoder output (Sec. 3.2.3) */
-        in = sublayer_in(be, k, &d->sub[1], x, w->ln2_g, w->ln2_b, rows, D);
-        be->mha_forward(d->sub[1].out, &d->cross, &w->cross_attn, in, memory, cross,
-                        B, Tt, Ts, D, c->h, c->d_k, c->d_v);
-        x = sublayer_out(be, k, &d->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
+         * decoder, keys and values from the encoder output (Sec. 3.2.3);
+         * a decoder-only model has no memory and skips it */
+        if (!lm) {
+            in = sublayer_in(be, k, &d->sub[1], x, w->ln2_g, w->ln2_b, rows, D);
+            be->mha_forward(d->sub[1].out, &d->cross, &w->cross_attn, in, memory, cross,
+                            B, Tt, Ts, D, c->h, c->d_k, c->d_v);
+            x = sublayer_out(be, k, &d->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
+        }
         /* x = LayerNorm(x + Dropout(FFN(x))) */
         in = sublayer_in(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, rows, D);
-        be->ffn_forward(d->sub[2].out, d->hidden, in, w->ffn_w1, w->ffn_b1, w->ffn_w2, w->ffn_b2, rows, D, c->d_ff);
+        ffn_any_forward(m, d->sub[2].out, d->hidden, d->ffn_a, d->ffn_b, in, w->ffn_w1, w->ffn_b1, w->ffn_w2,
+                        w->ffn_b2, w->ffn_w3, rows);
         x = sublayer_out(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, dropout_next(a, p), rows, D);
     }
     if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
@@ -397,8 +444,24 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
 
 const float *model_forward(Model *m, const int *src, const int *tgt, int B, int Ts, int Tt,
                            int training) {
+    if (m->cfg.arch == ARCH_DECODER) {
+        assert(src == NULL && Ts == 0 && "a decoder-only model reads no source");
+        return model_forward_lm(m, tgt, B, Tt, training);
+    }
     model_encode(m, src, B, Ts, training);
     return model_decode(m, tgt, Tt, training);
+}
+
+const float *model_forward_lm(Model *m, const int *tgt, int B, int T, int training) {
+    ModelActs *a = m->acts;
+    assert(m->cfg.arch == ARCH_DECODER && "model_forward_lm is the decoder-only model's forward");
+    assert(B >= 1 && B <= m->max_B);
+    /* no encoder: its region is empty, and the decoder starts the block */
+    a->used_enc = 0;
+    m->B = B, m->Ts = 0;
+    a->encoded = 1;   /* (nothing to encode) */
+    a->memory = NULL;
+    return model_decode(m, tgt, T, training);
 }
 
 /* ============================================================================
@@ -424,8 +487,9 @@ void model_backward(Model *m, const float *dlogits) {
     ModelActs *a = m->acts;
     assert(a->encoded && a->decoded && "model_backward needs a model_forward first");
     int B = m->B, Ts = m->Ts, Tt = m->Tt, D = c->d_model, V = c->vocab;
+    int lm = c->arch == ARCH_DECODER;   /* no cross-attention, no encoder */
     SubLayerKind k = sublayer_kind(c);
-    int hh = c->h, dk = c->d_k, dv = c->d_v, F = c->d_ff;
+    int hh = c->h, dk = c->d_k, dv = c->d_v;
     int rt = B * Tt, rs = B * Ts;
     const Backend *be = m->be;
     Params *P = &m->w, *G = &m->dw;
@@ -449,13 +513,15 @@ void model_backward(Model *m, const float *dlogits) {
     }
 
     /* ---- decoder, last layer first ---- */
-    be->zero(a->d_mem, (size_t)rs * D * sizeof(float));
+    if (!lm) be->zero(a->d_mem, (size_t)rs * D * sizeof(float));
     for (int l = c->N - 1; l >= 0; l--) {
         const DecoderLayer *w = &P->dec[l];
         DecoderLayer *gw = &G->dec[l];
         DecActs *d = &a->dec[l];
         const float *x0 = l == 0 ? a->tgt_emb : sublayer_output(k, &a->dec[l - 1].sub[2]);
-        const float *x1 = sublayer_output(k, &d->sub[0]), *x2 = sublayer_output(k, &d->sub[1]);
+        /* x2, the FFN's input: the cross-attention's output, or (decoder
+         * only) the self-attention's */
+        const float *x1 = sublayer_output(k, &d->sub[0]), *x2 = lm ? x1 : sublayer_output(k, &d->sub[1]);
         const float *in;
         float *din;
 
@@ -463,21 +529,23 @@ void model_backward(Model *m, const float *dlogits) {
         din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln3_g, gw->ln3_b, dy, &d->sub[2], w->ln3_g,
                                     rt, D);
         in = sublayer_input(k, &d->sub[2], x2);
-        be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
-                     d->hidden, in, w->ffn_w1, w->ffn_w2, rt, D, F);
+        ffn_any_backward(m, din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, gw->ffn_w3, a->d_sub, d->hidden,
+                         d->ffn_a, d->ffn_b, in, w->ffn_w1, w->ffn_w2, w->ffn_w3, rt);
         sublayer_in_backward(be, k, dx, gw->ln3_g, gw->ln3_b, a->d_ln, &d->sub[2], x2, w->ln3_g, rt, D);
         swap(&dy, &dx);
 
         /* forward: x2 = LayerNorm(x1 + Dropout(CrossAttn(x1, memory)));
          * the keys' and values' gradient flows into the memory, summed over
-         * all N decoder layers that read it. */
-        din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &d->sub[1], w->ln2_g,
-                                    rt, D);
-        in = sublayer_input(k, &d->sub[1], x1);
-        be->mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
-                     in, a->memory, B, Tt, Ts, D, hh, dk, dv);
-        sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &d->sub[1], x1, w->ln2_g, rt, D);
-        swap(&dy, &dx);
+         * all N decoder layers that read it. (None in a decoder-only model.) */
+        if (!lm) {
+            din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &d->sub[1],
+                                        w->ln2_g, rt, D);
+            in = sublayer_input(k, &d->sub[1], x1);
+            be->mha_backward(din, a->d_mem, &gw->cross_attn, a->d_scratch, a->d_sub, &d->cross, &w->cross_attn,
+                             in, a->memory, B, Tt, Ts, D, hh, dk, dv);
+            sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &d->sub[1], x1, w->ln2_g, rt, D);
+            swap(&dy, &dx);
+        }
 
         /* forward: x1 = LayerNorm(x0 + Dropout(MaskedSelfAttn(x0))) */
         din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln1_g, gw->ln1_b, dy, &d->sub[0], w->ln1_g,
@@ -495,6 +563,10 @@ void model_backward(Model *m, const float *dlogits) {
     be->dropout_backward(a->d_tgt_emb, dy, a->tgt_keep, nt);
     be->embed_backward(G->embed, a->d_tgt_emb, a->tgt, B, Tt, D, V);
     pos_backward(m, a->d_tgt_emb, B, Tt);
+    if (lm) {   /* a decoder-only model ends here */
+        a->backward_done = 1;
+        return;
+    }
 
     /* ---- encoder: its output's gradient is what the cross-attentions sent ---- */
     size_t ns = (size_t)rs * D;
@@ -520,8 +592,8 @@ void model_backward(Model *m, const float *dlogits) {
         din = sublayer_out_backward(be, k, dx, a->d_sub, a->d_ln, gw->ln2_g, gw->ln2_b, dy, &e->sub[1], w->ln2_g,
                                     rs, D);
         in = sublayer_input(k, &e->sub[1], x1);
-        be->ffn_backward(din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, a->d_hidden, a->d_sub,
-                     e->hidden, in, w->ffn_w1, w->ffn_w2, rs, D, F);
+        ffn_any_backward(m, din, gw->ffn_w1, gw->ffn_b1, gw->ffn_w2, gw->ffn_b2, gw->ffn_w3, a->d_sub, e->hidden,
+                         e->ffn_a, e->ffn_b, in, w->ffn_w1, w->ffn_w2, w->ffn_w3, rs);
         sublayer_in_backward(be, k, dx, gw->ln2_g, gw->ln2_b, a->d_ln, &e->sub[1], x1, w->ln2_g, rs, D);
         swap(&dy, &dx);
 
@@ -556,9 +628,9 @@ const float *model_attention(const Model *m, AttnKind kind, int layer) {
     assert(layer >= 0 && layer < m->cfg.N);
     const ModelActs *a = m->acts;
     switch (kind) {
-    case ATTN_ENC_SELF: assert(a->encoded); return a->enc[layer].attn.weights;
+    case ATTN_ENC_SELF: assert(a->encoded && m->cfg.arch != ARCH_DECODER); return a->enc[layer].attn.weights;
     case ATTN_DEC_SELF: assert(a->decoded); return a->dec[layer].self.weights;
-    case ATTN_DEC_CROSS: assert(a->decoded); return a->dec[layer].cross.weights;
+    case ATTN_DEC_CROSS: assert(a->decoded && m->cfg.arch != ARCH_DECODER); return a->dec[layer].cross.weights;
     }
     return NULL;
 }
@@ -566,15 +638,15 @@ const float *model_attention(const Model *m, AttnKind kind, int layer) {
 const uint8_t *model_mask(const Model *m, AttnKind kind) {
     const ModelActs *a = m->acts;
     switch (kind) {
-    case ATTN_ENC_SELF: return m->cfg.pad_id >= 0 ? a->h_enc_mask : NULL;
+    case ATTN_ENC_SELF: return m->cfg.pad_id >= 0 && m->cfg.arch != ARCH_DECODER ? a->h_enc_mask : NULL;
     case ATTN_DEC_SELF: return a->h_dec_mask;
-    case ATTN_DEC_CROSS: return m->cfg.pad_id >= 0 ? a->h_cross_mask : NULL;
+    case ATTN_DEC_CROSS: return m->cfg.pad_id >= 0 && m->cfg.arch != ARCH_DECODER ? a->h_cross_mask : NULL;
     }
     return NULL;
 }
 
 const float *model_embedded(const Model *m, int decoder) {
-    assert(decoder ? m->acts->decoded : m->acts->encoded);
+    assert(decoder ? m->acts->decoded : m->acts->encoded && m->cfg.arch != ARCH_DECODER);
     return decoder ? m->acts->tgt_emb : m->acts->src_emb;
 }
 
@@ -582,6 +654,7 @@ const float *model_sublayer(const Model *m, int decoder, int layer, SubKind sub,
     const ModelActs *a = m->acts;
     assert(layer >= 0 && layer < m->cfg.N && part >= SUB_OUT && part <= SUB_Y);
     assert(decoder ? (a->decoded && sub >= 0 && sub < 3) : (a->encoded && sub >= 0 && sub < 2));
+    assert(m->cfg.arch != ARCH_DECODER || (decoder && sub != SUB_CROSS_ATTN));
     const SubActs *s = decoder ? &a->dec[layer].sub[sub] : &a->enc[layer].sub[sub];
     switch (part) {
     case SUB_OUT: return s->out;
@@ -602,7 +675,7 @@ const float *model_logits(const Model *m) {
 }
 
 const float *model_input_grad(const Model *m, int decoder) {
-    assert(m->acts->backward_done);
+    assert(m->acts->backward_done && (decoder || m->cfg.arch != ARCH_DECODER));
     return decoder ? m->acts->d_tgt_emb : m->acts->d_src_emb;
 }
 

@@ -13,7 +13,14 @@
  *       x = LayerNorm(x + Dropout(FFN(x)))
  *   pre_ln = 1 switches every sub-layer to x + Dropout(Sublayer(LayerNorm(x)))
  *   and adds a final LayerNorm after each stack (what many later
- *   implementations do; not the paper). Each line above is one residual
+ *   implementations do; not the paper).
+ *   arch = ARCH_DECODER (params.h) keeps the decoder alone, a language
+ *   model (chapter 14): no encoder, and each DecoderLayer without its
+ *   CrossAttn line; tgt ids -> ... -> log-softmax, one token ahead.
+ *   Two more of Config's switches from 2017 to 2026, in either stack:
+ *   norm = NORM_RMS makes every Norm above RMSNorm (sublayer.h), ffn =
+ *   FFN_SWIGLU every FFN (silu(x W1) * (x W3)) W2 (model.c's
+ *   ffn_any_forward); both run on the CPU only so far. Each line above is one residual
  *   sub-layer, Add & Norm around a Sublayer: sublayer.h has its forward,
  *   its backward and what it saves, for both placements of the Norm.
  *
@@ -119,6 +126,13 @@ int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
  * the decoder's self-attention. */
 const float *model_forward(Model *m, const int *src, const int *tgt, int B, int Ts, int Tt,
                            int training);
+/* The decoder-only model's forward (cfg.arch == ARCH_DECODER): tgt (B,T)
+ * through the embedding, N x (masked self-attention, FFN) and x E^T; returns
+ * logp (B*T, vocab) as model_forward does, position t predicting token t+1
+ * (the caller shifts the targets). model_forward(m, NULL, tgt, B, 0, T, .)
+ * is the same call (train.c's path); such a model is built with max_Ts 0
+ * and its sizes checked with Ts 0. model_backward undoes it. */
+const float *model_forward_lm(Model *m, const int *tgt, int B, int T, int training);
 /* Where the next training forwards draw their dropout masks (Sec. 5.4):
  * each half-pass (encode, decode) draws one key from stream, so setting a
  * saved stream again repeats the same masks (a checkpoint resumed, a

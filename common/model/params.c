@@ -18,6 +18,9 @@
  *     decoder.i.cross_attn.{w_q,w_k,w_v,w_o}, decoder.i.ln2.{gamma,beta}
  *     decoder.i.ffn.{w1,b1,w2,b2}, decoder.i.ln3.{gamma,beta}
  *   decoder.ln.{gamma,beta}                            pre-LN only
+ * ARCH_DECODER (a language model) has no encoder.* tensors and no
+ * decoder.i.cross_attn.* or decoder.i.ln2.* (its layer: self_attn, ln1,
+ * ffn, ln3).
  */
 #include "model/params.h"
 #include "core/fail.h"
@@ -55,19 +58,24 @@ static size_t mha_params(const Config *c) {
     return 2 * D * hk + 2 * D * hv;
 }
 
-/* FFN (Eq. 2): W1 (d_model,d_ff) + b1 (d_ff) + W2 (d_ff,d_model) + b2 (d_model). */
+/* FFN (Eq. 2): W1 (d_model,d_ff) + b1 (d_ff) + W2 (d_ff,d_model) + b2 (d_model);
+ * SwiGLU: W1, W3 (d_model,d_ff), W2 (d_ff,d_model), no biases. */
 static size_t ffn_params(const Config *c) {
     size_t D = (size_t)c->d_model, F = (size_t)c->d_ff;
-    return 2 * D * F + F + D;
+    return c->ffn == FFN_SWIGLU ? 3 * D * F : 2 * D * F + F + D;
 }
 
 size_t model_param_count(const Config *c) {
-    size_t D = (size_t)c->d_model, ln = 2 * D;                   /* gamma, beta */
+    size_t D = (size_t)c->d_model, ln = c->norm == NORM_RMS ? D : 2 * D;   /* gamma (, beta) */
+    size_t embed = (size_t)c->vocab * D;                         /* shared, once */
+    size_t pos = c->pos == POS_LEARNED ? (size_t)c->max_len * D : 0;  /* Table 3 (E) */
+    if (c->arch == ARCH_DECODER) {   /* masked self-attention and FFN, 2 sub-layers */
+        size_t dec = mha_params(c) + ffn_params(c) + 2 * ln;
+        return embed + pos + (size_t)c->N * dec + (c->pre_ln ? ln : 0);
+    }
     size_t enc = mha_params(c) + ffn_params(c) + 2 * ln;         /* 2 sub-layers */
     size_t dec = 2 * mha_params(c) + ffn_params(c) + 3 * ln;     /* 3 sub-layers */
-    size_t embed = (size_t)c->vocab * D;                         /* shared, once */
     size_t final_ln = c->pre_ln ? 2 * ln : 0;
-    size_t pos = c->pos == POS_LEARNED ? (size_t)c->max_len * D : 0;  /* Table 3 (E) */
     return embed + pos + (size_t)c->N * (enc + dec) + final_ln;
 }
 
@@ -88,6 +96,13 @@ int config_validate(const Config *c, char *err, size_t errlen) {
     if (c->pos != POS_SINUSOID && c->pos != POS_LEARNED)
         return fail(err, errlen, "pos is %d; it must be 0 (sinusoids, the paper) or 1 (learned positional "
                     "embeddings, Table 3 (E))", c->pos);
+    if (c->arch != ARCH_ENC_DEC && c->arch != ARCH_DECODER)
+        return fail(err, errlen, "arch is %d; it must be 0 (encoder-decoder, the paper) or 1 (decoder only, "
+                    "a language model)", c->arch);
+    if (c->norm != NORM_LAYER && c->norm != NORM_RMS)
+        return fail(err, errlen, "norm is %d; it must be 0 (LayerNorm, the paper) or 1 (RMSNorm)", c->norm);
+    if (c->ffn != FFN_RELU && c->ffn != FFN_SWIGLU)
+        return fail(err, errlen, "ffn is %d; it must be 0 (ReLU, Eq. 2) or 1 (SwiGLU)", c->ffn);
     if (c->pad_id < -1 || c->pad_id >= c->vocab)
         return fail(err, errlen, "pad_id is %d; it must be -1 (no padding) or a token id in 0..%d",
                     c->pad_id, c->vocab - 1);
@@ -114,15 +129,22 @@ const NamedTensor *params_find(const Params *p, const char *name) {
 }
 
 static int tensors_per_model(const Config *c) {
-    /* encoder layer: 4 attention + 2 LN + 4 FFN + 2 LN = 12;
-     * decoder layer: 4 + 2 + 4 + 2 + 4 + 2 = 18; pre-LN: 2 final LNs of 2 */
-    return 1 + (c->pos == POS_LEARNED) + 12 * c->N + 18 * c->N + (c->pre_ln ? 4 : 0);
+    /* a Norm is L = 2 tensors (gamma, beta), 1 for RMSNorm (gamma);
+     * encoder layer: 4 attention + L + 4 FFN + L = 8 + 2L;
+     * decoder layer: 4 + L + 4 + L + 4 + L = 12 + 3L; pre-LN: 2 final Norms;
+     * ARCH_DECODER: its layer 8 + 2L (no cross-attention, no ln2), 1 final Norm;
+     * a SwiGLU FFN is 3 tensors (w1, w2, w3), not 4 */
+    int L = c->norm == NORM_RMS ? 1 : 2, lead = 1 + (c->pos == POS_LEARNED), f = c->ffn == FFN_SWIGLU ? 3 : 4;
+    if (c->arch == ARCH_DECODER) return lead + (4 + f + 2 * L) * c->N + (c->pre_ln ? L : 0);
+    return lead + (4 + f + 2 * L) * c->N + (8 + f + 3 * L) * c->N + (c->pre_ln ? 2 * L : 0);
 }
 
 /* Hands out consecutive slices of p->mem and records each as a NamedTensor. */
 typedef struct {
     Params *p;
     size_t used;
+    int norm;       /* Config.norm: which tensors a Norm has */
+    int ffn;        /* Config.ffn: which tensors an FFN has  */
 } Carver;
 
 static float *carve(Carver *cv, int rows, int cols, const char *fmt, ...) {
@@ -148,19 +170,23 @@ static void carve_mha(Carver *cv, MhaParams *a, const Config *c, const char *pre
     a->w_o = carve(cv, hv, D, "%s.w_o", prefix);
 }
 
-/* a LayerNorm's gamma (D) and beta (D): <prefix>.gamma, <prefix>.beta */
+/* a LayerNorm's gamma (D) and beta (D): <prefix>.gamma, <prefix>.beta;
+ * an RMSNorm's gamma alone (b NULL) */
 static void carve_ln(Carver *cv, float **g, float **b, int D, const char *prefix) {
     *g = carve(cv, D, 0, "%s.gamma", prefix);
-    *b = carve(cv, D, 0, "%s.beta", prefix);
+    *b = cv->norm == NORM_RMS ? NULL : carve(cv, D, 0, "%s.beta", prefix);
 }
 
-/* Eq. (2)'s W1 (D,F), b1 (F), W2 (F,D), b2 (D): <prefix>.w1, .b1, .w2, .b2 */
-static void carve_ffn(Carver *cv, float **w1, float **b1, float **w2, float **b2, int D, int F,
+/* Eq. (2)'s W1 (D,F), b1 (F), W2 (F,D), b2 (D): <prefix>.w1, .b1, .w2, .b2;
+ * SwiGLU's W1 (D,F), W2 (F,D), W3 (D,F): <prefix>.w1, .w2, .w3 (b1, b2 NULL) */
+static void carve_ffn(Carver *cv, float **w1, float **b1, float **w2, float **b2, float **w3, int D, int F,
                       const char *prefix) {
+    int glu = cv->ffn == FFN_SWIGLU;
     *w1 = carve(cv, D, F, "%s.w1", prefix);
-    *b1 = carve(cv, F, 0, "%s.b1", prefix);
+    *b1 = glu ? NULL : carve(cv, F, 0, "%s.b1", prefix);
     *w2 = carve(cv, F, D, "%s.w2", prefix);
-    *b2 = carve(cv, D, 0, "%s.b2", prefix);
+    *b2 = glu ? NULL : carve(cv, D, 0, "%s.b2", prefix);
+    *w3 = glu ? carve(cv, D, F, "%s.w3", prefix) : NULL;
 }
 
 /* "encoder.3.ffn": the name prefix of one layer's part, in at (40 bytes) */
@@ -172,31 +198,35 @@ static const char *part(char *at, const char *stack, int layer, const char *what
 /* Points every field of p into p->mem (n floats, already allocated) in the
  * order documented at the top of this file. enc/dec/tensors are allocated. */
 int params_layout(Params *p, const Config *c) {
-    int N = c->N, D = c->d_model, F = c->d_ff;
-    p->enc = calloc((size_t)N, sizeof *p->enc);
+    int N = c->N, D = c->d_model, F = c->d_ff, lm = c->arch == ARCH_DECODER;
+    p->enc = lm ? NULL : calloc((size_t)N, sizeof *p->enc);
     p->dec = calloc((size_t)N, sizeof *p->dec);
     p->tensors = calloc((size_t)tensors_per_model(c), sizeof *p->tensors);
-    if (!p->enc || !p->dec || !p->tensors) return -1;
+    if ((!lm && !p->enc) || !p->dec || !p->tensors) return -1;
     p->n_tensors = 0;
-    Carver cv = {p, 0};
+    Carver cv = {p, 0, c->norm, c->ffn};
     char at[40];
     p->embed = carve(&cv, c->vocab, D, "embed");
     p->pos_embed = c->pos == POS_LEARNED ? carve(&cv, c->max_len, D, "pos_embed") : NULL;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N && !lm; i++) {
         EncoderLayer *l = &p->enc[i];
         carve_mha(&cv, &l->self_attn, c, part(at, "encoder", i, "self_attn"));
         carve_ln(&cv, &l->ln1_g, &l->ln1_b, D, part(at, "encoder", i, "ln1"));
-        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, D, F, part(at, "encoder", i, "ffn"));
+        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, &l->ffn_w3, D, F,
+                  part(at, "encoder", i, "ffn"));
         carve_ln(&cv, &l->ln2_g, &l->ln2_b, D, part(at, "encoder", i, "ln2"));
     }
-    if (c->pre_ln) carve_ln(&cv, &p->enc_ln_g, &p->enc_ln_b, D, "encoder.ln");
+    if (c->pre_ln && !lm) carve_ln(&cv, &p->enc_ln_g, &p->enc_ln_b, D, "encoder.ln");
     for (int i = 0; i < N; i++) {
         DecoderLayer *l = &p->dec[i];
         carve_mha(&cv, &l->self_attn, c, part(at, "decoder", i, "self_attn"));
         carve_ln(&cv, &l->ln1_g, &l->ln1_b, D, part(at, "decoder", i, "ln1"));
-        carve_mha(&cv, &l->cross_attn, c, part(at, "decoder", i, "cross_attn"));
-        carve_ln(&cv, &l->ln2_g, &l->ln2_b, D, part(at, "decoder", i, "ln2"));
-        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, D, F, part(at, "decoder", i, "ffn"));
+        if (!lm) {   /* a language model has no memory to attend to */
+            carve_mha(&cv, &l->cross_attn, c, part(at, "decoder", i, "cross_attn"));
+            carve_ln(&cv, &l->ln2_g, &l->ln2_b, D, part(at, "decoder", i, "ln2"));
+        }
+        carve_ffn(&cv, &l->ffn_w1, &l->ffn_b1, &l->ffn_w2, &l->ffn_b2, &l->ffn_w3, D, F,
+                  part(at, "decoder", i, "ffn"));
         carve_ln(&cv, &l->ln3_g, &l->ln3_b, D, part(at, "decoder", i, "ln3"));
     }
     if (c->pre_ln) carve_ln(&cv, &p->dec_ln_g, &p->dec_ln_b, D, "decoder.ln");

@@ -30,9 +30,28 @@ typedef struct {
     int pos;        /* POS_SINUSOID (Sec. 3.5, the paper's base) or       */
                     /* POS_LEARNED: a trained (max_len, d_model) table,   */
                     /* "pos_embed" (Sec. 3.5's alternative, Table 3 (E))  */
+    int arch;       /* ARCH_ENC_DEC (Figure 1, the paper) or ARCH_DECODER:*/
+                    /* Figure 1's right half alone, without its cross-    */
+                    /* attention: a language model (chapter 14)           */
+    int norm;       /* NormKind: NORM_LAYER (LayerNorm, the paper) or     */
+                    /* NORM_RMS (RMSNorm: a gain, no bias; sublayer.h)    */
+    int ffn;        /* FFN_RELU (Eq. 2, the paper) or FFN_SWIGLU:         */
+                    /* (silu(x W1) * (x W3)) W2, no biases, width d_ff    */
 } Config;
 
 enum { POS_SINUSOID = 0, POS_LEARNED = 1 };
+/* Which stacks a model has. ARCH_DECODER: no encoder, no cross-attention;
+ * each decoder layer is masked self-attention then the FFN, and the model
+ * reads tgt alone (model_forward_lm). */
+enum { ARCH_ENC_DEC = 0, ARCH_DECODER = 1 };
+/* Which Norm every Add & Norm (and a pre-LN stack's final Norm) uses: the
+ * paper's LayerNorm (Ba et al. 2016), or RMSNorm (Zhang & Sennrich 2019:
+ * x / rms(x) * g, no mean, no bias), which most 2026 models use. */
+typedef enum { NORM_LAYER = 0, NORM_RMS = 1 } NormKind;
+/* Which FFN every layer has: Eq. 2's max(0, x W1 + b1) W2 + b2, or SwiGLU
+ * (Shazeer 2020; layers/lm_ffn.h), whose d_ff for the ReLU FFN's parameters
+ * is swiglu_d_ff(d_ff): about 2/3 of it. */
+enum { FFN_RELU = 0, FFN_SWIGLU = 1 };
 
 /* Upper limits config_validate enforces, so that a typo ("--d-model 5120000")
  * is a plain error instead of an attempt to allocate terabytes. */
@@ -66,22 +85,27 @@ typedef struct {
     MhaParams self_attn;
     float *ln1_g, *ln1_b;                    /* (d_model)                          */
     float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;/* (d_model,d_ff) (d_ff) (d_ff,d_model) (d_model) */
+    float *ffn_w3;                           /* (d_model,d_ff) SwiGLU's gate input; b1, b2 NULL */
     float *ln2_g, *ln2_b;
 } EncoderLayer;
 
+/* ARCH_DECODER leaves cross_attn and ln2 out (NULL): ln1 and ln3 keep their
+ * names, the Norms of the self-attention and of the FFN. With NORM_RMS every
+ * Norm's bias (*_b) is NULL: RMSNorm has a gain only. */
 typedef struct {
     MhaParams self_attn;                     /* masked (causal)                    */
     float *ln1_g, *ln1_b;
     MhaParams cross_attn;                    /* queries from decoder, K/V = memory */
     float *ln2_g, *ln2_b;
     float *ffn_w1, *ffn_b1, *ffn_w2, *ffn_b2;
+    float *ffn_w3;                           /* SwiGLU only, as in EncoderLayer     */
     float *ln3_g, *ln3_b;
 } DecoderLayer;
 
 typedef struct {
     float *embed;           /* (vocab, d_model), shared three ways (Sec. 3.4)   */
     float *pos_embed;       /* (max_len, d_model) learned PE; NULL for sinusoids */
-    EncoderLayer *enc;      /* [N]                                             */
+    EncoderLayer *enc;      /* [N]; NULL for ARCH_DECODER                      */
     DecoderLayer *dec;      /* [N]                                             */
     float *enc_ln_g, *enc_ln_b, *dec_ln_g, *dec_ln_b; /* final LNs, pre-LN only (NULL in post-LN) */
     float *mem;             /* the one allocation every pointer above is in    */

@@ -2,11 +2,12 @@
  * the layout of what it saves, and the one switch of its Norm (sublayer.h).
  */
 #include "model/sublayer.h"
+#include "ref/lm_ops.h"
 
 #include <assert.h>
 
 SubLayerKind sublayer_kind(const Config *c) {
-    return (SubLayerKind){.pre_ln = c->pre_ln, .norm = NORM_LAYER};
+    return (SubLayerKind){.pre_ln = c->pre_ln, .norm = (NormKind)c->norm};
 }
 
 size_t sublayer_acts_layout(SubActs *s, float *buf, size_t rows, size_t D) {
@@ -22,12 +23,17 @@ size_t sublayer_acts_layout(SubActs *s, float *buf, size_t rows, size_t D) {
 }
 
 /* ---- the Norm ---------------------------------------------------------------
- * The switch a new Norm plugs into: one case in each of these two. */
+ * The switch a new Norm plugs into: one case in each of these two.
+ * RMSNorm is not in the backend table yet: its case calls the plain op of
+ * ref/lm_ops.h on the host arrays, so a model with NORM_RMS runs on the CPU
+ * only (model_to refuses another backend). It saves rstd alone; mean and
+ * b (no bias) go unused. */
 
 void sublayer_norm_forward(const Backend *be, SubLayerKind k, float *out, float *mean, float *rstd,
                            const float *x, const float *g, const float *b, int rows, int D) {
     switch (k.norm) {
     case NORM_LAYER: be->layernorm_forward(out, mean, rstd, x, g, b, rows, D); return;
+    case NORM_RMS: rmsnorm_forward_ref(out, rstd, x, g, rows, D); return;   /* x / RMS(x) * g */
     }
     assert(0 && "unknown NormKind");
 }
@@ -37,6 +43,7 @@ void sublayer_norm_backward(const Backend *be, SubLayerKind k, float *dx, float 
                             const float *g, int rows, int D) {
     switch (k.norm) {
     case NORM_LAYER: be->layernorm_backward(dx, dg, db, dout, x, mean, rstd, g, rows, D); return;
+    case NORM_RMS: rmsnorm_backward_ref(dx, dg, dout, x, rstd, g, rows, D); return;
     }
     assert(0 && "unknown NormKind");
 }

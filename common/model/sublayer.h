@@ -36,8 +36,7 @@
 #include "model/backend.h"
 #include "model/params.h"
 
-/* Which Norm: LayerNorm, the paper's (RMSNorm joins here for chapter 14). */
-typedef enum { NORM_LAYER = 0 } NormKind;
+/* Which Norm: NormKind (params.h), LayerNorm (the paper's) or RMSNorm. */
 
 /* How every residual sub-layer of a model is wired. */
 typedef struct {

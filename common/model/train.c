@@ -105,7 +105,9 @@ static int buffers_make(Trainer *t, const Backend *be) {
 static int trainer_make(Trainer *t, Model *m, const TrainHyper *hp, int B, int T, int max_rows,
                         uint64_t data_seed, float *m0, float *v0, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    if (B < 1 || T < 2 || B > m->max_B || T > m->max_Ts || T - 1 > m->max_Tt) {
+    /* a decoder-only model has no source side (max_Ts 0) */
+    int src_over = m->cfg.arch != ARCH_DECODER && T > m->max_Ts;
+    if (B < 1 || T < 2 || B > m->max_B || src_over || T - 1 > m->max_Tt) {
         free(m0), free(v0);
         return fail(err, errlen, "a batch of %d sequences of length %d does not fit a model built for "
                     "%d sequences of %d source / %d target tokens", B, T, m->max_B, m->max_Ts, m->max_Tt);
@@ -350,7 +352,8 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
         int row0, rows, n_l = 0;
         train_slice(tgt_out, B, Tt, pad, L, first + i, &row0, &rows);
         model_set_dropout(m, start, row0);
-        float l = grad_pass(t, src + (size_t)row0 * Ts, tgt_in + (size_t)row0 * Tt, tgt_out + (size_t)row0 * Tt,
+        const int *src_l = src ? src + (size_t)row0 * Ts : NULL;   /* NULL: decoder-only */
+        float l = grad_pass(t, src_l, tgt_in + (size_t)row0 * Tt, tgt_out + (size_t)row0 * Tt,
                             rows, Ts, Tt, 0, &n_l);
         mine[2 * i] = l, mine[2 * i + 1] = n_l;
         float share = N > 0 ? (float)((double)n_l / N) : 0.0f;

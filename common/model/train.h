@@ -4,6 +4,9 @@
  * shifted right, tgt_out (B,Tt) = what each position predicts - from
  * whoever has data: the copy task (text/copy_data.h, task/copy_task.h:
  * chapters 08, 09, 13) or a corpus (task/translate.h: chapters 11, 12).
+ * A decoder-only model (Config.arch ARCH_DECODER) takes src NULL and Ts 0:
+ * tgt_in (B,Tt) is a stretch of text, tgt_out the same shifted one left,
+ * and eps_ls 0 makes the loss plain next-token cross-entropy.
  *
  * One training step (Sections 5.3 and 5.4):
  *   zero grads -> forward with dropout -> label-smoothed cross-entropy over
