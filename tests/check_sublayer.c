@@ -298,20 +298,20 @@ static void check_against_model(int pre_ln, int training) {
             for (int j = 0; j < nsub; j++) {
                 const float *g, *b;
                 if (dec) {
-                    const DecoderLayer *w = &m.w.dec[l];
+                    const DecoderLayer *w = &m.be_w.dec[l];
                     g = j == 0 ? w->ln1_g : j == 1 ? w->ln2_g : w->ln3_g;
                     b = j == 0 ? w->ln1_b : j == 1 ? w->ln2_b : w->ln3_b;
                 } else {
-                    const EncoderLayer *w = &m.w.enc[l];
+                    const EncoderLayer *w = &m.be_w.enc[l];
                     g = j == 0 ? w->ln1_g : w->ln2_g;
                     b = j == 0 ? w->ln1_b : w->ln2_b;
                 }
                 const float *in = sublayer_in(be, k, &s, x, g, b, rows, D);
                 if (j == nsub - 1 && !training) {   /* the FFN (Eq. 2) */
-                    const float *w1 = dec ? m.w.dec[l].ffn_w1 : m.w.enc[l].ffn_w1;
-                    const float *b1 = dec ? m.w.dec[l].ffn_b1 : m.w.enc[l].ffn_b1;
-                    const float *w2 = dec ? m.w.dec[l].ffn_w2 : m.w.enc[l].ffn_w2;
-                    const float *b2 = dec ? m.w.dec[l].ffn_b2 : m.w.enc[l].ffn_b2;
+                    const float *w1 = dec ? m.be_w.dec[l].ffn_w1 : m.be_w.enc[l].ffn_w1;
+                    const float *b1 = dec ? m.be_w.dec[l].ffn_b1 : m.be_w.enc[l].ffn_b1;
+                    const float *w2 = dec ? m.be_w.dec[l].ffn_w2 : m.be_w.enc[l].ffn_w2;
+                    const float *b2 = dec ? m.be_w.dec[l].ffn_b2 : m.be_w.enc[l].ffn_b2;
                     be->ffn_forward(ffn_out, hidden, in, w1, b1, w2, b2, rows, D, c.d_ff);
                     ck_assert_mem_eq(ffn_out, model_sublayer(&m, dec, l, (SubKind)j, SUB_OUT), bytes);
                     checked++;

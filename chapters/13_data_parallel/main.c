@@ -260,10 +260,10 @@ static void section_allreduce(const Run *r, Trainer *tr, DistTrainer *dt, Ref *r
                "  higher's: the tree's pairing, so the same additions in the same order as one process\n"
                "  (dist_sum_tree_f32; %.1f KiB each way per round)\n", rounds, rounds > 1 ? "s" : "", tr->n * 4.0 / 1024);
     if (ref->on) {
-        double mb, d = max_diff(tr->model->dw.mem, ref->m.dw.mem, tr->n, &mb);
+        double mb, d = max_diff(tr->model->be_dw.mem, ref->m.be_dw.mem, tr->n, &mb);
         printf("one process on the same %d sequences (rank 0, in-process): loss %.6f, |grad| %.5f\n",
                tr->B, ref->loss_ref[0], ref->grad_norm1);
-        int same = memcmp(tr->model->dw.mem, ref->m.dw.mem, tr->n * sizeof(float)) == 0;
+        int same = memcmp(tr->model->be_dw.mem, ref->m.be_dw.mem, tr->n * sizeof(float)) == 0;
         printf("summed gradient vs one process's: max |diff| %.3g (largest %.3g: %s)\n", d, mb,
                same ? "the same bits" : d <= 1e-5 * mb ? "equal to rounding only" : "NOT equal");
     }
@@ -468,11 +468,11 @@ static void section_order(const Run *r) {
         if (next_step(&ta, r->ragged, &sa) != TRAIN_OK || next_step(&tb, r->ragged, &sb) != TRAIN_OK)
             dist_abort(1, "section 4b: a step was not finite");
         if (i == 1) {
-            double mb, d = max_diff(a.dw.mem, b.dw.mem, ta.n, &mb);
+            double mb, d = max_diff(a.be_dw.mem, b.be_dw.mem, ta.n, &mb);
             rel1 = mb > 0 ? d / mb : d;
         }
         if (i == flips) {
-            double mb, d = max_diff(a.dw.mem, b.dw.mem, ta.n, &mb);
+            double mb, d = max_diff(a.be_dw.mem, b.be_dw.mem, ta.n, &mb);
             grad_at = mb > 0 ? d / mb : d;
             after = weights_rel(&a, &b);
         }

@@ -62,7 +62,7 @@ static int decoder_buffers(Decoder *d, Buf *buf) {
 #define BACKEND(f, n) BUF(MEM_BACKEND, f, NULL, n)
 #define SHARED(f, view, n) BUF(MEM_SHARED, f, &(view), n)
     HOST(d->src, B * Ts);                   /* (B,Ts) source ids                     */
-    SHARED(d->keep, d->w_keep, B * Ts);     /* (B,Ts) source mask                     */
+    SHARED(d->keep, d->be_keep, B * Ts);     /* (B,Ts) source mask                     */
     BACKEND(d->memory, B * Ts * D);         /* (B,Ts,d_model) the encoder's output    */
     BACKEND(d->cross_k, N * B * Ts * hk);   /* (N,B,h,Ts,d_k) cross-attention keys    */
     BACKEND(d->cross_v, N * B * Ts * hv);   /* (N,B,h,Ts,d_v) and values              */
@@ -72,7 +72,7 @@ static int decoder_buffers(Decoder *d, Buf *buf) {
         HOST(d->hist[j], R * T);
         HOST(d->hist_lp[j], R * T);
     }
-    BACKEND(d->dtok, R);
+    BACKEND(d->be_tok, R);
     BACKEND(d->x, R * D);
     BACKEND(d->y, R * D);
     BACKEND(d->ln, R * D);
@@ -86,8 +86,8 @@ static int decoder_buffers(Decoder *d, Buf *buf) {
     BACKEND(d->hidden, R * F);
     BACKEND(d->scores, R * H * keys);
     BACKEND(d->logits, R * V);
-    SHARED(d->logp, d->w_logp, R * V);
-    SHARED(d->cross_w, d->w_cross_w, N * R * H * Ts);
+    SHARED(d->logp, d->be_logp, R * V);
+    SHARED(d->cross_w, d->be_cross_w, N * R * H * Ts);
     HOST(d->rows, (R > BTs ? R : BTs) * H);
     HOST(d->prefix, R * (T > Ts ? T : Ts));
     HOST(d->sum, R);
@@ -222,7 +222,7 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
     }
     /* the cross-attention's key mask (B,Ts): 1 = a real token, 0 = padding */
     for (int i = 0; i < B * Ts; i++) d->keep[i] = c->pad_id < 0 || src[i] != c->pad_id;
-    be->upload(d->w_keep, d->keep, (size_t)B * Ts);
+    be->upload(d->be_keep, d->keep, (size_t)B * Ts);
     /* The encoder's output does not depend on anything the decoder does:
      * once per sentence, shared by its K beams. */
     model_encode(m, src, B, Ts, 0);
@@ -237,7 +237,7 @@ int decoder_begin(Decoder *d, const int *src, int B, int Ts, int K, int cached,
         for (int i = 0; i < h; i++)
             for (int j = 0; j < Ts; j++) d->rows[((size_t)b * h + i) * Ts + j] = (b * Ts + j) * h + i;
     for (int l = 0; l < c->N; l++) {
-        const MhaParams *w = &m->w.dec[l].cross_attn;
+        const MhaParams *w = &m->be_w.dec[l].cross_attn;
         be->linear_rows_forward(d->k, d->memory, w->w_k, NULL, (int)rows, (int)D, hk);   /* (B,Ts,h*d_k) */
         be->gather_rows(d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk, c->d_k, d->k, c->d_k, d->rows,
                         (int)rows * h, c->d_k);
@@ -272,7 +272,7 @@ static void sub_out(Decoder *d, const float *g, const float *b) {
 
 /* The cached step: position t = d->pos for every row, through every layer.
  * Every op runs through the model's backend (be: the CPU's functions, or
- * the GPU's kernels), on its weights m->w; only logp (and the cross-
+ * the GPU's kernels), on its weights m->be_w; only logp (and the cross-
  * attention weights, for printing) come back to the host.
  * It is model_decode's decoder layer (model.c) for one position: the same
  * residual steps (sub_in, sub_out: sublayer.h), but Sublayers of its own.
@@ -291,11 +291,11 @@ static void step_cached(Decoder *d, const int *tok) {
     size_t T = d->max_T;
     /* x (R,D) = E[tok] * sqrt(d_model) + PE[t]  (Sec. 3.4, 3.5): row t of the table,
      * the sinusoids or the learned pos_embed (Table 3 (E)) */
-    const float *pe = c->pos == POS_LEARNED ? m->w.pos_embed : m->w_pe;
-    be->upload(d->dtok, tok, (size_t)R * sizeof(int));
-    be->embed_forward(d->x, d->dtok, m->w.embed, pe + (size_t)t * D, R, 1, D, V);
+    const float *pe = c->pos == POS_LEARNED ? m->be_w.pos_embed : m->be_pe;
+    be->upload(d->be_tok, tok, (size_t)R * sizeof(int));
+    be->embed_forward(d->x, d->be_tok, m->be_w.embed, pe + (size_t)t * D, R, 1, D, V);
     for (int l = 0; l < c->N; l++) {
-        const DecoderLayer *w = &m->w.dec[l];
+        const DecoderLayer *w = &m->be_w.dec[l];
         /* -- masked self-attention: append this position's k, v, attend over 0..t.
          * The causal mask needs no code here: the later positions are not yet in
          * the cache. */
@@ -318,7 +318,7 @@ static void step_cached(Decoder *d, const int *tok) {
         be->linear_rows_forward(d->q, in, w->cross_attn.w_q, NULL, R, D, hk);
         const float *ck = d->cross_k + (size_t)l * d->max_B * d->max_Ts * hk;
         const float *cv = d->cross_v + (size_t)l * d->max_B * d->max_Ts * hv;
-        be->attend_rows_forward(d->o, d->w_cross_w + (size_t)l * R * h * Ts, d->q, ck, cv, d->w_keep, R, K, h, Ts,
+        be->attend_rows_forward(d->o, d->be_cross_w + (size_t)l * R * h * Ts, d->q, ck, cv, d->be_keep, R, K, h, Ts,
                                 Ts, dk, dv);
         be->linear_rows_forward(d->sub, d->o, w->cross_attn.w_o, NULL, R, hv, D);
         sub_out(d, w->ln2_g, w->ln2_b);
@@ -332,16 +332,16 @@ static void step_cached(Decoder *d, const int *tok) {
     }
     const float *xo = d->x;
     if (c->pre_ln) {
-        sublayer_norm_forward(be, sublayer_kind(c), d->ln, d->mean, d->rstd, d->x, m->w.dec_ln_g, m->w.dec_ln_b, R,
+        sublayer_norm_forward(be, sublayer_kind(c), d->ln, d->mean, d->rstd, d->x, m->be_w.dec_ln_g, m->be_w.dec_ln_b, R,
                               D);
         xo = d->ln;
     }
     /* logits (R,V) = x E^T (the shared embedding, Sec. 3.4), then log-softmax */
-    be->logits_rows_forward(d->logits, xo, m->w.embed, R, D, V);
-    be->logsoftmax_forward(d->w_logp, d->logits, R, V);
+    be->logits_rows_forward(d->logits, xo, m->be_w.embed, R, D, V);
+    be->logsoftmax_forward(d->be_logp, d->logits, R, V);
     /* to the host, for the search (CPU: the same memory, nothing moves) */
-    be->download(d->logp, d->w_logp, (size_t)R * V * sizeof(float));
-    be->download(d->cross_w, d->w_cross_w, (size_t)c->N * R * h * Ts * sizeof(float));
+    be->download(d->logp, d->be_logp, (size_t)R * V * sizeof(float));
+    be->download(d->cross_w, d->be_cross_w, (size_t)c->N * R * h * Ts * sizeof(float));
 }
 
 /* The reference: the whole prefix 0..t through model_decode, keep the last row. */

@@ -150,17 +150,17 @@ typedef struct {
     /* the cache (cached mode); (be) = the backend's memory, (host+be) = a host
      * array with the backend's view w_* of it (the same memory on the CPU) */
     int *src;                   /* (B,Ts) source ids (host)                                */
-    uint8_t *keep, *w_keep;     /* (B,Ts) 1 = real source token, 0 = padding (host+be)     */
+    uint8_t *keep, *be_keep;     /* (B,Ts) 1 = real source token, 0 = padding (host+be)     */
     float *memory;              /* (B,Ts,D) encoder output (be, as everything down to logits) */
     float *cross_k, *cross_v;   /* (N,B,h,Ts,d_k), (N,B,h,Ts,d_v)                         */
     float *self_k[2], *self_v[2]; /* (N,R,h,max_T,d_k) each, [0] live, [1] for reordering */
 
     /* one step's activations, (R, .) each */
-    int *dtok;                  /* (R) this step's input ids                               */
+    int *be_tok;                  /* (R) this step's input ids                               */
     float *x, *y, *ln, *mean, *rstd, *q, *k, *v, *o, *sub, *hidden, *scores;
     float *logits;              /* (R,V)                                                  */
-    float *logp, *w_logp;       /* (R,V) log-probabilities of the next token (host+be)     */
-    float *cross_w, *w_cross_w; /* (N,R,h,Ts) cross-attention weights of the last step (host+be) */
+    float *logp, *be_logp;       /* (R,V) log-probabilities of the next token (host+be)     */
+    float *cross_w, *be_cross_w; /* (N,R,h,Ts) cross-attention weights of the last step (host+be) */
     int *rows;                  /* (max(R, B*Ts) * h) row indices for gather_rows (host)   */
     int *prefix;                /* (R,max_T) the uncached path's contiguous input          */
 

@@ -56,31 +56,31 @@ static int views_make(Model *m, const Backend *be) {
     ModelActs *a = m->acts;
     size_t n = m->params.n, npe = (size_t)c->max_len * c->d_model;
     m->be = be;
-    m->w.mem = be->share(m->params.mem, n * sizeof(float));
-    m->dw.mem = be->share(m->grads.mem, n * sizeof(float));
-    m->w_pe = be->share(m->pe, npe * sizeof(float));
+    m->be_w.mem = be->share(m->params.mem, n * sizeof(float));
+    m->be_dw.mem = be->share(m->grads.mem, n * sizeof(float));
+    m->be_pe = be->share(m->pe, npe * sizeof(float));
     a->mem = be->alloc(a->cap * sizeof(float));
-    m->w.n = m->dw.n = n;
-    if (!m->w.mem || !m->dw.mem || !m->w_pe || !a->mem) return -1;
-    if (params_layout(&m->w, c) || params_layout(&m->dw, c)) return -1;
+    m->be_w.n = m->be_dw.n = n;
+    if (!m->be_w.mem || !m->be_dw.mem || !m->be_pe || !a->mem) return -1;
+    if (params_layout(&m->be_w, c) || params_layout(&m->be_dw, c)) return -1;
     return 0;
 }
 
 static void views_free(Model *m) {
     const Backend *be = m->be;
     if (!be) return;
-    if (m->w.mem) be->unshare(m->w.mem, m->params.mem);
-    if (m->dw.mem) be->unshare(m->dw.mem, m->grads.mem);
-    if (m->w_pe) be->unshare(m->w_pe, m->pe);
-    m->w.mem = m->dw.mem = NULL;
-    params_free(&m->w);        /* the pointer tables; mem is NULL here */
-    params_free(&m->dw);
+    if (m->be_w.mem) be->unshare(m->be_w.mem, m->params.mem);
+    if (m->be_dw.mem) be->unshare(m->be_dw.mem, m->grads.mem);
+    if (m->be_pe) be->unshare(m->be_pe, m->pe);
+    m->be_w.mem = m->be_dw.mem = NULL;
+    params_free(&m->be_w);        /* the pointer tables; mem is NULL here */
+    params_free(&m->be_dw);
     if (m->acts) {
         be->free(m->acts->mem);
         m->acts->mem = NULL;
         m->acts->encoded = m->acts->decoded = m->acts->backward_done = 0;
     }
-    m->w_pe = NULL;
+    m->be_pe = NULL;
     m->be = NULL;
 }
 
@@ -196,12 +196,12 @@ int model_to(Model *m, const Backend *be, char *err, size_t errlen) {
 }
 
 void model_pull(Model *m) {
-    m->be->download(m->params.mem, m->w.mem, m->params.n * sizeof(float));
-    m->be->download(m->grads.mem, m->dw.mem, m->grads.n * sizeof(float));
+    m->be->download(m->params.mem, m->be_w.mem, m->params.n * sizeof(float));
+    m->be->download(m->grads.mem, m->be_dw.mem, m->grads.n * sizeof(float));
 }
 
 void model_push(Model *m) {
-    m->be->upload(m->w.mem, m->params.mem, m->params.n * sizeof(float));
+    m->be->upload(m->be_w.mem, m->params.mem, m->params.n * sizeof(float));
 }
 
 void model_read(const Model *m, void *host, const void *p, size_t bytes) {
@@ -209,7 +209,7 @@ void model_read(const Model *m, void *host, const void *p, size_t bytes) {
 }
 
 void model_zero_grad(Model *m) {
-    m->be->zero(m->dw.mem, m->dw.n * sizeof(float));
+    m->be->zero(m->be_dw.mem, m->be_dw.n * sizeof(float));
 }
 
 int model_check_tokens(const Config *c, const int *ids, int n, const char *what,
@@ -278,7 +278,7 @@ static const DropoutSite *dropout_next(ModelActs *a, float p) {
  * learned table pos_embed of Table 3 (E); the same (max_len, d_model)
  * layout, so embed_forward reads rows 0..T-1 of either. */
 static const float *pos_table(const Model *m) {
-    return m->cfg.pos == POS_LEARNED ? m->w.pos_embed : m->w_pe;
+    return m->cfg.pos == POS_LEARNED ? m->be_w.pos_embed : m->be_pe;
 }
 
 /* Backward of "+ PE[t]" for a learned table: every sequence of the batch
@@ -286,7 +286,7 @@ static const float *pos_table(const Model *m) {
  * with a row of B ones, a->ones). Padding rows of demb are 0. */
 static void pos_backward(Model *m, const float *demb, int B, int T) {
     if (m->cfg.pos != POS_LEARNED) return;   /* sinusoids have no parameters */
-    m->be->pos_embed_backward(m->dw.pos_embed, demb, m->acts->ones, B, T, m->cfg.d_model);
+    m->be->pos_embed_backward(m->be_dw.pos_embed, demb, m->acts->ones, B, T, m->cfg.d_model);
 }
 
 /* The FFN sub-layer's Sublayer, Eq. 2 through the backend table, or SwiGLU
@@ -334,7 +334,7 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
     dropout_begin(m, p, Ts);
 
     /* Sec. 3.4-3.5: E[src] * sqrt(d_model) + PE, then dropout (Sec. 5.4) */
-    be->embed_forward(a->src_emb, a->src, m->w.embed, pos_table(m), B, Ts, D, c->vocab);
+    be->embed_forward(a->src_emb, a->src, m->be_w.embed, pos_table(m), B, Ts, D, c->vocab);
     const DropoutSite *drop = dropout_next(a, p);
     be->dropout_forward(a->src_emb, a->src_keep, a->src_emb, p, (size_t)rows * D, drop->key, drop->site);
 
@@ -348,7 +348,7 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
 
     const float *x = a->src_emb;
     for (int l = 0; l < c->N; l++) {
-        const EncoderLayer *w = &m->w.enc[l];
+        const EncoderLayer *w = &m->be_w.enc[l];
         EncActs *e = &a->enc[l];
         /* x = LayerNorm(x + Dropout(SelfAttn(x)))   (Sec. 3.1, 3.2.3) */
         const float *in = sublayer_in(be, k, &e->sub[0], x, w->ln1_g, w->ln1_b, rows, D);
@@ -362,7 +362,7 @@ void model_encode(Model *m, const int *src, int B, int Ts, int training) {
         x = sublayer_out(be, k, &e->sub[1], x, w->ln2_g, w->ln2_b, dropout_next(a, p), rows, D);
     }
     if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
-        sublayer_norm_forward(be, k, a->enc_ln, a->enc_mean, a->enc_rstd, x, m->w.enc_ln_g, m->w.enc_ln_b, rows, D);
+        sublayer_norm_forward(be, k, a->enc_ln, a->enc_mean, a->enc_rstd, x, m->be_w.enc_ln_g, m->be_w.enc_ln_b, rows, D);
         x = a->enc_ln;
     }
     a->memory = x;
@@ -386,7 +386,7 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
     dropout_begin(m, p, Tt);
 
     /* the same embedding matrix as the encoder's (Sec. 3.4) */
-    be->embed_forward(a->tgt_emb, a->tgt, m->w.embed, pos_table(m), B, Tt, D, V);
+    be->embed_forward(a->tgt_emb, a->tgt, m->be_w.embed, pos_table(m), B, Tt, D, V);
     const DropoutSite *drop = dropout_next(a, p);
     be->dropout_forward(a->tgt_emb, a->tgt_keep, a->tgt_emb, p, (size_t)rows * D, drop->key, drop->site);
 
@@ -407,7 +407,7 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
 
     const float *x = a->tgt_emb, *memory = a->memory;
     for (int l = 0; l < c->N; l++) {
-        const DecoderLayer *w = &m->w.dec[l];
+        const DecoderLayer *w = &m->be_w.dec[l];
         DecActs *d = &a->dec[l];
         /* x = LayerNorm(x + Dropout(MaskedSelfAttn(x))) */
         const float *in = sublayer_in(be, k, &d->sub[0], x, w->ln1_g, w->ln1_b, rows, D);
@@ -430,14 +430,14 @@ const float *model_decode(Model *m, const int *tgt, int Tt, int training) {
         x = sublayer_out(be, k, &d->sub[2], x, w->ln3_g, w->ln3_b, dropout_next(a, p), rows, D);
     }
     if (k.pre_ln) {   /* a pre-LN stack ends with one more Norm */
-        sublayer_norm_forward(be, k, a->dec_ln, a->dec_mean, a->dec_rstd, x, m->w.dec_ln_g, m->w.dec_ln_b, rows, D);
+        sublayer_norm_forward(be, k, a->dec_ln, a->dec_mean, a->dec_rstd, x, m->be_w.dec_ln_g, m->be_w.dec_ln_b, rows, D);
         x = a->dec_ln;
     }
     a->dec_out = x;
 
     /* The pre-softmax linear transformation IS the embedding matrix (Sec. 3.4):
      * logits (B*Tt, V) = x (B*Tt, D) @ E^T, E (V, D). */
-    be->logits_forward(a->logits, x, m->w.embed, rows, D, V);
+    be->logits_forward(a->logits, x, m->be_w.embed, rows, D, V);
     be->logsoftmax_forward(a->logp, a->logits, rows, V);
     return a->logp;
 }
@@ -492,7 +492,7 @@ void model_backward(Model *m, const float *dlogits) {
     int hh = c->h, dk = c->d_k, dv = c->d_v;
     int rt = B * Tt, rs = B * Ts;
     const Backend *be = m->be;
-    Params *P = &m->w, *G = &m->dw;
+    Params *P = &m->be_w, *G = &m->be_dw;
     size_t used = acts_layout_backward(a, c, a->mem + a->used_enc + a->used_dec, B, Ts, Tt);
     acts_fit(m, "model_backward", a->used_enc + a->used_dec + used, B, Ts, Tt);
     if (c->pos == POS_LEARNED) be->upload(a->ones, a->h_ones, (size_t)B * sizeof(float));

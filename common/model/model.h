@@ -33,7 +33,7 @@
  * Backends: every op runs through m->be (backend.h), the CPU's table after
  * model_build; model_to(m, be) moves the model to another backend (the
  * GPU). params and grads are always host memory (checkpoints, inspection);
- * m->w and m->dw are the backend's view of them: the very same memory on
+ * m->be_w and m->be_dw are the backend's view of them: the very same memory on
  * the CPU, device copies laid out the same way on a GPU. model_pull copies
  * the device's weights and gradients back into params/grads, model_push the
  * other way (both do nothing on the CPU).
@@ -58,8 +58,8 @@ typedef struct {
                             /* with POS_LEARNED, params.pos_embed is used instead */
     ModelActs *acts;        /* saved activations for backward (in be's memory) */
     const Backend *be;      /* where forward and backward run (backend.h)      */
-    Params w, dw;           /* params, grads as be sees them (see the top)     */
-    float *w_pe;            /* pe as be sees it                                */
+    Params be_w, be_dw;           /* params, grads as be sees them (see the top)     */
+    float *be_pe;              /* pe as be sees it                                */
     int max_B, max_Ts, max_Tt;  /* per-dimension limits of any batch            */
     size_t acts_floats;     /* floats in acts' one block: the largest batch's  */
                             /* model_acts_floats (model_build_cap)             */

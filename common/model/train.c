@@ -65,16 +65,16 @@ int all_finite(const float *x, size_t n) {
 static void buffers_free(Trainer *t) {
     const Backend *be = t->be;
     if (!be) return;
-    if (t->dm) be->unshare(t->dm, t->adam_m);
-    if (t->dv) be->unshare(t->dv, t->adam_v);
-    be->free(t->d_tgt_out);
+    if (t->be_m) be->unshare(t->be_m, t->adam_m);
+    if (t->be_v) be->unshare(t->be_v, t->adam_v);
+    be->free(t->be_tgt_out);
     be->free(t->row_loss);
     be->free(t->dlogits);
     for (int b = 0; b < TRAIN_TREE_LEVELS; b++) be->free(t->tree[b]), t->tree[b] = NULL;
     be->free(t->leaf);
     t->leaf = NULL;
-    t->dm = t->dv = t->row_loss = t->dlogits = NULL;
-    t->d_tgt_out = NULL;
+    t->be_m = t->be_v = t->row_loss = t->dlogits = NULL;
+    t->be_tgt_out = NULL;
     t->be = NULL;
 }
 
@@ -91,12 +91,12 @@ static int tree_make(Trainer *t) {
 static int buffers_make(Trainer *t, const Backend *be) {
     size_t N = (size_t)t->max_rows, V = (size_t)t->model->cfg.vocab;
     t->be = be;
-    t->dm = be->share(t->adam_m, t->n * sizeof(float));
-    t->dv = be->share(t->adam_v, t->n * sizeof(float));
-    t->d_tgt_out = be->alloc(N * sizeof(int));
+    t->be_m = be->share(t->adam_m, t->n * sizeof(float));
+    t->be_v = be->share(t->adam_v, t->n * sizeof(float));
+    t->be_tgt_out = be->alloc(N * sizeof(int));
     t->row_loss = be->alloc(N * sizeof(float));
     t->dlogits = be->alloc(N * V * sizeof(float));
-    if (!t->dm || !t->dv || !t->d_tgt_out || !t->row_loss || !t->dlogits) return -1;
+    if (!t->be_m || !t->be_v || !t->be_tgt_out || !t->row_loss || !t->dlogits) return -1;
     return t->micro > 1 || t->dp ? tree_make(t) : 0;
 }
 
@@ -179,7 +179,7 @@ int trainer_set_micro(Trainer *t, int G, char *err, size_t errlen) {
 int trainer_to(Trainer *t, const Backend *be, char *err, size_t errlen) {
     if (be == t->be && be == t->model->be) return 0;
     /* the host copies of Adam's moments first, then everything moves */
-    t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
+    t->be->download(t->adam_m, t->be_m, t->n * sizeof(float));
     buffers_free(t);
     int rc = model_to(t->model, be, err, errlen);
     if (rc || buffers_make(t, t->model->be)) {
@@ -202,7 +202,7 @@ void trainer_free(Trainer *t) {
 
 /* zero grads -> forward (dropout on when training) -> label-smoothed
  * cross-entropy over the non-padding targets (Sec. 5.4) -> backward (unless
- * the loss is not finite and skip_bad): m->dw holds d loss / d w of this
+ * the loss is not finite and skip_bad): m->be_dw holds d loss / d w of this
  * batch, loss the mean over its *n_tokens tokens */
 float train_grad(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
                  int training, int skip_bad, int *n_tokens) {
@@ -226,8 +226,8 @@ float train_grad(Trainer *t, const int *src, const int *tgt_in, const int *tgt_o
     /* forward, with dropout when training (Sec. 5.4) */
     const float *logp = model_forward(m, src, tgt_in, B, Ts, Tt, training);
 
-    be->upload(t->d_tgt_out, tgt_out, (size_t)N * sizeof(int));
-    float loss = be->smoothed_xent_forward(t->row_loss, logp, t->d_tgt_out, N, V, t->hp.eps_ls,
+    be->upload(t->be_tgt_out, tgt_out, (size_t)N * sizeof(int));
+    float loss = be->smoothed_xent_forward(t->row_loss, logp, t->be_tgt_out, N, V, t->hp.eps_ls,
                                            c->pad_id, n_tokens);
     /* A NaN here would flow through backward into every weight and Adam
      * moment: the caller stops before anything changes, so the last
@@ -237,7 +237,7 @@ float train_grad(Trainer *t, const int *src, const int *tgt_in, const int *tgt_o
 
     /* backward: d loss / d logits through the log-softmax, then the model */
     be->zero(t->dlogits, (size_t)N * V * sizeof(float));
-    be->smoothed_xent_backward(t->dlogits, logp, t->d_tgt_out, N, V, t->hp.eps_ls, c->pad_id);
+    be->smoothed_xent_backward(t->dlogits, logp, t->be_tgt_out, N, V, t->hp.eps_ls, c->pad_id);
     model_backward(m, t->dlogits);
     return loss;
 }
@@ -258,7 +258,7 @@ TrainStatus train_adam(Trainer *t, StepStats *st) {
     Model *m = t->model;
     uint64_t step = t->step + 1;
     float lr = lr_schedule((int)step, m->cfg.d_model, t->hp.warmup, t->hp.factor);
-    double sq = m->be->adam_step(m->w.mem, m->dw.mem, t->dm, t->dv, t->n, lr,
+    double sq = m->be->adam_step(m->be_w.mem, m->be_dw.mem, t->be_m, t->be_v, t->n, lr,
                                  t->hp.beta1, t->hp.beta2, t->hp.adam_eps, (int)step);
     if (!isfinite(sq)) return TRAIN_NONFINITE_GRAD;
     t->step = step;
@@ -317,7 +317,7 @@ int train_leaves(int G, int B, int P) {
 }
 
 /* Leaf i (counting from this rank's first, which starts a subtree) joins
- * the tree: its gradient m->dw scaled by its share, then added to its left
+ * the tree: its gradient m->be_dw scaled by its share, then added to its left
  * neighbour's subtree of the same size while there is one (i's low bits:
  * leaf 1 pairs with 0, leaf 3 with 2 and then (2+3) with (0+1), ...).
  * tree[b] holds a finished subtree of 2^b leaves waiting for its right
@@ -326,7 +326,7 @@ static int tree_push(Trainer *t, int i, float share) {
     const Backend *be = t->be;
     int b = 0;
     float *cur = i & 1 ? t->leaf : t->tree[0];
-    be->scale_forward(cur, t->model->dw.mem, share, t->n);   /* one multiply per float */
+    be->scale_forward(cur, t->model->be_dw.mem, share, t->n);   /* one multiply per float */
     while (i >> b & 1) {                  /* left + right, in that order */
         be->residual_forward(t->tree[b], t->tree[b], cur, t->n);
         cur = t->tree[b++];
@@ -360,9 +360,9 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
         top = tree_push(t, i, share);
     }
     model_set_dropout(m, m->dropout_rng, 0);   /* the stream where the leaves left it */
-    t->be->copy(m->dw.mem, t->tree[top], t->n * sizeof(float));
+    t->be->copy(m->be_dw.mem, t->tree[top], t->n * sizeof(float));
     /* the rest of the tree across the ranks, and every leaf's (loss, tokens) */
-    if (t->dp) t->dp->reduce(t->dp, t->be, m->dw.mem, t->n, mine, 2 * k, all);
+    if (t->dp) t->dp->reduce(t->dp, t->be, m->be_dw.mem, t->n, mine, 2 * k, all);
     else memcpy(all, mine, sizeof(double) * 2 * k);
     double sum = 0;
     for (int l = 0; l < L; l++) sum += all[2 * l] * all[2 * l + 1];   /* in leaf order */
@@ -381,6 +381,6 @@ TrainStatus train_step_global(Trainer *t, const int *src, const int *tgt_in, con
 
 void trainer_pull(Trainer *t) {
     model_pull(t->model);
-    t->be->download(t->adam_m, t->dm, t->n * sizeof(float));
-    t->be->download(t->adam_v, t->dv, t->n * sizeof(float));
+    t->be->download(t->adam_m, t->be_m, t->n * sizeof(float));
+    t->be->download(t->adam_v, t->be_v, t->n * sizeof(float));
 }

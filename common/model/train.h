@@ -96,10 +96,10 @@ typedef struct {
                            /* batch's B sequences of T tokens)                */
     /* in the backend's memory (be, the model's): */
     const Backend *be;
-    float *dm, *dv;        /* adam_m, adam_v as be sees them (CPU: the same)  */
+    float *be_m, *be_v;      /* adam_m, adam_v as be sees them (CPU: the same)  */
     int max_rows;          /* target positions (B*Tt) of the largest batch:   */
                            /* B*(T-1), or trainer_init_cap's                   */
-    int *d_tgt_out;        /* (max_rows) targets of the step                  */
+    int *be_tgt_out;      /* (max_rows) targets of the step                  */
     float *row_loss;       /* (max_rows) per-position losses (scratch)        */
     float *dlogits;        /* (max_rows, vocab) gradient of the loss          */
     /* micro-batches (trainer_set_micro), in be's memory too: */
@@ -172,7 +172,7 @@ int train_leaves(int G, int B, int P);
  * dumps, with training = 0): zero the gradients -> forward, with dropout
  * (Sec. 5.4) when training, none when 0 -> label-smoothed cross-entropy
  * (hp.eps_ls) over the non-padding targets -> backward. Sizes as for
- * train_step_batch. m->dw then holds d loss / d w of this batch; returns the
+ * train_step_batch. m->be_dw then holds d loss / d w of this batch; returns the
  * loss, the mean over *n_tokens tokens. When skip_bad and the loss is not
  * finite, backward is skipped (a step stops there, and nothing changes). */
 float train_grad(Trainer *t, const int *src, const int *tgt_in, const int *tgt_out, int B, int Ts, int Tt,
