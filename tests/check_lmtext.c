@@ -430,11 +430,11 @@ START_TEST(test_entry_head_rule) {
     const char *cut[] = {"", "ABASEM", "ABASEMENT", "ABASEMENT,", "ABASEMENT, ", "ABASEMENT, n", "ABASEMENT, n.",
                          "APRIL ", "ACCUSE, v.t."};
     for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
-        ck_assert_msg(lmformat_entry_head(yes[i], strlen(yes[i])) == 1, "'%s' should open an entry", yes[i]);
+        ck_assert_msg(lmtext_entry_head(yes[i], strlen(yes[i])) == 1, "'%s' should open an entry", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof *no; i++)
-        ck_assert_msg(lmformat_entry_head(no[i], strlen(no[i])) == 0, "'%s' should not open an entry", no[i]);
+        ck_assert_msg(lmtext_entry_head(no[i], strlen(no[i])) == 0, "'%s' should not open an entry", no[i]);
     for (size_t i = 0; i < sizeof cut / sizeof *cut; i++)
-        ck_assert_msg(lmformat_entry_head(cut[i], strlen(cut[i])) == -1, "'%s' is undecided", cut[i]);
+        ck_assert_msg(lmtext_entry_head(cut[i], strlen(cut[i])) == -1, "'%s' is undecided", cut[i]);
 }
 END_TEST
 

@@ -11,41 +11,6 @@
 
 /* ---- The Devil's Dictionary ---------------------------------------------------- */
 
-static int is_upper(char c) { return c >= 'A' && c <= 'Z'; }
-
-/* Bierce's parts of speech, and the few his book happens not to use */
-static const char *const parts_of_speech[] = {
-    "n.", "n.pl.", "v.", "v.t.", "v.i.", "adj.", "adv.", "pro.", "pron.", "pp.", "p.p.", "x.",
-    "prep.", "conj.", "interj.",
-};
-
-int lmformat_entry_head(const char *s, size_t n) {
-    size_t i = 0;
-    /* the headword: WORD or WORD WORD ..., each [A-Z][A-Z'-]* */
-    for (;;) {
-        if (i >= n) return -1;
-        if (!is_upper(s[i])) return 0;
-        while (i < n && (is_upper(s[i]) || s[i] == '-' || s[i] == '\'')) i++;
-        if (i >= n) return -1;
-        if (s[i] != ' ') break;
-        i++;   /* one space: another word of the headword must follow */
-    }
-    /* ", " */
-    if (s[i] != ',') return 0;
-    if (++i >= n) return -1;
-    if (s[i] != ' ') return 0;
-    if (++i >= n) return -1;
-    /* the part of speech: the longest run of [a-z.], one of the list,
-     * then a space or a newline */
-    size_t p = i;
-    while (i < n && ((s[i] >= 'a' && s[i] <= 'z') || s[i] == '.')) i++;
-    if (i >= n) return -1;
-    if (s[i] != ' ' && s[i] != '\n') return 0;
-    for (size_t k = 0; k < sizeof parts_of_speech / sizeof *parts_of_speech; k++)
-        if (strlen(parts_of_speech[k]) == i - p && !memcmp(s + p, parts_of_speech[k], i - p)) return 1;
-    return 0;
-}
-
 /* 1 when the line s[0..n) holds nothing but spaces and tabs */
 static int blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -61,7 +26,7 @@ LmShare lmformat_entries(const char *text, size_t n) {
         while (e < n && text[e] != '\n') e++;
         int is_blank = blank(text + i, e - i);
         if (after_blank && !is_blank && text[i] != ' ' && text[i] != '\t') {
-            int head = lmformat_entry_head(text + i, n - i);
+            int head = lmtext_entry_head(text + i, n - i);
             if (head >= 0) r.total++, r.hits += head;
         }
         after_blank = is_blank;

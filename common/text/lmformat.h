@@ -15,7 +15,7 @@
  *   spaces and tabs only), or the text's first line, and does not itself
  *   start with a space, a tab or a newline (the book's indented verses
  *   and signatures are not entries). It opens with a headword and a part
- *   of speech (lmformat_entry_head) when it starts with
+ *   of speech (lmtext_entry_head, lmtext.h) when it starts with
  *     - one or more words separated by single spaces, each an upper-case
  *       letter A-Z followed by upper-case letters, '-' and '\'';
  *     - then ", " (a comma and one space);
@@ -51,10 +51,6 @@ typedef struct {
     long total;   /* units judged (hits of total) */
 } LmShare;
 
-/* Applies the headword rule to the text s[0..n) that starts an entry:
- * 1 it opens with a headword and a part of speech, 0 it does not, -1 the
- * text ends before the rule can tell. */
-int lmformat_entry_head(const char *s, size_t n);
 /* Entries (paragraphs, above) of text[0..n) and how many open with a
  * headword and a part of speech. */
 LmShare lmformat_entries(const char *text, size_t n);

@@ -12,7 +12,6 @@
 
 #include "core/fail.h"
 #include "core/fileio.h"
-#include "text/lmformat.h"
 
 #define MAX_CP 0x110000u   /* code points run from U+0000 to U+10FFFF */
 
@@ -177,6 +176,43 @@ static int read_all(const char *path, LmSource source, int gz, char **out, size_
     return 0;
 }
 
+/* ---- the dictionary's entries: where its text starts, and what lmformat.h counts -- */
+
+static int is_upper(char c) { return c >= 'A' && c <= 'Z'; }
+
+/* Bierce's parts of speech, and the few his book happens not to use */
+static const char *const parts_of_speech[] = {
+    "n.", "n.pl.", "v.", "v.t.", "v.i.", "adj.", "adv.", "pro.", "pron.", "pp.", "p.p.", "x.",
+    "prep.", "conj.", "interj.",
+};
+
+int lmtext_entry_head(const char *s, size_t n) {
+    size_t i = 0;
+    /* the headword: WORD or WORD WORD ..., each [A-Z][A-Z'-]* */
+    for (;;) {
+        if (i >= n) return -1;
+        if (!is_upper(s[i])) return 0;
+        while (i < n && (is_upper(s[i]) || s[i] == '-' || s[i] == '\'')) i++;
+        if (i >= n) return -1;
+        if (s[i] != ' ') break;
+        i++;   /* one space: another word of the headword must follow */
+    }
+    /* ", " */
+    if (s[i] != ',') return 0;
+    if (++i >= n) return -1;
+    if (s[i] != ' ') return 0;
+    if (++i >= n) return -1;
+    /* the part of speech: the longest run of [a-z.], one of the list,
+     * then a space or a newline */
+    size_t p = i;
+    while (i < n && ((s[i] >= 'a' && s[i] <= 'z') || s[i] == '.')) i++;
+    if (i >= n) return -1;
+    if (s[i] != ' ' && s[i] != '\n') return 0;
+    for (size_t k = 0; k < sizeof parts_of_speech / sizeof *parts_of_speech; k++)
+        if (strlen(parts_of_speech[k]) == i - p && !memcmp(s + p, parts_of_speech[k], i - p)) return 1;
+    return 0;
+}
+
 /* ---- what each source keeps ------------------------------------------------------ */
 
 /* The dictionary's entries: from the first paragraph that opens an entry to
@@ -185,7 +221,7 @@ static int keep_devil_entries(char *b, size_t *n, const char *q, char *err, size
     size_t start = (size_t)-1;
     for (size_t i = 0; i < *n; i++) {
         int para = i == 0 || (b[i - 1] == '\n' && i >= 2 && b[i - 2] == '\n');
-        if (para && lmformat_entry_head(b + i, *n - i) == 1) {
+        if (para && lmtext_entry_head(b + i, *n - i) == 1) {
             start = i;
             break;
         }

@@ -18,7 +18,7 @@
  *              and one after his last (the alphabet line
  *              " abcdefghijklmnopqrstuvwxyz"). We keep the dictionary's
  *              entries alone: from the first paragraph that opens an entry
- *              (lmformat_entry_head: "ABASEMENT, n.  A decent ...") to the
+ *              (lmtext_entry_head: "ABASEMENT, n.  A decent ...") to the
  *              end, without a final alphabet line: 380,684 characters
  *              (all ASCII; the 2,944 bytes before the first entry and the
  *              28 of the alphabet line are dropped), 83 distinct (the
@@ -192,5 +192,12 @@ void lmtext_random_ids(const LmText *t, Rng *r, int *ids, size_t n);
 int lmtext_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 /* cp written as UTF-8 into out (4 bytes room); its length. */
 int lmtext_utf8_put(uint32_t cp, char *out);
+
+/* The Devil's Dictionary's headword rule, applied to the text s[0..n) that
+ * starts an entry ("ABASEMENT, n.  A decent ..."): 1 it opens with a
+ * headword and a part of speech, 0 it does not, -1 the text ends before the
+ * rule can tell. The "devil" source starts at the first entry it finds, and
+ * lmformat.h counts generated entries with it. */
+int lmtext_entry_head(const char *s, size_t n);
 
 #endif
