@@ -35,22 +35,7 @@ static Config lm_config_rms(int pre_ln, float dropout) {
     return c;
 }
 
-static void build_lm(Model *m, const Config *c, int B, int T, uint64_t seed) {
-    char err[256] = "";
-    int rc = model_build(m, c, B, 0, T, seed, err, sizeof err);
-    ck_assert_msg(rc == 0, "model_build failed: %s", err);
-}
-
-/* LayerNorm gains and biases, FFN biases moved off 1 and 0 */
-static void perturb_params(Model *m, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    for (int i = 0; i < m->params.n_tensors; i++) {
-        NamedTensor *t = &m->params.tensors[i];
-        if (t->ndim != 1) continue;
-        for (int j = 0; j < t->shape[0]; j++) t->data[j] += 0.3f * (2.0f * rng_uniform(&r) - 1.0f);
-    }
-}
+static void build_lm(Model *m, const Config *c, int B, int T, uint64_t seed) { build_or_fail(m, c, B, 0, T, seed); }
 
 /* ============================================================================
  * Core: what the model holds, what it computes

@@ -31,24 +31,6 @@
 #include "core/rng.h"
 #include "testutil.h"
 
-static void build_or_fail(Model *m, const Config *c, int B, int Ts, int Tt, uint64_t seed) {
-    char err[256] = "";
-    int rc = model_build(m, c, B, Ts, Tt, seed, err, sizeof err);
-    ck_assert_msg(rc == 0, "model_build failed: %s", err);
-}
-
-/* Moves LayerNorm gains/biases and the FFN biases away from 1 and 0, so
- * that their gradients (and mistakes in them) are generic. */
-static void perturb_params(Model *m, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    for (int i = 0; i < m->params.n_tensors; i++) {
-        NamedTensor *t = &m->params.tensors[i];
-        if (t->ndim != 1) continue;
-        for (int j = 0; j < t->shape[0]; j++) t->data[j] += 0.3f * (2.0f * rng_uniform(&r) - 1.0f);
-    }
-}
-
 /* ============================================================================
  * Core: sizes
  * ========================================================================== */

@@ -358,6 +358,22 @@ size_t fd_check_double_at(FdLoss loss, void *ctx, double *param, const float *gr
     return fd_check_core(loss, ctx, NULL, param, grad, n, NULL, 0, h, atol, rtol, NULL, what, file, line);
 }
 
+void build_or_fail(Model *m, const Config *c, int B, int Ts, int Tt, uint64_t seed) {
+    char err[256] = "";
+    int rc = model_build(m, c, B, Ts, Tt, seed, err, sizeof err);
+    ck_assert_msg(rc == 0, "model_build failed: %s", err);
+}
+
+void perturb_params(Model *m, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < m->params.n_tensors; i++) {
+        NamedTensor *t = &m->params.tensors[i];
+        if (t->ndim != 1) continue;
+        for (int j = 0; j < t->shape[0]; j++) t->data[j] += 0.3f * (2.0f * rng_uniform(&r) - 1.0f);
+    }
+}
+
 double weighted_sum(const float *out, const float *R, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)out[i] * R[i];

@@ -6,7 +6,8 @@
  *   gradients     fd_check / fd_diff: central finite differences against a
  *                 backward pass, the one helper every Gradient case uses;
  *                 weighted_sum, the scalar such a case differentiates
- *   inputs        zeros, randn (random normal arrays); test_config and
+ *   inputs        zeros, randn (random normal arrays); build_or_fail and
+ *                 perturb_params (a model to check); test_config and
  *                 test_config_tiny (a small model's Config)
  *   files         read_file / read_file_or_fail / write_file / write_text;
  *                 fresh_dir / remove_dir (a folder of one's own in /tmp)
@@ -108,6 +109,13 @@ Config test_config(int N, int d_model, int d_ff, int h, int d_k, int d_v, int vo
  * shows: N=2, d_model 8, d_ff 12, h 2, d_k 4, d_v 3 (h*d_k = 8 = d_model
  * but h*d_v = 6 != d_model), vocab 11, max_len 16. */
 Config test_config_tiny(float dropout);
+
+/* model_build(m, c, B, Ts, Tt, seed), failing the test with its message. */
+void build_or_fail(Model *m, const Config *c, int B, int Ts, int Tt, uint64_t seed);
+/* Moves every 1-D tensor (Norm gains and biases, the FFN's biases) off its
+ * initial 1 or 0 by up to +-0.3, so that their gradients (and mistakes in
+ * them) are generic. */
+void perturb_params(Model *m, uint64_t seed);
 
 /* ---- files --------------------------------------------------------------- */
 
